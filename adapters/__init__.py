@@ -1,0 +1,1 @@
+"""tracescore adapters: agent runs from OpenTelemetry traces of every major convention."""

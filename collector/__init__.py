@@ -1,0 +1,1 @@
+"""tracescore's daemon: OTLP receivers, trace assembly, job queue, workers, score export, CLI."""

@@ -1,0 +1,156 @@
+"""Judge configuration (`Judge`), its per-step override rules, and the judge execution record.
+
+This module holds only data: executing a judge call lives in `scorers._judge` (which
+imports litellm lazily). The scorer engine resolves a step's effective judge with
+`merge_judges(scorer_judge, step_judge)` and calls
+``scorers._judge.execute_judge_call(judge, prompt, output_schema=...)``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+JsonPromptInjection = bool | Literal["auto", "system", "inline"]
+
+DEFAULT_MAX_PROCESSOR_RETRIES = 10
+"""Budget of processor-driven retries when error processors are set and no budget is given."""
+
+
+class Judge(BaseModel):
+    """The LLM judge of a scorer (or of one prompt step, overriding the scorer's field by field).
+
+    Args:
+        model: a litellm model string ("openai/gpt-4o-mini", "anthropic/...", "ollama/...").
+        instructions: the judge's system prompt.
+        json_prompt_injection: "auto" (native structured output when litellm says the model
+            supports it, else inline), True or "system", "inline", or False (native only).
+        input_processors: processors with ``process_input(messages) -> messages``.
+        output_processors: processors with ``process_output_result(result) -> result``.
+        error_processors: processors with ``process_api_error(error, retry_count)``.
+        max_processor_retries: retry budget for error processors (default 10 when error
+            processors are set, none otherwise).
+        model_settings: passed through to ``litellm.acompletion`` (api_base, api_key,
+            temperature, timeout, ...).
+
+    Example:
+        >>> j = Judge(model="openai/gpt-4o-mini", instructions="You are an expert evaluator")
+        >>> (j.model, j.json_prompt_injection, j.effective_max_processor_retries)
+        ('openai/gpt-4o-mini', 'auto', 0)
+    """
+
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True, extra="forbid")
+
+    model: str | None = None
+    instructions: str | None = None
+    json_prompt_injection: JsonPromptInjection = "auto"
+    input_processors: list[Any] | None = None
+    output_processors: list[Any] | None = None
+    error_processors: list[Any] | None = None
+    max_processor_retries: int | None = Field(default=None, ge=0)
+    model_settings: dict[str, Any] | None = None
+
+    @property
+    def effective_max_processor_retries(self) -> int:
+        """The processor retry budget in force: explicit, else 10 with error processors, else 0.
+
+        Example:
+            >>> Judge(model="m", instructions="i", error_processors=[object()]).effective_max_processor_retries
+            10
+        """
+        if self.max_processor_retries is not None:
+            return self.max_processor_retries
+        return DEFAULT_MAX_PROCESSOR_RETRIES if self.error_processors else 0
+
+    def __repr__(self) -> str:
+        # model_settings may hold an api_key: never print it.
+        settings = sorted((self.model_settings or {}).keys())
+        return (
+            f"Judge(model={self.model!r}, instructions={self.instructions!r}, "
+            f"json_prompt_injection={self.json_prompt_injection!r}, model_settings_keys={settings})"
+        )
+
+    __str__ = __repr__
+
+
+def merge_judges(scorer_judge: Judge | None, step_judge: Judge | None) -> Judge:
+    """A step's effective judge: the step's fields win where the step set them (not None).
+
+    Processor lists given on the step replace the scorer's (``[]`` disables them);
+    ``max_processor_retries`` and every other field the step leaves unset are inherited;
+    ``model_settings`` on the step replaces the scorer's dict wholesale.
+
+    Example:
+        >>> base = Judge(model="openai/gpt-4o-mini", instructions="Be strict.", max_processor_retries=2)
+        >>> step = Judge(instructions="Be lenient.", error_processors=[])
+        >>> merged = merge_judges(base, step)
+        >>> (merged.model, merged.instructions, merged.error_processors, merged.max_processor_retries)
+        ('openai/gpt-4o-mini', 'Be lenient.', [], 2)
+    """
+    if scorer_judge is None and step_judge is None:
+        return Judge()
+    if step_judge is None:
+        assert scorer_judge is not None
+        return scorer_judge
+    if scorer_judge is None:
+        return step_judge
+    values = dict(scorer_judge)
+    for field in step_judge.model_fields_set:
+        value = getattr(step_judge, field)
+        if value is not None:
+            values[field] = value
+    return Judge(**values)
+
+
+class JudgeUsage(BaseModel):
+    """Token usage of a judge execution, summed over its attempts.
+
+    Example:
+        >>> JudgeUsage(input_tokens=10, output_tokens=5).total_tokens
+        15
+    """
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    total_tokens: int = 0
+    reasoning_tokens: int | None = None
+    cached_input_tokens: int | None = None
+
+    def model_post_init(self, __context: Any) -> None:
+        if not self.total_tokens:
+            object.__setattr__(self, "total_tokens", self.input_tokens + self.output_tokens)
+
+
+class JudgeExecution(BaseModel):
+    """One execution of a prompt step's judge call (all its attempts), as recorded on results.
+
+    Example:
+        >>> ex = JudgeExecution(status="success", prompt="Score it", output=0.8,
+        ...                     model="openai/gpt-4o-mini", attempt_count=1, duration_ms=120)
+        >>> (ex.status, ex.output, ex.error)
+        ('success', 0.8, None)
+    """
+
+    status: Literal["success", "failed"]
+    prompt: str
+    output: Any = None
+    raw_output: str | None = None
+    model: str
+    provider: str | None = None
+    usage: JudgeUsage = Field(default_factory=JudgeUsage)
+    cost_usd: float | None = None
+    attempt_count: int = 0
+    duration_ms: int = 0
+    error: dict[str, Any] | None = None
+
+
+class JudgeStepRecord(BaseModel):
+    """The judge executions of one prompt step.
+
+    Example:
+        >>> JudgeStepRecord().executions
+        []
+    """
+
+    executions: list[JudgeExecution] = Field(default_factory=list)
