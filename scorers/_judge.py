@@ -1,0 +1,304 @@
+"""Executing a prompt step's judge call: processors, structured output, retries, telemetry.
+
+``execute_judge_call(judge, prompt, output_schema=...)`` is the engine's single entry
+point. One call is one *judge execution*; it makes one or more HTTP *attempts*:
+
+1. Input processors run once on ``[system: instructions, user: prompt]``.
+2. The schema is injected per ``json_prompt_injection`` (`scorers._structured_output`).
+3. Each attempt holds the model's concurrency slot (`set_judge_concurrency`) only while
+   its request is in flight. A provider or network error is offered to the error
+   processors; the first `RetryDecision(retry=True)` sends the *same* request again
+   after its delay, while ``judge.effective_max_processor_retries`` lasts (one budget per
+   execution). Without error processors the failure is final at once.
+4. Output processors run on each reply; the reply is parsed and validated. A parse or
+   validation failure (never a provider error) is retried exactly once with system
+   injection; a second failure raises `JudgeOutputError` quoting the reply's start.
+
+Every outcome is recorded as a `JudgeExecution` (attached to `JudgeError.execution` on
+failure): usage summed over attempts, cost computed once from that usage, every HTTP
+attempt counted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import time
+import weakref
+from typing import Any
+
+from pydantic import BaseModel
+
+from scorers._judge_transport import Reply, Route, litellm_module, route_for, send
+from scorers._judge_types import Judge, JudgeExecution, JudgeUsage
+from scorers._retry_after import parse_retry_after_ms
+from scorers._structured_output import (
+    Mode,
+    OutputInvalid,
+    SchemaSpec,
+    inject,
+    parse_reply,
+    preview,
+    resolve_mode,
+)
+from scorers.errors import JudgeError, JudgeOutputError
+from scorers.processors import JudgeReply, RetryDecision, is_provider_retryable
+
+DEFAULT_JUDGE_CONCURRENCY = 32
+"""Judge requests in flight per model and event loop (SPEC ``[workers] judge_concurrency``)."""
+
+_concurrency = DEFAULT_JUDGE_CONCURRENCY
+_semaphores: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, asyncio.Semaphore]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def set_judge_concurrency(limit: int) -> None:
+    """Set how many judge requests may be in flight at once per model (per event loop).
+
+    Applies to limits created afterwards: requests already waiting keep the old limit.
+
+    Example:
+        >>> set_judge_concurrency(8); get_judge_concurrency()
+        8
+        >>> set_judge_concurrency(DEFAULT_JUDGE_CONCURRENCY)
+    """
+    global _concurrency
+    if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
+        raise ValueError(f"judge concurrency must be a positive integer, not {limit!r}")
+    _concurrency = limit
+    _semaphores.clear()
+
+
+def get_judge_concurrency() -> int:
+    """The per-model judge concurrency limit in force.
+
+    Example:
+        >>> get_judge_concurrency() >= 1
+        True
+    """
+    return _concurrency
+
+
+def _semaphore(model: str) -> asyncio.Semaphore:
+    loop = asyncio.get_running_loop()
+    per_loop = _semaphores.get(loop)
+    if per_loop is None:
+        per_loop = _semaphores[loop] = {}
+    semaphore = per_loop.get(model)
+    if semaphore is None:
+        semaphore = per_loop[model] = asyncio.Semaphore(_concurrency)
+    return semaphore
+
+
+async def _maybe_await(value: Any) -> Any:
+    return await value if inspect.isawaitable(value) else value
+
+
+class _ProviderFailure(Exception):
+    """Internal: the provider request failed for good (the mapped error is the cause)."""
+
+
+class _Execution:
+    """Mutable bookkeeping of one judge execution."""
+
+    def __init__(self, judge: Judge, route: Route, prompt: str) -> None:
+        self.judge = judge
+        self.route = route
+        self.prompt = prompt
+        self.started = time.perf_counter()
+        self.attempts = 0
+        self.processor_retries = 0
+        self.input_tokens = 0
+        self.output_tokens = 0
+        self.total_tokens = 0
+        self.reasoning_tokens: int | None = None
+        self.cached_tokens: int | None = None
+        self.raw_output: str | None = None
+
+    def add_usage(self, usage: JudgeUsage) -> None:
+        self.input_tokens += usage.input_tokens
+        self.output_tokens += usage.output_tokens
+        self.total_tokens += usage.total_tokens
+        if usage.reasoning_tokens is not None:
+            self.reasoning_tokens = (self.reasoning_tokens or 0) + usage.reasoning_tokens
+        if usage.cached_input_tokens is not None:
+            self.cached_tokens = (self.cached_tokens or 0) + usage.cached_input_tokens
+
+    def record(self, status: str, output: Any = None, error: dict[str, Any] | None = None) -> JudgeExecution:
+        usage = JudgeUsage(
+            input_tokens=self.input_tokens, output_tokens=self.output_tokens,
+            total_tokens=self.total_tokens, reasoning_tokens=self.reasoning_tokens,
+            cached_input_tokens=self.cached_tokens,
+        )
+        return JudgeExecution(
+            status=status,  # type: ignore[arg-type]
+            prompt=self.prompt,
+            output=output,
+            raw_output=self.raw_output,
+            model=self.route.model,
+            provider=self.route.provider,
+            usage=usage,
+            cost_usd=self.route.cost_usd(usage),
+            attempt_count=self.attempts,
+            duration_ms=int((time.perf_counter() - self.started) * 1000),
+            error=error,
+        )
+
+    async def request(self, messages: list[dict[str, Any]], response_format: dict[str, Any] | None,
+                      format_key: str) -> Reply:
+        """One request, re-sent while an error processor asks for it and the budget lasts."""
+        judge = self.judge
+        budget = judge.effective_max_processor_retries
+        semaphore = _semaphore(self.route.model)
+        while True:
+            self.attempts += 1
+            try:
+                async with semaphore:
+                    reply = await send(self.route, messages, response_format, format_key)
+            except Exception as exc:
+                decision = None
+                if judge.error_processors and self.processor_retries < budget:
+                    decision = await self._ask_error_processors(exc)
+                if decision is None or not decision.retry:
+                    raise _ProviderFailure() from exc
+                self.processor_retries += 1
+                if decision.delay_ms > 0:
+                    await asyncio.sleep(decision.delay_ms / 1000)
+                continue
+            self.add_usage(reply.usage)
+            return reply
+
+    async def _ask_error_processors(self, exc: BaseException) -> RetryDecision | None:
+        for processor in self.judge.error_processors or ():
+            hook = getattr(processor, "process_api_error", None)
+            if hook is None:
+                continue
+            decision = await _maybe_await(hook(exc, self.processor_retries))
+            if isinstance(decision, RetryDecision) and decision.retry:
+                return decision
+            if isinstance(decision, dict) and decision.get("retry"):
+                return RetryDecision(retry=True, delay_ms=float(decision.get("delay_ms") or 0))
+        return None
+
+    async def reply_text(self, messages: list[dict[str, Any]], response_format: dict[str, Any] | None,
+                         format_key: str) -> str:
+        """Request, then run the output processors; returns the (processed) reply text."""
+        reply = await self.request(messages, response_format, format_key)
+        result = JudgeReply(text=reply.text, finish_reason=reply.finish_reason, usage=reply.usage,
+                            model=self.route.model)
+        for processor in self.judge.output_processors or ():
+            hook = getattr(processor, "process_output_result", None)
+            if hook is not None:
+                result = await _maybe_await(hook(result))
+        self.raw_output = result.text
+        return result.text
+
+
+def _error_dict(exc: BaseException, status_code: int | None = None) -> dict[str, Any]:
+    error: dict[str, Any] = {"type": type(exc).__name__, "message": str(exc)}
+    if status_code is not None:
+        error["status_code"] = status_code
+    return error
+
+
+def _to_json(value: Any) -> Any:
+    return value.model_dump(mode="json") if isinstance(value, BaseModel) else value
+
+
+async def execute_judge_call(
+    judge: Judge,
+    prompt: str,
+    *,
+    output_schema: type[BaseModel] | dict[str, Any] | None,
+) -> tuple[Any, JudgeExecution]:
+    """Run one judge execution and return ``(value, execution)``.
+
+    ``value`` is a validated model instance (pydantic schema), a validated dict (JSON
+    Schema dict) or the reply text (no schema). ``judge`` is the step's merged judge
+    with ``model`` and ``instructions`` set.
+
+    Raises:
+        JudgeOutputError: the reply did not parse or validate, twice.
+        JudgeError: the provider failed for good (``retryable``, ``retry_after_s``,
+            ``status_code`` set from the provider's error, which is chained), or a
+            processor raised.
+
+    Example:
+        >>> judge = Judge(model="openai/gpt-4o-mini", instructions="You are a strict grader.",
+        ...               model_settings={"api_base": "http://127.0.0.1:8000/v1", "api_key": "k"})
+        >>> # value, execution = await execute_judge_call(judge, "Score this.", output_schema=None)
+        >>> judge.effective_max_processor_retries
+        0
+    """
+    if not judge.model or judge.instructions is None:
+        raise ValueError("execute_judge_call needs a judge with a model and instructions")
+    litellm_module()
+    route = route_for(judge.model, judge.model_settings)
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": judge.instructions},
+        {"role": "user", "content": prompt},
+    ]
+    state = _Execution(judge, route, prompt)
+    try:
+        for processor in judge.input_processors or ():
+            hook = getattr(processor, "process_input", None)
+            if hook is not None:
+                messages = list(await _maybe_await(hook(messages)))
+        state.prompt = next((str(m.get("content")) for m in reversed(messages)
+                             if m.get("role") == "user"), prompt)
+        if output_schema is None:
+            value = await state.reply_text(messages, None, "")
+            return value, state.record("success", output=value)
+        spec = SchemaSpec.of(output_schema)
+        mode = resolve_mode(judge.json_prompt_injection, route.supports_native)
+        try:
+            value = await _structured_attempt(state, messages, spec, mode)
+        except OutputInvalid:
+            value = await _structured_attempt(state, messages, spec, "system", last=True)
+        return value, state.record("success", output=_to_json(value))
+    except _ProviderFailure as failure:
+        exc = failure.__cause__
+        assert exc is not None
+        status = getattr(exc, "status_code", None)
+        status = status if isinstance(status, int) else None
+        retry_after = parse_retry_after_ms(exc)
+        execution = state.record("failed", error=_error_dict(exc, status))
+        raise JudgeError(
+            f"Judge call to {route.model} failed: {exc}",
+            retryable=any(is_provider_retryable(level) for level in _chain(exc)),
+            retry_after_s=retry_after / 1000 if retry_after is not None else None,
+            status_code=status,
+            execution=execution,
+        ) from exc
+    except JudgeOutputError:
+        raise
+    except (JudgeError, asyncio.CancelledError):
+        raise
+    except Exception as exc:
+        execution = state.record("failed", error=_error_dict(exc))
+        raise JudgeError(f"Judge call to {route.model} failed: {type(exc).__name__}: {exc}",
+                         execution=execution) from exc
+
+
+def _chain(exc: BaseException) -> list[Any]:
+    from scorers._retry_after import iter_error_chain
+
+    return list(iter_error_chain(exc))
+
+
+async def _structured_attempt(state: _Execution, messages: list[dict[str, Any]], spec: SchemaSpec,
+                              mode: Mode, *, last: bool = False) -> Any:
+    route = state.route
+    response_format = spec.response_format(strict=route.openai_style) if mode == "native" else None
+    format_key = f"{spec.compact}\x00{route.openai_style}" if response_format else ""
+    text = await state.reply_text(inject(messages, spec, mode), response_format, format_key)
+    try:
+        return parse_reply(text, spec)
+    except OutputInvalid as invalid:
+        if not last:
+            raise
+        message = (f"Judge output is not valid for the step's schema after {state.attempts} "
+                   f"attempts: {invalid}. Reply started with: {preview(text)}")
+        execution = state.record("failed", error={"type": "JudgeOutputError", "message": message})
+        raise JudgeOutputError(message, raw_output=text[:2000], execution=execution) from invalid
