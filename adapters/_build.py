@@ -1,0 +1,205 @@
+"""Turning span views into an `AgentRun`: conversation chaining and the SPEC §2 message split.
+
+Owned by the adapters. Split rule: ``system_messages`` = the system prompts;
+``input_messages`` = the trailing user messages of the run's first request;
+``remembered_messages`` = the non-system messages before them; output = every message the
+run produced after that request, in order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from adapters._messages import Msg, msg_key, to_message
+from adapters._runs import AgentRun
+from adapters._trace import TraceSpan
+from adapters._view import SpanView
+from scorers._agent_types import ScorerRunInputForAgent, ScorerRunOutputForAgent
+
+__all__ = ["build_run", "chain", "continues", "non_system", "split_turn"]
+
+
+def non_system(msgs: Sequence[Msg]) -> list[Msg]:
+    """The messages that are not system prompts.
+
+    Example:
+        >>> [m.role for m in non_system([Msg("system", "s"), Msg("user", "u")])]
+        ['user']
+    """
+    return [m for m in msgs if m.role != "system"]
+
+
+def _same_reply(replayed: Msg, produced: Msg) -> bool:
+    if replayed.role != produced.role:
+        return False
+    if replayed.tool_calls and produced.tool_calls:
+        if [c.name for c in replayed.tool_calls] != [c.name for c in produced.tool_calls]:
+            return False
+    a, b = replayed.content.strip(), produced.content.strip()
+    return not (a and b and a != b)
+
+
+def continues(prev: SpanView, nxt: SpanView) -> bool:
+    """Whether ``nxt``'s request replays ``prev``'s request and response (a tool-call loop step).
+
+    Example:
+        >>> span = TraceSpan("a" * 32, "b" * 16, None, "chat")
+        >>> a = SpanView(span, "genai", "llm", request=[Msg("user", "Hi")], response=[Msg("assistant", "Yo")])
+        >>> b = SpanView(span, "genai", "llm", request=[Msg("user", "Hi"), Msg("assistant", "Yo"), Msg("user", "More")])
+        >>> (continues(a, b), continues(b, a))
+        (True, False)
+    """
+    prev_req, req = non_system(prev.request), non_system(nxt.request)
+    n = len(prev_req)
+    if n == 0 or len(req) <= n:
+        return False
+    if any(msg_key(x) != msg_key(y) for x, y in zip(prev_req, req, strict=False)):
+        return False
+    return not prev.response or _same_reply(req[n], prev.response[0])
+
+
+def chain(calls: Sequence[SpanView]) -> tuple[SpanView | None, list[SpanView]]:
+    """The first call with a request and the calls continuing it, in order (start-time sorted input).
+
+    Example:
+        >>> span = TraceSpan("a" * 32, "b" * 16, None, "chat")
+        >>> a = SpanView(span, "genai", "llm", request=[Msg("user", "Hi")], response=[Msg("assistant", "Yo")])
+        >>> first, used = chain([a])
+        >>> (first is a, len(used))
+        (True, 1)
+    """
+    first = next((c for c in calls if non_system(c.request)), None)
+    if first is None:
+        return None, []
+    used = [first]
+    for call in calls:
+        if call is first or call.span.start_ns < first.span.start_ns:
+            continue
+        if continues(used[-1], call):
+            used.append(call)
+    return first, used
+
+
+def split_turn(first_request: Sequence[Msg]) -> tuple[list[Msg], list[Msg]]:
+    """Split a first request (system messages removed) into (remembered, input).
+
+    Example:
+        >>> rem, inp = split_turn([Msg("user", "My name is Ada."), Msg("assistant", "Hi Ada."),
+        ...                        Msg("user", "What is my name?")])
+        >>> ([m.content for m in rem], [m.content for m in inp])
+        (['My name is Ada.', 'Hi Ada.'], ['What is my name?'])
+    """
+    msgs = non_system(first_request)
+    k = len(msgs)
+    while k > 0 and msgs[k - 1].role == "user":
+        k -= 1
+    return msgs[:k], msgs[k:]
+
+
+def _dedupe(texts: Sequence[str]) -> list[str]:
+    seen: set[str] = set()
+    out = []
+    for text in texts:
+        if text and text not in seen:
+            seen.add(text)
+            out.append(text)
+    return out
+
+
+def _conversation_split(view: SpanView, calls: Sequence[SpanView]) -> tuple[list[Msg], list[Msg]]:
+    conv = non_system(view.conversation or [])
+    first = next((c for c in calls if non_system(c.request)), None)
+    if first is not None:
+        req = non_system(first.request)
+        if len(req) <= len(conv) and all(msg_key(a) == msg_key(b) for a, b in zip(req, conv, strict=False)):
+            return conv[: len(req)], conv[len(req) :]
+    last_user = max((i for i, m in enumerate(conv) if m.role == "user"), default=-1)
+    return conv[: last_user + 1], conv[last_user + 1 :]
+
+
+def _sum_usage(views: Sequence[SpanView]) -> dict[str, int]:
+    total: dict[str, int] = {}
+    for view in views:
+        for key, value in view.usage.items():
+            total[key] = total.get(key, 0) + value
+    return total
+
+
+def build_run(run_span: TraceSpan, run_view: SpanView | None, calls: Sequence[SpanView]) -> AgentRun:
+    """Build one `AgentRun` scored on ``run_span`` from its agent view (if any) and its LLM calls.
+
+    ``calls`` are the LLM views that belong to the run, sorted by start time.
+
+    Example:
+        >>> span = TraceSpan("a" * 32, "b" * 16, None, "chat", resource={"service.name": "bot"})
+        >>> call = SpanView(span, "genai", "llm", request=[Msg("system", "Be terse."), Msg("user", "Hi")],
+        ...                 response=[Msg("assistant", "Hello")])
+        >>> run = build_run(span, None, [call])
+        >>> (run.input.system_messages[0].content, run.input.input_messages[0].content, run.output[0].content)
+        ('Be terse.', 'Hi', 'Hello')
+    """
+    system: list[str] = list(run_view.system) if run_view is not None else []
+    produced: list[Msg]
+    if run_view is not None and run_view.conversation:
+        system += [m.content for m in run_view.conversation if m.role == "system"]
+        first_request, produced = _conversation_split(run_view, calls)
+    else:
+        first, used = chain(calls)
+        if first is not None:
+            system += first.system + [m.content for m in first.request if m.role == "system"]
+            first_request = non_system(first.request)
+            last = used[-1]
+            produced = non_system(last.request)[len(first_request) :] + list(last.response)
+            if not produced and run_view is not None:
+                produced = list(run_view.response)
+        elif run_view is not None:
+            system += [m.content for m in run_view.request if m.role == "system"]
+            first_request = non_system(run_view.request)
+            produced = list(run_view.response)
+            if not produced:
+                produced = [r for c in calls for r in c.response][-1:]
+        else:
+            first_request = []
+            produced = [r for c in calls for r in c.response]
+    remembered, inp = split_turn(first_request)
+    run_input = ScorerRunInputForAgent(
+        input_messages=[to_message(m) for m in inp],
+        remembered_messages=[to_message(m) for m in remembered],
+        system_messages=[to_message(Msg("system", t)) for t in _dedupe(system)],
+        tagged_system_messages={},
+    )
+    output = ScorerRunOutputForAgent([to_message(m) for m in produced])
+    convention = run_view.convention if run_view is not None else (calls[0].convention if calls else "")
+    return AgentRun(
+        trace_id=run_span.trace_id,
+        span_id=run_span.span_id,
+        span_name=run_span.name,
+        service=run_span.service or next((c.span.service for c in calls if c.span.service), ""),
+        convention=convention,
+        start_ns=run_span.start_ns,
+        end_ns=run_span.end_ns,
+        input=run_input,
+        output=output,
+        request_context=_context(run_span, run_view, calls),
+    )
+
+
+def _context(run_span: TraceSpan, run_view: SpanView | None, calls: Sequence[SpanView]) -> dict[str, Any]:
+    ctx: dict[str, Any] = {}
+    service = run_span.service or next((c.span.service for c in calls if c.span.service), "")
+    if service:
+        ctx["service"] = service
+    sources = ([run_view] if run_view is not None else []) + list(reversed(calls))
+    for view in sources:
+        for key, value in view.context.items():
+            if key == "response_id" or value is None:
+                continue
+            ctx.setdefault(key, value)
+    own = run_view if run_view is not None else next((c for c in calls if c.span is run_span), None)
+    if own is not None and own.context.get("response_id"):
+        ctx["response_id"] = own.context["response_id"]
+    usage = run_view.usage if run_view is not None and run_view.usage else _sum_usage(calls)
+    if usage:
+        ctx["usage"] = dict(usage)
+    return ctx

@@ -1,0 +1,186 @@
+"""`SpanView`: what one convention module reads from one span, in a convention-neutral form.
+
+Owned by the adapters. A convention module turns a span it recognises into a `SpanView`
+of kind ``agent`` (a run span), ``llm`` (one model request) or ``tool``; `_detect`
+groups the views into runs. Helpers here read the attributes many conventions share.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from adapters._messages import Msg, loads, text_of
+from adapters._trace import TraceSpan
+
+__all__ = ["Report", "SpanView", "common_context", "int_attr", "str_attr", "system_texts", "usage_from"]
+
+#: Called with a skip reason when a span is degraded (bad JSON, bad attribute type...).
+Report = Callable[[str], None]
+
+
+@dataclass(slots=True)
+class SpanView:
+    """One span as seen by its convention module.
+
+    ``request``/``response`` are an LLM span's request and response messages (system
+    messages included in ``request`` when the convention sends them as messages), or an
+    agent span's own input/output messages. ``conversation`` is a whole run's conversation
+    when the agent span carries it (pydantic-ai). ``weak`` marks an agent claim that yields
+    to an agent span below it (the OpenAI Agents SDK trace root). ``fallback`` marks an
+    LLM view used only when its run has no other LLM views (Mastra's whole-generation span
+    beside its per-step spans).
+
+    Example:
+        >>> span = TraceSpan("a" * 32, "b" * 16, None, "chat")
+        >>> SpanView(span=span, convention="genai", kind="llm", request=[Msg("user", "Hi")]).has_content
+        True
+    """
+
+    span: TraceSpan
+    convention: str
+    kind: str
+    request: list[Msg] = field(default_factory=list)
+    response: list[Msg] = field(default_factory=list)
+    system: list[str] = field(default_factory=list)
+    conversation: list[Msg] | None = None
+    weak: bool = False
+    fallback: bool = False
+    context: dict[str, Any] = field(default_factory=dict)
+    usage: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def has_content(self) -> bool:
+        """Whether the span carries any message text at all.
+
+        Example:
+            >>> SpanView(span=TraceSpan("a" * 32, "b" * 16, None, "x"), convention="genai", kind="llm").has_content
+            False
+        """
+        return bool(self.request or self.response or self.system or self.conversation)
+
+
+def str_attr(attrs: Mapping[str, Any], *keys: str) -> str | None:
+    """The first of ``keys`` whose value is a non-empty string (ints are converted).
+
+    Example:
+        >>> str_attr({"a": 1, "b": "x"}, "c", "b")
+        'x'
+    """
+    for key in keys:
+        value = attrs.get(key)
+        if isinstance(value, str) and value:
+            return value
+        if isinstance(value, int) and not isinstance(value, bool):
+            return str(value)
+    return None
+
+
+def int_attr(attrs: Mapping[str, Any], *keys: str) -> int | None:
+    """The first of ``keys`` holding an integer (numeric strings accepted, bools refused).
+
+    Example:
+        >>> int_attr({"a": "12", "b": True}, "b", "a")
+        12
+    """
+    for key in keys:
+        value = attrs.get(key)
+        if isinstance(value, bool):
+            continue
+        if isinstance(value, int):
+            return value
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        if isinstance(value, str) and value.strip().isdigit():
+            return int(value.strip())
+    return None
+
+
+def usage_from(attrs: Mapping[str, Any], prefix: str = "gen_ai.usage.") -> dict[str, int]:
+    """Token usage from ``<prefix>input_tokens`` / ``output_tokens`` (or prompt/completion names).
+
+    Example:
+        >>> usage_from({"gen_ai.usage.input_tokens": 17, "gen_ai.usage.output_tokens": 6})
+        {'input_tokens': 17, 'output_tokens': 6, 'total_tokens': 23}
+    """
+    usage: dict[str, int] = {}
+    inp = int_attr(attrs, prefix + "input_tokens", prefix + "prompt_tokens")
+    out = int_attr(attrs, prefix + "output_tokens", prefix + "completion_tokens")
+    total = int_attr(attrs, prefix + "total_tokens", "llm.usage.total_tokens")
+    if inp is not None:
+        usage["input_tokens"] = inp
+    if out is not None:
+        usage["output_tokens"] = out
+    if total is None and inp is not None and out is not None:
+        total = inp + out
+    if total is not None:
+        usage["total_tokens"] = total
+    return usage
+
+
+def common_context(attrs: Mapping[str, Any]) -> dict[str, Any]:
+    """Run context from the attributes most conventions share (GenAI, OpenInference, Traceloop).
+
+    Example:
+        >>> common_context({"gen_ai.request.model": "gpt-4o-mini", "session.id": "s1"})
+        {'model': 'gpt-4o-mini', 'session_id': 's1'}
+    """
+    ctx: dict[str, Any] = {}
+    pairs = (
+        ("agent_name", ("gen_ai.agent.name", "agent.name", "agent_name")),
+        ("model", ("gen_ai.response.model", "gen_ai.request.model", "llm.model_name", "model_name")),
+        ("provider", ("gen_ai.provider.name", "gen_ai.system", "llm.provider", "llm.system")),
+        ("conversation_id", ("gen_ai.conversation.id",)),
+        (
+            "session_id",
+            ("session.id", "gen_ai.session.id", "traceloop.association.properties.session_id"),
+        ),
+        ("user_id", ("user.id", "enduser.id", "traceloop.association.properties.user_id")),
+        ("response_id", ("gen_ai.response.id",)),
+    )
+    for name, keys in pairs:
+        value = str_attr(attrs, *keys)
+        if value is not None:
+            ctx[name] = value
+    return ctx
+
+
+def system_texts(value: Any, report: Report | None = None) -> list[str]:
+    """System prompt texts from ``gen_ai.system_instructions``-like values (JSON parts, list or plain text).
+
+    Example:
+        >>> system_texts('[{"type": "text", "content": "Be terse."}]')
+        ['Be terse.']
+        >>> system_texts("You are a terse assistant.")
+        ['You are a terse assistant.']
+    """
+    if value is None:
+        return []
+    if isinstance(value, str):
+        stripped = value.strip()
+        if not stripped:
+            return []
+        if stripped[:1] in ("[", "{"):
+            parsed = loads(stripped)
+            if parsed is None:
+                return [value]
+            value = parsed
+        else:
+            return [value]
+    if isinstance(value, dict):
+        value = [value]
+    if isinstance(value, list):
+        out = []
+        for part in value:
+            if isinstance(part, str):
+                if part:
+                    out.append(part)
+            elif isinstance(part, dict):
+                text = text_of([part]) if part.get("type", "text") == "text" else ""
+                if text:
+                    out.append(text)
+        return out
+    if report is not None:
+        report("bad_attribute")
+    return []

@@ -1,0 +1,247 @@
+"""OpenTelemetry GenAI semantic conventions, current and earlier, span by span.
+
+Owned by the adapters. Current (semconv >= 1.37): ``gen_ai.operation.name``
+(``invoke_agent`` / ``chat`` / ``execute_tool``...), ``gen_ai.input.messages``,
+``gen_ai.output.messages``, ``gen_ai.system_instructions`` as JSON strings or structured
+values. Earlier: indexed ``gen_ai.prompt.N.*`` / ``gen_ai.completion.N.*`` attributes,
+per-message events (``gen_ai.system.message``, ``gen_ai.user.message``,
+``gen_ai.assistant.message``, ``gen_ai.tool.message``, ``gen_ai.choice``) as span events
+or OTLP log records, ``gen_ai.content.prompt`` / ``.completion`` span events, and the
+``gen_ai.client.inference.operation.details`` log event with structured messages.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from adapters._messages import Msg, loads, parse_messages
+from adapters._trace import TraceLog, TraceSpan
+from adapters._view import Report, SpanView, common_context, system_texts, usage_from
+
+__all__ = ["AGENT_OPERATIONS", "LLM_OPERATIONS", "indexed", "indexed_messages", "messages_attr", "view_span"]
+
+AGENT_OPERATIONS = frozenset({"invoke_agent", "invoke_workflow"})
+LLM_OPERATIONS = frozenset(
+    {"chat", "text_completion", "generate_content", "completion", "responses", "generate"}
+)
+_NOT_LLM = frozenset({"embeddings", "embedding", "create_agent", "retrieval", "rerank"})
+_MESSAGE_EVENTS = {
+    "gen_ai.system.message": "system",
+    "gen_ai.user.message": "user",
+    "gen_ai.assistant.message": "assistant",
+    "gen_ai.tool.message": "tool",
+}
+_DETAILS_EVENT = "gen_ai.client.inference.operation.details"
+_INDEX = re.compile(r"^(\d+)\.(.+)$")
+
+
+def messages_attr(value: Any, report: Report) -> list[Msg]:
+    """Messages from a ``gen_ai.*.messages``-style value (JSON string or structured list).
+
+    Example:
+        >>> msgs = messages_attr('[{"role":"user","parts":[{"type":"text","content":"Hi"}]}]', print)
+        >>> [(m.role, m.content) for m in msgs]
+        [('user', 'Hi')]
+    """
+    if value is None:
+        return []
+    parsed = loads(value, report)
+    if parsed is None:
+        return []
+    if not isinstance(parsed, (list, dict)):
+        report("bad_attribute")
+        return []
+    return parse_messages(parsed)
+
+
+def indexed(attrs: Mapping[str, Any], prefix: str) -> list[dict[str, Any]]:
+    """Group flattened ``<prefix><N>.<rest>`` attributes into one dict per N, sorted by integer N.
+
+    Example:
+        >>> indexed({"p.10.role": "user", "p.2.role": "system", "p.2.content": "x"}, "p.")
+        [{'role': 'system', 'content': 'x'}, {'role': 'user'}]
+    """
+    groups: dict[int, dict[str, Any]] = {}
+    plen = len(prefix)
+    for key, value in attrs.items():
+        if not key.startswith(prefix):
+            continue
+        match = _INDEX.match(key[plen:])
+        if match is None:
+            continue
+        groups.setdefault(int(match.group(1)), {})[match.group(2)] = value
+    return [groups[i] for i in sorted(groups)]
+
+
+def _content_value(value: Any) -> Any:
+    # OpenLLMetry writes multimodal content as a JSON list of parts inside the string.
+    if isinstance(value, str) and value.startswith("[{"):
+        parsed = loads(value)
+        if isinstance(parsed, list) and parsed and all(isinstance(p, dict) and "type" in p for p in parsed):
+            return parsed
+    return value
+
+
+def indexed_messages(attrs: Mapping[str, Any], prefix: str) -> list[Msg]:
+    """Messages from legacy indexed attributes (``gen_ai.prompt.N.role`` / ``.content`` / ``.tool_calls.M.*``).
+
+    Example:
+        >>> attrs = {"gen_ai.completion.0.role": "assistant",
+        ...          "gen_ai.completion.0.tool_calls.0.id": "c1",
+        ...          "gen_ai.completion.0.tool_calls.0.name": "get_weather",
+        ...          "gen_ai.completion.0.tool_calls.0.arguments": '{"city": "Paris"}'}
+        >>> [(m.role, m.tool_calls[0].name) for m in indexed_messages(attrs, "gen_ai.completion.")]
+        [('assistant', 'get_weather')]
+    """
+    raws = []
+    for entry in indexed(attrs, prefix):
+        raw: dict[str, Any] = {
+            "role": entry.get("role") or "user",
+            "content": _content_value(entry.get("content")),
+        }
+        if "tool_call_id" in entry:
+            raw["tool_call_id"] = entry["tool_call_id"]
+        if isinstance(entry.get("name"), str):
+            raw["name"] = entry["name"]
+        calls = indexed(entry, "tool_calls.")
+        if calls:
+            raw["tool_calls"] = calls
+        if "function_call.name" in entry:
+            raw["function_call"] = {
+                "name": entry.get("function_call.name"),
+                "arguments": entry.get("function_call.arguments"),
+            }
+        raws.append(raw)
+    return parse_messages(raws)
+
+
+def _event_payload(attributes: Mapping[str, Any], body: Any) -> dict[str, Any]:
+    data: dict[str, Any] = dict(attributes)
+    if isinstance(body, dict):
+        data.update(body)
+    elif isinstance(body, str) and body.strip()[:1] == "{":
+        parsed = loads(body)
+        if isinstance(parsed, dict):
+            data.update(parsed)
+    for key in ("tool_calls", "message", "content"):
+        value = data.get(key)
+        if isinstance(value, str) and value.strip()[:1] in ("[", "{") and key != "content":
+            data[key] = loads(value)
+    return data
+
+
+class _EventMessages:
+    """Accumulates request/response/system from per-message events and details records."""
+
+    def __init__(self, report: Report) -> None:
+        self.request: list[Msg] = []
+        self.response: list[Msg] = []
+        self.system: list[str] = []
+        self.report = report
+        self.seen = False
+
+    def add(self, name: str, attributes: Mapping[str, Any], body: Any) -> None:
+        if name in _MESSAGE_EVENTS:
+            data = _event_payload(attributes, body)
+            data["role"] = _MESSAGE_EVENTS[name]
+            self.request.extend(parse_messages([data]))
+            self.seen = True
+        elif name == "gen_ai.choice":
+            data = _event_payload(attributes, body)
+            message = data.get("message")
+            if not isinstance(message, dict):
+                message = {k: data[k] for k in ("content", "tool_calls") if k in data}
+            message = {"role": "assistant", **message}
+            self.response.extend(parse_messages([message]))
+            self.seen = True
+        elif name == _DETAILS_EVENT:
+            data = dict(attributes)
+            if isinstance(body, dict):
+                data.update(body)
+            self.request.extend(messages_attr(data.get("gen_ai.input.messages"), self.report))
+            self.response.extend(messages_attr(data.get("gen_ai.output.messages"), self.report))
+            self.system.extend(system_texts(data.get("gen_ai.system_instructions"), self.report))
+            self.seen = True
+        elif name == "gen_ai.content.prompt":
+            self.request.extend(messages_attr(attributes.get("gen_ai.prompt"), self.report))
+            self.seen = True
+        elif name == "gen_ai.content.completion":
+            self.response.extend(messages_attr(attributes.get("gen_ai.completion"), self.report))
+            self.seen = True
+
+
+def _has_legacy(attrs: Mapping[str, Any]) -> bool:
+    return any(k.startswith(("gen_ai.prompt.", "gen_ai.completion.")) for k in attrs)
+
+
+def view_span(span: TraceSpan, logs: Sequence[TraceLog], report: Report) -> SpanView | None:
+    """Read a GenAI-convention span (with its log records) into a `SpanView`, or None if it is not one.
+
+    Example:
+        >>> span = TraceSpan("a" * 32, "b" * 16, None, "chat gpt-4o-mini", attributes={
+        ...     "gen_ai.operation.name": "chat",
+        ...     "gen_ai.input.messages": '[{"role":"user","parts":[{"type":"text","content":"Hi"}]}]',
+        ...     "gen_ai.output.messages": '[{"role":"assistant","parts":[{"type":"text","content":"Hello"}]}]'})
+        >>> view = view_span(span, (), print)
+        >>> (view.kind, view.request[0].content, view.response[0].content)
+        ('llm', 'Hi', 'Hello')
+    """
+    attrs = span.attributes
+    op = attrs.get("gen_ai.operation.name")
+    op = op if isinstance(op, str) else ""
+    if op in _NOT_LLM:
+        return None
+    events = _EventMessages(report)
+    for event in span.events:
+        events.add(event.name, event.attributes, None)
+    for log in logs:
+        events.add(log.event_name, log.attributes, log.body)
+    current = any(
+        k in attrs for k in ("gen_ai.input.messages", "gen_ai.output.messages", "gen_ai.system_instructions")
+    )
+    legacy = _has_legacy(attrs)
+    if op in AGENT_OPERATIONS:
+        kind = "agent"
+    elif op == "execute_tool":
+        kind = "tool"
+    elif op in LLM_OPERATIONS or current or legacy or events.seen:
+        kind = "llm"
+    elif "gen_ai.request.model" in attrs or "gen_ai.system" in attrs or "gen_ai.provider.name" in attrs:
+        kind = "llm"
+    else:
+        return None
+    view = SpanView(
+        span=span,
+        convention="genai" if current or not (legacy or events.seen) else "genai-legacy",
+        kind=kind,
+        context=common_context(attrs),
+        usage=usage_from(attrs),
+    )
+    view.system = system_texts(attrs.get("gen_ai.system_instructions"), report)
+    view.request = messages_attr(attrs.get("gen_ai.input.messages"), report)
+    view.response = messages_attr(attrs.get("gen_ai.output.messages"), report)
+    if not view.request and legacy:
+        view.request = indexed_messages(attrs, "gen_ai.prompt.")
+    if not view.response and legacy:
+        view.response = indexed_messages(attrs, "gen_ai.completion.")
+    if not view.request:
+        view.request = events.request
+    if not view.response:
+        view.response = events.response
+    if not view.system:
+        view.system = events.system
+    if kind == "tool":
+        view.context["tool_name"] = attrs.get("gen_ai.tool.name")
+    return view
+
+
+def claims(attribute_keys: Iterable[str]) -> bool:
+    """Cheap check: do these attribute keys look like a GenAI-convention span?
+
+    Example:
+        >>> claims(["gen_ai.operation.name"])
+        True
+    """
+    return any(k.startswith("gen_ai.") for k in attribute_keys)

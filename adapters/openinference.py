@@ -1,0 +1,179 @@
+"""OpenInference (Arize Phoenix) spans, including its GenAI-semconv mode and the OpenAI Agents SDK.
+
+Owned by the adapters. Reads ``openinference.span.kind`` (LLM / AGENT / TOOL), the
+flattened ``llm.input_messages.N.message.*`` / ``llm.output_messages.N.message.*``
+attributes (``.content`` or ``.contents.K.message_content.*``, ``.tool_calls.M.tool_call.*``,
+``.tool_call_id``), and ``input.value`` / ``output.value``. With
+``OPENINFERENCE_ENABLE_GENAI_SEMCONV`` the same messages are also in ``gen_ai.*``
+attributes: only one copy is read. An AGENT span without ``agent.name`` (the Agents SDK
+trace root) is a weak agent claim.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from adapters import genai
+from adapters._messages import Msg, loads, parse_messages, text_of
+from adapters._trace import TraceLog, TraceSpan
+from adapters._view import Report, SpanView, common_context, int_attr, str_attr, usage_from
+
+__all__ = ["claims", "oi_messages", "view_span"]
+
+
+def oi_messages(attrs: Mapping[str, Any], prefix: str) -> list[Msg]:
+    """Messages from flattened OpenInference attributes under ``prefix`` (sorted by integer index).
+
+    Example:
+        >>> attrs = {"llm.output_messages.0.message.role": "assistant",
+        ...          "llm.output_messages.0.message.tool_calls.0.tool_call.id": "c1",
+        ...          "llm.output_messages.0.message.tool_calls.0.tool_call.function.name": "w",
+        ...          "llm.output_messages.0.message.tool_calls.0.tool_call.function.arguments": "{}"}
+        >>> [(m.role, m.tool_calls[0].id) for m in oi_messages(attrs, "llm.output_messages.")]
+        [('assistant', 'c1')]
+    """
+    raws = []
+    for entry in genai.indexed(attrs, prefix):
+        content: Any = entry.get("message.content")
+        if content is None:
+            parts = []
+            for part in genai.indexed(entry, "message.contents."):
+                ptype = part.get("message_content.type", "text")
+                if ptype == "text":
+                    parts.append({"type": "text", "text": part.get("message_content.text") or ""})
+                elif ptype == "image":
+                    parts.append({"type": "image", "url": part.get("message_content.image.image.url")})
+            content = parts or None
+        raw: dict[str, Any] = {"role": entry.get("message.role") or "user", "content": content}
+        calls = [
+            {
+                "id": c.get("tool_call.id"),
+                "name": c.get("tool_call.function.name"),
+                "arguments": c.get("tool_call.function.arguments"),
+            }
+            for c in genai.indexed(entry, "message.tool_calls.")
+        ]
+        if calls:
+            raw["tool_calls"] = calls
+        if entry.get("message.function_call_name"):
+            raw["function_call"] = {
+                "name": entry["message.function_call_name"],
+                "arguments": entry.get("message.function_call_arguments_json"),
+            }
+        if entry.get("message.tool_call_id") is not None:
+            raw["tool_call_id"] = entry["message.tool_call_id"]
+        if isinstance(entry.get("message.name"), str):
+            raw["name"] = entry["message.name"]
+        raws.append(raw)
+    return parse_messages(raws)
+
+
+def _value(attrs: Mapping[str, Any], key: str, report: Report) -> Any:
+    value = attrs.get(key)
+    mime = attrs.get(key.replace(".value", ".mime_type"))
+    if isinstance(value, str) and (mime == "application/json" or value.strip()[:1] in ("{", "[")):
+        parsed = loads(value)
+        if parsed is not None:
+            return parsed
+        if mime == "application/json":
+            report("invalid_json")
+    return value
+
+
+def _body_messages(body: Any, key: str) -> list[Msg]:
+    if isinstance(body, dict):
+        if isinstance(body.get(key), list):
+            return parse_messages(body[key])
+        choices = body.get("choices")
+        if isinstance(choices, list):
+            return parse_messages(
+                [c.get("message") for c in choices if isinstance(c, dict) and isinstance(c.get("message"), dict)]
+            )
+        output = body.get("output")
+        if isinstance(output, list):
+            return parse_messages(output)
+    if isinstance(body, list):
+        return parse_messages(body)
+    return []
+
+
+def _usage(attrs: Mapping[str, Any]) -> dict[str, int]:
+    usage: dict[str, int] = {}
+    for name, key in (
+        ("input_tokens", "llm.token_count.prompt"),
+        ("output_tokens", "llm.token_count.completion"),
+        ("total_tokens", "llm.token_count.total"),
+    ):
+        value = int_attr(attrs, key)
+        if value is not None:
+            usage[name] = value
+    return usage or usage_from(attrs)
+
+
+def _text_message(role: str, value: Any) -> list[Msg]:
+    if value is None or value == "":
+        return []
+    if isinstance(value, (list, dict)):
+        msgs = _body_messages(value, "messages")
+        if msgs:
+            return msgs if role == "user" else [m for m in msgs if m.role == "assistant"][-1:]
+        return [Msg(role, text_of(value))]
+    return [Msg(role, str(value))]
+
+
+def view_span(span: TraceSpan, logs: Sequence[TraceLog], report: Report) -> SpanView | None:
+    """Read an OpenInference span into a `SpanView`, or None if it is not one.
+
+    Example:
+        >>> span = TraceSpan("a" * 32, "b" * 16, None, "ChatCompletion", attributes={
+        ...     "openinference.span.kind": "LLM",
+        ...     "llm.input_messages.0.message.role": "user", "llm.input_messages.0.message.content": "Hi",
+        ...     "llm.output_messages.0.message.role": "assistant", "llm.output_messages.0.message.content": "Yo"})
+        >>> view = view_span(span, (), print)
+        >>> (view.kind, view.request[0].content, view.response[0].content)
+        ('llm', 'Hi', 'Yo')
+    """
+    attrs = span.attributes
+    kind_attr = attrs.get("openinference.span.kind")
+    kind_attr = kind_attr.upper() if isinstance(kind_attr, str) else ""
+    has_messages = any(k.startswith(("llm.input_messages.", "llm.output_messages.")) for k in attrs)
+    if not kind_attr and not has_messages:
+        return None
+    ctx = common_context(attrs)
+    if kind_attr == "AGENT":
+        name = str_attr(attrs, "agent.name", "graph.node.id")
+        view = SpanView(span=span, convention="openinference", kind="agent", context=ctx, usage=_usage(attrs))
+        view.weak = not str_attr(attrs, "agent.name")
+        if name:
+            view.context["agent_name"] = name
+        view.request = _text_message("user", _value(attrs, "input.value", report))
+        view.response = _text_message("assistant", _value(attrs, "output.value", report))
+        return view
+    if kind_attr == "TOOL":
+        view = SpanView(span=span, convention="openinference", kind="tool", context=ctx)
+        view.context["tool_name"] = str_attr(attrs, "tool.name")
+        return view
+    if kind_attr not in ("LLM", "") and not has_messages:
+        return None
+    view = SpanView(span=span, convention="openinference", kind="llm", context=ctx, usage=_usage(attrs))
+    view.request = oi_messages(attrs, "llm.input_messages.")
+    view.response = oi_messages(attrs, "llm.output_messages.")
+    if not view.request and not view.response:
+        gen = genai.view_span(span, logs, report)
+        if gen is not None and gen.has_content:
+            view.request, view.response, view.system = gen.request, gen.response, gen.system
+        else:
+            view.request = _body_messages(_value(attrs, "input.value", report), "messages")
+            view.response = _body_messages(_value(attrs, "output.value", report), "messages")
+    return view
+
+
+def claims(attribute_keys: Iterable[str]) -> bool:
+    """Cheap check: do these attribute keys look like an OpenInference span?
+
+    Example:
+        >>> claims(["openinference.span.kind"])
+        True
+    """
+    return any(k == "openinference.span.kind" or k.startswith("llm.input_messages.") for k in attribute_keys)
