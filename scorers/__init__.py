@@ -1,4 +1,17 @@
-"""tracescore scorers: a Pythonic port of Mastra's createScorer (placeholder, filled by the engine)."""
+"""tracescore scorers: a Pythonic port of Mastra's ``createScorer``.
+
+Build a scorer with `create_scorer`, add steps (preprocess, analyze, generate_score,
+generate_reason; each a function or an LLM-judge `PromptStep`), then ``await
+scorer.run(...)`` (or ``scorer.run_sync(...)``) to get a `ScorerResult`. Importing this
+package never imports litellm: that happens on the first judge call.
+
+Example:
+    >>> from scorers import create_scorer
+    >>> scorer = create_scorer(id="non-empty", description="1 when the agent answered").generate_score(
+    ...     lambda run: 1.0 if run.output else 0.0)
+    >>> scorer.run_sync(input="Hi", output="Hello!").score
+    1.0
+"""
 
 from scorers._agent_types import (
     FilePart,
@@ -12,16 +25,54 @@ from scorers._agent_types import (
     ToolCallPart,
     ToolResultPart,
 )
+from scorers._builder import Scorer
+from scorers._create import create_scorer
+from scorers._judge_types import Judge, JudgeExecution, JudgeStepRecord, JudgeUsage, merge_judges
+from scorers._run import NotScorable, ScorerResult, ScorerRun, StepResults, not_scorable
+from scorers._steps import PromptStep
+from scorers.errors import (
+    JudgeError,
+    JudgeOutputError,
+    ScorerDefinitionError,
+    ScorerError,
+    ScorerInputError,
+    ScorerRunError,
+)
 
 __all__ = [
-    "FilePart",
+    # builder
+    "create_scorer",
+    "Scorer",
+    # run / result
+    "ScorerRun",
+    "ScorerResult",
+    "StepResults",
+    "NotScorable",
+    "not_scorable",
+    # steps
+    "PromptStep",
+    # judge
+    "Judge",
+    "JudgeExecution",
+    "JudgeStepRecord",
+    "JudgeUsage",
+    "merge_judges",
+    # agent types
     "Message",
-    "OtherPart",
-    "ReasoningPart",
     "ScorerRunInputForAgent",
     "ScorerRunOutputForAgent",
-    "TextPart",
     "ToolCall",
+    "TextPart",
+    "ReasoningPart",
     "ToolCallPart",
     "ToolResultPart",
+    "FilePart",
+    "OtherPart",
+    # errors
+    "ScorerError",
+    "ScorerDefinitionError",
+    "ScorerInputError",
+    "ScorerRunError",
+    "JudgeError",
+    "JudgeOutputError",
 ]

@@ -5,6 +5,9 @@ Tree::
     ScorerError                      base of everything raised here
     ├── ScorerDefinitionError        a mistake in how a scorer was built (raised at build time),
     │                                also a ValueError
+    ├── ScorerInputError             run.input / run.output (or what prepare_run returned) does
+    │                                not validate against the scorer's types; names the field.
+    │                                Raised as the cause of a ScorerRunError; also a ValueError
     ├── ScorerRunError               a run failed in a step: scorer_id, failed_step,
     │                                completed_steps, partial_result; the cause is chained
     └── JudgeError                   one judge call failed for good: retryable, retry_after_s,
@@ -40,6 +43,26 @@ class ScorerDefinitionError(ScorerError, ValueError):
         >>> str(ScorerDefinitionError("Scorers must have an ID field."))
         'Scorers must have an ID field.'
     """
+
+
+class ScorerInputError(ScorerError, ValueError):
+    """A run's input or output does not match the scorer's declared types.
+
+    ``run()`` raises it as the chained cause of a `ScorerRunError` (``failed_step`` None).
+
+    Attributes:
+        field: what failed to validate: "run.input", "run.output", "run" (run() arguments) or
+            "prepare_run".
+
+    Example:
+        >>> err = ScorerInputError('run.input is not a valid Q: question: Field required', field="run.input")
+        >>> (err.field, "question" in str(err))
+        ('run.input', True)
+    """
+
+    def __init__(self, message: str, *, field: str) -> None:
+        super().__init__(message)
+        self.field = field
 
 
 class ScorerRunError(ScorerError):
