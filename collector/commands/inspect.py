@@ -1,0 +1,276 @@
+"""``tracescore inspect FILE...``: print the agent runs the adapters find in saved OTLP files.
+
+Files hold one OTLP request each (protobuf or OTLP/JSON, optionally gzip). Files named
+``*.logs.pb`` / ``*.logs.json`` hold log requests, joined to the traces of the other
+files. A file that cannot be read is reported on stderr and makes the exit code 1; the
+other files are still processed. ``--format jsonl`` prints one JSON object per run on
+stdout (SPEC §3 row format, without the scorer fields); ``--format table`` prints a rich
+table. The default is ``table`` on a terminal and ``jsonl`` otherwise. Helpers here are
+shared with ``tracescore score``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from adapters import (
+    AgentRun,
+    OtlpFileError,
+    TraceLog,
+    TraceSpan,
+    assemble,
+    extract_runs,
+    is_logs_file,
+    logs_from_resource_logs,
+    read_logs_file,
+    read_trace_file,
+    spans_from_resource_spans,
+)
+from scorers._agent_types import Message
+
+HELP = "print the agent runs found in saved OTLP files (no scoring)"
+
+__all__ = [
+    "HELP",
+    "Loaded",
+    "add_arguments",
+    "add_common_arguments",
+    "load_runs",
+    "message_row",
+    "progress",
+    "resolve_format",
+    "run",
+    "run_row",
+]
+
+
+def add_common_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add FILE... and ``--format`` (shared by ``inspect`` and ``score``).
+
+    Example:
+        >>> p = argparse.ArgumentParser(); add_common_arguments(p)
+        >>> p.parse_args(["a.pb", "--format", "jsonl"]).format
+        'jsonl'
+    """
+    parser.add_argument(
+        "files",
+        nargs="+",
+        metavar="FILE",
+        help="OTLP request files (.pb or .json, optionally gzip); *.logs.pb / *.logs.json hold logs",
+    )
+    parser.add_argument(
+        "--format",
+        choices=("jsonl", "table"),
+        default=None,
+        help="output format (default: table on a terminal, jsonl otherwise)",
+    )
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the ``inspect`` arguments.
+
+    Example:
+        >>> p = argparse.ArgumentParser(); add_arguments(p)
+        >>> p.parse_args(["S1.pb", "S1.logs.pb"]).files
+        ['S1.pb', 'S1.logs.pb']
+    """
+    add_common_arguments(parser)
+
+
+def resolve_format(requested: str | None, stream: Any = None) -> str:
+    """The output format: as requested, else ``table`` when ``stream`` is a terminal.
+
+    Example:
+        >>> import io
+        >>> (resolve_format("table"), resolve_format(None, io.StringIO()))
+        ('table', 'jsonl')
+    """
+    if requested:
+        return requested
+    stream = sys.stdout if stream is None else stream
+    isatty = getattr(stream, "isatty", None)
+    return "table" if callable(isatty) and isatty() else "jsonl"
+
+
+def progress(console: Console) -> Progress:
+    """A progress bar drawn on ``console``; rich shows nothing when it is not a terminal.
+
+    Example:
+        >>> import io
+        >>> with progress(Console(file=io.StringIO())) as bar:
+        ...     task = bar.add_task("files", total=1)
+        ...     bar.advance(task)
+    """
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+        disable=not console.is_terminal,
+    )
+
+
+@dataclass
+class Loaded:
+    """What reading the files gave: the runs, the files that failed, and adapter skips.
+
+    Example:
+        >>> Loaded().failed_files
+        []
+    """
+
+    runs: list[AgentRun] = field(default_factory=list)
+    failed_files: list[str] = field(default_factory=list)
+    traces: int = 0
+    skips: Counter[str] = field(default_factory=Counter)
+
+
+def load_runs(paths: Sequence[str], err: Console) -> Loaded:
+    """Read every file (errors reported on ``err``), join logs to traces, extract the runs.
+
+    Example:
+        >>> import io
+        >>> loaded = load_runs(["/nonexistent.pb"], Console(file=io.StringIO()))
+        >>> (loaded.failed_files, loaded.runs)
+        (['/nonexistent.pb'], [])
+    """
+    loaded = Loaded()
+    spans: list[TraceSpan] = []
+    logs: list[TraceLog] = []
+    with progress(err) as bar:
+        task = bar.add_task("reading", total=len(paths))
+        for path in paths:
+            try:
+                if is_logs_file(path):
+                    logs.extend(logs_from_resource_logs(read_logs_file(path).resource_logs))
+                else:
+                    spans.extend(spans_from_resource_spans(read_trace_file(path).resource_spans))
+            except OtlpFileError as exc:
+                err.print(f"tracescore: {exc}", markup=False, highlight=False)
+                loaded.failed_files.append(path)
+            bar.advance(task)
+    for trace in assemble(spans, logs):
+        extraction = extract_runs(trace)
+        loaded.traces += 1
+        loaded.runs.extend(extraction.runs)
+        loaded.skips.update(s.reason for s in extraction.skipped)
+    return loaded
+
+
+def message_row(message: Message) -> dict[str, Any]:
+    """A message as a JSONL row field: ``{role, content, tool_calls, tool_call_id}``.
+
+    Example:
+        >>> message_row(Message(role="user", content="Hi"))
+        {'role': 'user', 'content': 'Hi', 'tool_calls': [], 'tool_call_id': None}
+    """
+    return {
+        "role": message.role,
+        "content": message.content,
+        "tool_calls": [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in message.tool_calls],
+        "tool_call_id": message.tool_call_id,
+    }
+
+
+def _messages(messages: Iterable[Message]) -> list[dict[str, Any]]:
+    return [message_row(m) for m in messages]
+
+
+def run_row(run: AgentRun) -> dict[str, Any]:
+    """The SPEC §3 JSONL row of one run, without the scorer fields.
+
+    Example:
+        >>> from adapters import extract_runs, AssembledTrace, TraceSpan
+        >>> span = TraceSpan("ab" * 16, "cd" * 8, None, "chat", attributes={
+        ...     "gen_ai.operation.name": "chat",
+        ...     "gen_ai.input.messages": '[{"role":"user","parts":[{"type":"text","content":"Hi"}]}]'})
+        >>> row = run_row(extract_runs(AssembledTrace("ab" * 16, (span,))).runs[0])
+        >>> (row["span_id"], row["input"]["input_messages"][0]["content"], row["output"])
+        ('cdcdcdcdcdcdcdcd', 'Hi', [])
+    """
+    return {
+        "trace_id": run.trace_id,
+        "span_id": run.span_id,
+        "span_name": run.span_name,
+        "service": run.service,
+        "convention": run.convention,
+        "input": {
+            "input_messages": _messages(run.input.input_messages),
+            "remembered_messages": _messages(run.input.remembered_messages),
+            "system_messages": _messages(run.input.system_messages),
+            "tagged_system_messages": {
+                tag: _messages(msgs) for tag, msgs in run.input.tagged_system_messages.items()
+            },
+        },
+        "output": _messages(run.output),
+    }
+
+
+def _short(text: str, limit: int = 60) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _describe(messages: Iterable[Message]) -> str:
+    parts = []
+    for m in messages:
+        if m.tool_calls:
+            parts.append(f"{m.role}: " + ", ".join(f"{c.name}()" for c in m.tool_calls))
+        else:
+            parts.append(f"{m.role}: {_short(m.content)}")
+    return "\n".join(parts)
+
+
+def _table(runs: Sequence[AgentRun]) -> Table:
+    table = Table(title=f"{len(runs)} agent run(s)", show_lines=True)
+    for name in ("trace / span", "service", "convention", "system", "remembered", "input", "output"):
+        table.add_column(name, overflow="fold")
+    for r in runs:
+        table.add_row(
+            f"{r.trace_id[:8]}…/{r.span_id}\n{r.span_name}",
+            r.service,
+            r.convention,
+            _describe(r.input.system_messages),
+            str(len(r.input.remembered_messages)),
+            _describe(r.input.input_messages),
+            _describe(r.output),
+        )
+    return table
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print the runs found in ``args.files``; 1 when a file could not be read, else 0.
+
+    Example:
+        >>> run(argparse.Namespace(files=["/nonexistent.pb"], format="jsonl"))
+        1
+    """
+    err = Console(stderr=True)
+    out_format = resolve_format(args.format)
+    loaded = load_runs(args.files, err)
+    if out_format == "jsonl":
+        for agent_run in loaded.runs:
+            sys.stdout.write(json.dumps(run_row(agent_run), ensure_ascii=False) + "\n")
+        sys.stdout.flush()
+    else:
+        Console().print(_table(loaded.runs))
+    summary = f"{len(loaded.runs)} run(s) in {loaded.traces} trace(s) from {len(args.files)} file(s)"
+    if loaded.skips:
+        summary += "; skipped: " + ", ".join(f"{k}={v}" for k, v in sorted(loaded.skips.items()))
+    if loaded.failed_files:
+        summary += f"; {len(loaded.failed_files)} file(s) unreadable"
+    if err.is_terminal or out_format == "table":
+        err.print(summary, markup=False, highlight=False)
+    return 1 if loaded.failed_files else 0
