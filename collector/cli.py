@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 
 # Subcommands in the order `tracescore --help` lists them; each is collector/commands/<name>.py.
-COMMANDS: tuple[str, ...] = ("demo",)
+COMMANDS: tuple[str, ...] = ("demo", "serve", "check", "inspect", "score")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,147 @@
+"""A SQLite connection owned by one dedicated thread; coroutines submit work to it.
+
+Every statement runs on that thread (never on the event loop). The database is in WAL
+mode with ``synchronous=FULL``: a transaction that returned is on disk.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import TypeVar
+
+T = TypeVar("T")
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS traces (
+    trace_id BLOB PRIMARY KEY,
+    first_seen REAL NOT NULL,
+    span_count INTEGER NOT NULL DEFAULT 0,
+    decide_at REAL
+);
+CREATE INDEX IF NOT EXISTS traces_decide ON traces(decide_at);
+CREATE INDEX IF NOT EXISTS traces_first_seen ON traces(first_seen);
+CREATE TABLE IF NOT EXISTS chunks (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    trace_id BLOB NOT NULL,
+    signal TEXT NOT NULL,
+    data BLOB NOT NULL
+);
+CREATE INDEX IF NOT EXISTS chunks_trace ON chunks(trace_id);
+CREATE TABLE IF NOT EXISTS jobs (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    key TEXT NOT NULL UNIQUE,
+    payload TEXT NOT NULL,
+    scorer_id TEXT NOT NULL,
+    scorer_version TEXT,
+    available_at REAL NOT NULL,
+    lease TEXT,
+    lease_until REAL,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    last_error TEXT
+);
+CREATE INDEX IF NOT EXISTS jobs_available ON jobs(available_at);
+CREATE TABLE IF NOT EXISTS done (
+    key TEXT PRIMARY KEY,
+    at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS dead_letters (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    key TEXT NOT NULL,
+    payload TEXT NOT NULL,
+    error TEXT NOT NULL,
+    attempts INTEGER NOT NULL,
+    failed_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS outbox (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    key TEXT NOT NULL UNIQUE,
+    payload TEXT NOT NULL,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    available_at REAL NOT NULL
+);
+"""
+
+
+class SqliteRunner:
+    """Runs callables against one connection on one thread.
+
+    Example:
+        >>> import asyncio, tempfile, os
+        >>> async def demo():
+        ...     runner = SqliteRunner(os.path.join(tempfile.mkdtemp(), "q.db"))
+        ...     await runner.open()
+        ...     n = await runner.call(lambda db: db.execute("SELECT count(*) FROM jobs").fetchone()[0])
+        ...     await runner.close()
+        ...     return n
+        >>> asyncio.run(demo())
+        0
+    """
+
+    def __init__(self, path: str) -> None:
+        self._path = path
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tracescore-sqlite")
+        self._db: sqlite3.Connection | None = None
+
+    def _open(self) -> None:
+        if self._path not in ("", ":memory:"):
+            Path(self._path).parent.mkdir(parents=True, exist_ok=True)
+        db = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=FULL")
+        db.execute("PRAGMA busy_timeout=5000")
+        db.executescript(SCHEMA)
+        self._db = db
+
+    async def open(self) -> None:
+        """Open the file (creating directories and tables) on the store's thread.
+
+        Example:
+            >>> SqliteRunner(":memory:").open  # doctest: +ELLIPSIS
+            <bound method SqliteRunner.open of ...>
+        """
+        await asyncio.get_running_loop().run_in_executor(self._executor, self._open)
+
+    def _transaction(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        db = self._db
+        if db is None:
+            raise RuntimeError("store is not open")
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            result = fn(db)
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        db.execute("COMMIT")
+        return result
+
+    async def call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``fn(connection)`` in one transaction on the store's thread.
+
+        Example:
+            >>> SqliteRunner(":memory:").call  # doctest: +ELLIPSIS
+            <bound method SqliteRunner.call of ...>
+        """
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, self._transaction, fn)
+
+    def _close(self) -> None:
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+
+    async def close(self) -> None:
+        """Close the connection and stop the thread; safe twice.
+
+        Example:
+            >>> SqliteRunner(":memory:").close  # doctest: +ELLIPSIS
+            <bound method SqliteRunner.close of ...>
+        """
+        try:
+            await asyncio.get_running_loop().run_in_executor(self._executor, self._close)
+        except RuntimeError:
+            pass  # executor already shut down
+        self._executor.shutdown(wait=True)

@@ -1,0 +1,333 @@
+"""Trace assembly: received spans -> durable per-trace buffer -> decided runs -> score jobs.
+
+`TraceAssembler.consume_traces` splits a request by trace and appends it to the
+`TraceBuffer` (durable) before returning, so a receiver answers success only for data
+that survives a crash. A trace holding a run candidate is decided ``decision_wait`` after
+its latest candidate arrived: the adapters turn it into runs, each registered scorer
+whose filter matches and whose sampling admits the trace becomes a `ScoreJob`, and the
+trace is forgotten only after its jobs are queued (queueing is idempotent, so a
+decision interrupted by a crash is simply made again after the restart).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Protocol
+
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.logs.v1.logs_pb2 import LogsData, ResourceLogs
+from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, TracesData
+
+from collector.assembly_types import AppendResult, TraceChunk
+from collector.consumer import Accepted
+from collector.errors import QueueFull, Unavailable
+from collector.metrics import Metrics
+from collector.queue import JobQueue, RunRecord, ScoreJob
+from collector.registry import ScorerRegistry, matches, sampled
+
+logger = logging.getLogger(__name__)
+
+
+class TraceBuffer(Protocol):
+    """Durable per-trace span storage (the queue's store).
+
+    Example:
+        >>> TraceBuffer.__name__
+        'TraceBuffer'
+    """
+
+    async def append(self, chunks: Sequence[TraceChunk]) -> AppendResult: ...
+
+    async def due(self, limit: int) -> tuple[list[bytes], int]: ...
+
+    async def load(self, trace_id: bytes) -> list[TraceChunk]: ...
+
+    async def finish(self, trace_id: bytes) -> None: ...
+
+
+def split_traces(
+    resource_spans: Iterable[ResourceSpans], is_candidate: Callable[[str, list[str]], bool]
+) -> tuple[list[TraceChunk], int]:
+    """Cut resource spans into one serialised `TracesData` chunk per trace id.
+
+    Returns the chunks and the number of spans rejected for invalid trace or span ids.
+
+    Example:
+        >>> from opentelemetry.proto.trace.v1.trace_pb2 import Span
+        >>> rs = ResourceSpans(scope_spans=[ScopeSpans(spans=[
+        ...     Span(trace_id=b"\\x01" * 16, span_id=b"\\x02" * 8, name="a"),
+        ...     Span(trace_id=b"\\x03" * 16, span_id=b"\\x04" * 8, name="b")])])
+        >>> chunks, rejected = split_traces([rs], lambda name, keys: name == "b")
+        >>> [(c.trace_id[:1], c.span_count, c.has_run_candidate) for c in chunks], rejected
+        ([(b'\\x01', 1, False), (b'\\x03', 1, True)], 0)
+    """
+    grouped: dict[bytes, dict[tuple[int, int], list[Any]]] = {}
+    candidates: set[bytes] = set()
+    sources: list[ResourceSpans] = list(resource_spans)
+    rejected = 0
+    for ri, rs in enumerate(sources):
+        for si, ss in enumerate(rs.scope_spans):
+            for span in ss.spans:
+                if len(span.trace_id) != 16 or len(span.span_id) != 8 or not any(span.trace_id):
+                    rejected += 1
+                    continue
+                grouped.setdefault(span.trace_id, {}).setdefault((ri, si), []).append(span)
+                if span.trace_id not in candidates and is_candidate(
+                    span.name, [kv.key for kv in span.attributes]
+                ):
+                    candidates.add(span.trace_id)
+    chunks = []
+    for trace_id, parts in grouped.items():
+        data = TracesData()
+        by_resource: dict[int, ResourceSpans] = {}
+        count = 0
+        for (ri, si), spans in parts.items():
+            src = sources[ri]
+            out_rs = by_resource.get(ri)
+            if out_rs is None:
+                out_rs = data.resource_spans.add(schema_url=src.schema_url)
+                out_rs.resource.CopyFrom(src.resource)
+                by_resource[ri] = out_rs
+            src_ss = src.scope_spans[si]
+            out_ss: ScopeSpans = out_rs.scope_spans.add(schema_url=src_ss.schema_url)
+            out_ss.scope.CopyFrom(src_ss.scope)
+            out_ss.spans.extend(spans)
+            count += len(spans)
+        chunks.append(TraceChunk(trace_id, "spans", data.SerializeToString(), count, trace_id in candidates))
+    return chunks, rejected
+
+
+def split_logs(resource_logs: Iterable[ResourceLogs]) -> list[TraceChunk]:
+    """Cut resource logs into one serialised `LogsData` chunk per trace id (others dropped).
+
+    Example:
+        >>> from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord, ScopeLogs
+        >>> rl = ResourceLogs(scope_logs=[ScopeLogs(log_records=[
+        ...     LogRecord(trace_id=b"\\x01" * 16), LogRecord()])])
+        >>> [(c.signal, c.span_count) for c in split_logs([rl])]
+        [('logs', 0)]
+    """
+    grouped: dict[bytes, LogsData] = {}
+    for rl in resource_logs:
+        for sl in rl.scope_logs:
+            for rec in sl.log_records:
+                if len(rec.trace_id) != 16:
+                    continue
+                data = grouped.setdefault(rec.trace_id, LogsData())
+                out_rl = data.resource_logs.add(schema_url=rl.schema_url)
+                out_rl.resource.CopyFrom(rl.resource)
+                out_sl = out_rl.scope_logs.add(schema_url=sl.schema_url)
+                out_sl.scope.CopyFrom(sl.scope)
+                out_sl.log_records.append(rec)
+    return [TraceChunk(tid, "logs", d.SerializeToString(), 0, False) for tid, d in grouped.items()]
+
+
+class TraceAssembler:
+    """Buffers received spans per trace and turns decided traces into score jobs.
+
+    Args:
+        buffer: the durable trace buffer.
+        queue: where jobs go.
+        registry: the registered scorers.
+        metrics: the service's instruments.
+        adapters: the `adapters` module (or any object with ``is_run_candidate``,
+            ``spans_from_resource_spans``, ``logs_from_resource_logs``, ``AssembledTrace``
+            and ``extract_runs``).
+        max_pending_jobs: refuse new data (retryably) when this many jobs and results wait.
+        retry_after_s: the delay suggested to refused clients.
+        tick_s: how often due traces are looked for.
+        on_jobs: called after new jobs were queued (wakes the workers).
+
+    Example:
+        >>> TraceAssembler.consume_traces.__name__
+        'consume_traces'
+    """
+
+    def __init__(
+        self, buffer: TraceBuffer, queue: JobQueue, registry: ScorerRegistry, metrics: Metrics,
+        adapters: Any, *, max_pending_jobs: int = 100_000, retry_after_s: float = 5.0,
+        tick_s: float = 0.5, on_jobs: Callable[[], None] | None = None,
+    ) -> None:
+        self._buffer = buffer
+        self._queue = queue
+        self._registry = registry
+        self._metrics = metrics
+        self._adapters = adapters
+        self._max_pending = max_pending_jobs
+        self._retry_after = retry_after_s
+        self._tick = tick_s
+        self._on_jobs = on_jobs
+        self._task: asyncio.Task[None] | None = None
+        self._accepting = False
+        self._wake: asyncio.Event | None = None
+
+    async def start(self) -> None:
+        """Start the decision loop (pending decisions of a previous process resume).
+
+        Example:
+            >>> TraceAssembler.start.__name__
+            'start'
+        """
+        self._accepting = True
+        self._wake = asyncio.Event()
+        self._task = asyncio.create_task(self._loop(), name="tracescore-assembly")
+
+    async def shutdown(self, timeout: float = 5.0) -> None:  # noqa: ASYNC109 (lifecycle contract)
+        """Stop accepting data and stop deciding; the buffer keeps what is pending.
+
+        Example:
+            >>> TraceAssembler.shutdown.__name__
+            'shutdown'
+        """
+        self._accepting = False
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await asyncio.wait_for(self._task, timeout)
+            except (asyncio.CancelledError, TimeoutError):
+                pass
+            self._task = None
+
+    def _admit(self) -> None:
+        if not self._accepting:
+            raise Unavailable("not accepting data (starting or draining)")
+        if self._queue.depth() >= self._max_pending:
+            raise QueueFull("too many jobs waiting", retry_after_s=self._retry_after)
+
+    async def _append(self, chunks: list[TraceChunk]) -> None:
+        result = await self._buffer.append(chunks)
+        if result.evicted_traces:
+            self._metrics.traces_evicted.labels(reason="max_traces").inc(result.evicted_traces)
+            logger.warning("trace buffer full: evicted %d traces", result.evicted_traces)
+        if result.dropped_spans:
+            self._metrics.spans_dropped.labels(reason="max_spans_per_trace").inc(result.dropped_spans)
+
+    async def consume_traces(self, request: ExportTraceServiceRequest) -> Accepted:
+        """Store a trace request durably; returns spans accepted and rejected.
+
+        Raises:
+            QueueFull: when the daemon is full (the client should retry).
+            Unavailable: when the daemon is not accepting data.
+
+        Example:
+            >>> TraceAssembler.consume_traces.__name__
+            'consume_traces'
+        """
+        self._admit()
+        is_candidate = self._adapters.is_run_candidate
+        resource_spans = list(request.resource_spans)
+        total = sum(len(ss.spans) for rs in resource_spans for ss in rs.scope_spans)
+        if total > 512:  # large batches are cut off the loop
+            chunks, rejected = await asyncio.to_thread(split_traces, resource_spans, is_candidate)
+        else:
+            chunks, rejected = split_traces(resource_spans, is_candidate)
+        if chunks:
+            await self._append(chunks)
+            if any(c.has_run_candidate for c in chunks) and self._wake is not None:
+                self._wake.set()
+        message = f"{rejected} spans have an invalid trace or span id" if rejected else ""
+        return Accepted(total - rejected, rejected, message)
+
+    async def consume_logs(self, request: ExportLogsServiceRequest) -> Accepted:
+        """Store the trace-linked log records of a logs request; returns records received.
+
+        Example:
+            >>> TraceAssembler.consume_logs.__name__
+            'consume_logs'
+        """
+        self._admit()
+        total = sum(len(sl.log_records) for rl in request.resource_logs for sl in rl.scope_logs)
+        chunks = split_logs(request.resource_logs)
+        if chunks:
+            await self._append(chunks)
+        return Accepted(total)
+
+    async def _loop(self) -> None:
+        wake = self._wake or asyncio.Event()
+        while True:
+            try:
+                decided = await self.decide_due()
+            except Exception:
+                self._metrics.errors.labels(component="assembly").inc()
+                logger.exception("trace decision failed; retrying")
+                decided = 0
+            if decided == 0:
+                try:
+                    await asyncio.wait_for(wake.wait(), self._tick)
+                except TimeoutError:
+                    pass
+                wake.clear()
+
+    async def decide_due(self) -> int:
+        """Decide every trace whose time has come; returns how many were decided.
+
+        Example:
+            >>> TraceAssembler.decide_due.__name__
+            'decide_due'
+        """
+        trace_ids, expired = await self._buffer.due(64)
+        if expired:
+            self._metrics.traces_evicted.labels(reason="no_run").inc(expired)
+        for trace_id in trace_ids:
+            chunks = await self._buffer.load(trace_id)
+            jobs = await asyncio.to_thread(self._jobs_for, trace_id, chunks)
+            if jobs:
+                flags = await self._queue.put(jobs)
+                for job, new in zip(jobs, flags, strict=True):
+                    reason = "queued" if new else "duplicate"
+                    self._metrics.decisions.labels(scorer=job.scorer_id, reason=reason).inc()
+                if any(flags) and self._on_jobs is not None:
+                    self._on_jobs()
+            await self._buffer.finish(trace_id)
+        return len(trace_ids)
+
+    def _jobs_for(self, trace_id: bytes, chunks: list[TraceChunk]) -> list[ScoreJob]:
+        """Decode a trace, extract runs and match scorers (runs on a worker thread)."""
+        ad = self._adapters
+        resource_spans: list[Any] = []
+        resource_logs: list[Any] = []
+        for chunk in chunks:
+            if chunk.signal == "spans":
+                traces = TracesData()
+                traces.ParseFromString(chunk.data)
+                resource_spans.extend(traces.resource_spans)
+            else:
+                logs = LogsData()
+                logs.ParseFromString(chunk.data)
+                resource_logs.extend(logs.resource_logs)
+        spans = ad.spans_from_resource_spans(resource_spans)
+        if not spans:
+            return []
+        logs_list = ad.logs_from_resource_logs(resource_logs)
+        trace = ad.AssembledTrace(trace_id=trace_id.hex(), spans=tuple(spans), logs=tuple(logs_list))
+        extraction = ad.extract_runs(trace)
+        for skip in extraction.skipped:
+            self._metrics.runs_skipped.labels(reason=skip.reason).inc()
+        by_id = {s.span_id: s for s in spans}
+        jobs = []
+        for run in extraction.runs:
+            self._metrics.runs_found.labels(convention=run.convention or "unknown").inc()
+            span = by_id.get(run.span_id)
+            attributes = dict(span.attributes) if span is not None else {}
+            ctx = dict(run.request_context or {})
+            agent = ctx.get("agent_name") or attributes.get("gen_ai.agent.name")
+            response_id = ctx.get("response_id") or attributes.get("gen_ai.response.id")
+            record = RunRecord(
+                trace_id=run.trace_id, span_id=run.span_id, span_name=run.span_name,
+                service=run.service, convention=run.convention, start_ns=run.start_ns,
+                end_ns=run.end_ns, input=run.input.model_dump(mode="json"),
+                output=run.output.model_dump(mode="json"), request_context=ctx,
+                response_id=str(response_id) if response_id else None,
+                agent=str(agent) if agent else None,
+            )
+            for entry in self._registry.entries:
+                if not matches(entry.config.filter, run.service, record.agent, run.span_name, attributes):
+                    self._metrics.decisions.labels(scorer=entry.scorer_id, reason="filtered_out").inc()
+                elif not sampled(run.trace_id, entry.config.sampling):
+                    self._metrics.decisions.labels(scorer=entry.scorer_id, reason="sampled_out").inc()
+                else:
+                    jobs.append(ScoreJob(record, entry.scorer_id, entry.version))
+        return jobs

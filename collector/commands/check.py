@@ -1,0 +1,45 @@
+"""``tracescore check CONFIG``: validate a configuration and import every scorer, nothing more."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from collector.config import load_config
+from collector.errors import ConfigError
+from collector.registry import ScorerRegistry
+
+HELP = "validate a configuration file and import its scorers"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the CONFIG argument.
+
+    Example:
+        >>> p = argparse.ArgumentParser(); add_arguments(p)
+        >>> p.parse_args(["ts.toml"]).config
+        'ts.toml'
+    """
+    parser.add_argument("config", metavar="CONFIG", help="TOML configuration file")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Validate; print a summary (exit 0) or the problem with its key path (exit 2).
+
+    Example:
+        >>> run(argparse.Namespace(config="/nonexistent/ts.toml"))
+        2
+    """
+    try:
+        config = load_config(args.config)
+        registry = ScorerRegistry.load(config.scorers)
+    except ConfigError as err:
+        print(f"tracescore: {err}", file=sys.stderr)
+        return 2
+    print(f"{args.config}: OK")
+    print(f"  queue: {config.queue.url}")
+    print(f"  export: {config.export.endpoint or '(none: scores are logged)'} ({config.export.protocol})")
+    for entry in registry.entries:
+        print(f"  scorer {entry.scorer_id} (version {entry.version or '-'}, "
+              f"sampling {entry.config.sampling}) from {entry.config.ref}")
+    return 0

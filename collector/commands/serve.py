@@ -1,0 +1,71 @@
+"""``tracescore serve``: run the daemon until SIGTERM (which drains and flushes)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+
+from collector.config import Config, ScorerConfig, load_config
+from collector.errors import ConfigError
+from collector.registry import ScorerRegistry
+
+HELP = "run the daemon: receive OTLP, score agent runs, export scores"
+logger = logging.getLogger(__name__)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add ``--config`` and ``--scorer``.
+
+    Example:
+        >>> p = argparse.ArgumentParser(); add_arguments(p)
+        >>> p.parse_args(["--scorer", "m:s", "--scorer", "m:t"]).scorer
+        ['m:s', 'm:t']
+    """
+    parser.add_argument("--config", "-c", metavar="FILE", help="TOML configuration file")
+    parser.add_argument("--scorer", action="append", default=[], metavar="REF",
+                        help="scorer to run (module:attr or path/file.py:attr); repeatable")
+
+
+def build(args: argparse.Namespace) -> tuple[Config, ScorerRegistry]:
+    """Load the configuration, add ``--scorer`` refs, import every scorer.
+
+    Raises:
+        ConfigError: on any configuration or import problem.
+
+    Example:
+        >>> cfg, reg = build(argparse.Namespace(config=None, scorer=[]))
+        >>> reg.entries
+        []
+    """
+    config = load_config(args.config)
+    if args.scorer:
+        extra = [ScorerConfig(ref=ref) for ref in args.scorer]
+        config = config.model_copy(update={"scorers": [*config.scorers, *extra]})
+    return config, ScorerRegistry.load(config.scorers)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the daemon; returns the exit code.
+
+    Example:
+        >>> run  # doctest: +ELLIPSIS
+        <function run at ...>
+    """
+    from collector.service import Service
+
+    try:
+        config, registry = build(args)
+    except ConfigError as err:
+        print(f"tracescore: {err}", file=sys.stderr)
+        return 2
+    if not registry.entries:
+        logger.warning("no scorers registered: spans are received and forwarded, nothing is scored")
+    service = Service(config, registry)
+    try:
+        asyncio.run(service.run_until_signal())
+    except OSError as err:
+        print(f"tracescore: cannot start: {err}", file=sys.stderr)
+        return 1
+    return 0

@@ -1,0 +1,323 @@
+"""Daemon configuration: one frozen pydantic model per component, loaded from TOML and env.
+
+Precedence, highest first: ``TRACESCORE_<SECTION>_<KEY>`` environment variables, the TOML
+file, the standard ``OTEL_EXPORTER_OTLP_*`` variables (export only), the defaults below.
+Every key has a default, so an empty file (or none) is a valid configuration. Unknown keys
+and bad values raise `ConfigError` naming the key's dotted path.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
+
+from collector.errors import ConfigError
+
+_MODEL = ConfigDict(extra="forbid", frozen=True)
+
+
+def _check_endpoint(value: str, key: str) -> None:
+    if value and (":" not in value or not value.rsplit(":", 1)[1].isdigit()):
+        raise ValueError(f"{key} must be HOST:PORT or empty, got {value!r}")
+
+
+class ReceiverConfig(BaseModel):
+    """OTLP receivers: listen addresses, auth and body limits.
+
+    Example:
+        >>> ReceiverConfig().http_endpoint
+        '127.0.0.1:4318'
+        >>> ReceiverConfig(auth_token="env:NO_SUCH_VAR_XYZ").token() is None
+        True
+    """
+
+    model_config = _MODEL
+    grpc_endpoint: str = "127.0.0.1:4317"
+    http_endpoint: str = "127.0.0.1:4318"
+    auth_token: SecretStr = SecretStr("")
+    max_body_bytes: int = Field(default=16 * 1024 * 1024, gt=0)
+    retry_after_s: float = Field(default=5.0, gt=0)
+
+    @model_validator(mode="after")
+    def _endpoints(self) -> ReceiverConfig:
+        _check_endpoint(self.grpc_endpoint, "grpc_endpoint")
+        _check_endpoint(self.http_endpoint, "http_endpoint")
+        return self
+
+    def token(self) -> str | None:
+        """The bearer token in force (``env:NAME`` read from the environment), or None.
+
+        Example:
+            >>> ReceiverConfig(auth_token="s3cret").token()
+            's3cret'
+        """
+        raw = self.auth_token.get_secret_value()
+        if raw.startswith("env:"):
+            raw = os.environ.get(raw[4:], "")
+        return raw or None
+
+
+class AssemblyConfig(BaseModel):
+    """Trace assembly: how long to wait for late spans and how much to buffer.
+
+    Example:
+        >>> AssemblyConfig().decision_wait
+        5.0
+    """
+
+    model_config = _MODEL
+    decision_wait: float = Field(default=5.0, ge=0)
+    max_traces: int = Field(default=100_000, gt=0)
+    max_spans_per_trace: int = Field(default=10_000, gt=0)
+    max_trace_age: float = Field(default=600.0, gt=0)
+
+
+class QueueConfig(BaseModel):
+    """The job queue and its store: ``sqlite:///PATH`` (embedded) or ``redis://...``.
+
+    Example:
+        >>> QueueConfig().kind
+        'sqlite'
+        >>> QueueConfig(url="sqlite:////var/lib/ts/q.db").sqlite_path
+        '/var/lib/ts/q.db'
+    """
+
+    model_config = _MODEL
+    url: str = "sqlite:///.tracescore/queue.db"
+    visibility_timeout_s: float = Field(default=300.0, gt=0)
+    max_attempts: int = Field(default=5, gt=0)
+    max_pending_jobs: int = Field(default=100_000, gt=0)
+
+    @model_validator(mode="after")
+    def _scheme(self) -> QueueConfig:
+        if not self.url.startswith(("sqlite:///", "redis://", "rediss://")):
+            raise ValueError("url must start with sqlite:/// or redis://")
+        if self.kind == "redis":
+            raise ValueError("the redis queue backend is not available in this version; use sqlite:///")
+        return self
+
+    @property
+    def kind(self) -> Literal["sqlite", "redis"]:
+        """The backend named by the URL scheme.
+
+        Example:
+            >>> QueueConfig(url="sqlite:///q.db").kind
+            'sqlite'
+        """
+        return "sqlite" if self.url.startswith("sqlite:") else "redis"
+
+    @property
+    def sqlite_path(self) -> str:
+        """The SQLite file path of a ``sqlite:///`` URL.
+
+        Example:
+            >>> QueueConfig(url="sqlite:///data/q.db").sqlite_path
+            'data/q.db'
+        """
+        return self.url[len("sqlite:///") :]
+
+
+class WorkersConfig(BaseModel):
+    """Score workers: jobs and judge calls in flight.
+
+    Example:
+        >>> WorkersConfig().concurrency
+        64
+    """
+
+    model_config = _MODEL
+    concurrency: int = Field(default=64, gt=0)
+    judge_concurrency: int = Field(default=32, gt=0)
+
+
+class ExportConfig(BaseModel):
+    """Where scores (and forwarded spans) go.
+
+    Example:
+        >>> ExportConfig(endpoint="http://backend:4318", protocol="http/protobuf").protocol
+        'http/protobuf'
+    """
+
+    model_config = _MODEL
+    endpoint: str = ""
+    protocol: Literal["grpc", "http/protobuf"] = "grpc"
+    headers: dict[str, str] = Field(default_factory=dict)
+    forward_spans: bool = True
+    max_attribute_chars: int = Field(default=4096, gt=0)
+    timeout_s: float = Field(default=10.0, gt=0)
+    max_batch: int = Field(default=256, gt=0)
+    forward_queue_size: int = Field(default=1024, gt=0)
+
+
+class FilterConfig(BaseModel):
+    """Which runs a scorer sees; every given field must match.
+
+    Example:
+        >>> FilterConfig(service="support-bot").service
+        'support-bot'
+    """
+
+    model_config = _MODEL
+    service: str | None = None
+    agent: str | None = None
+    span_name: str | None = None
+    attributes: dict[str, str | int | float | bool] = Field(default_factory=dict)
+
+
+class ScorerConfig(BaseModel):
+    """One registered scorer.
+
+    Example:
+        >>> ScorerConfig(ref="my_scorers:quality", sampling=0.5).sampling
+        0.5
+    """
+
+    model_config = _MODEL
+    ref: str
+    sampling: float = Field(default=1.0, ge=0, le=1)
+    filter: FilterConfig = Field(default_factory=FilterConfig)
+
+    @model_validator(mode="after")
+    def _ref_shape(self) -> ScorerConfig:
+        module, _, attr = self.ref.rpartition(":")
+        if not module or not attr:
+            raise ValueError(f"ref must be module:attribute or path/file.py:attribute, got {self.ref!r}")
+        return self
+
+
+class Config(BaseModel):
+    """The whole daemon configuration.
+
+    Example:
+        >>> Config().assembly.max_traces
+        100000
+    """
+
+    model_config = _MODEL
+    receiver: ReceiverConfig = Field(default_factory=ReceiverConfig)
+    assembly: AssemblyConfig = Field(default_factory=AssemblyConfig)
+    queue: QueueConfig = Field(default_factory=QueueConfig)
+    workers: WorkersConfig = Field(default_factory=WorkersConfig)
+    export: ExportConfig = Field(default_factory=ExportConfig)
+    scorers: list[ScorerConfig] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _no_loop(self) -> Config:
+        target = self.export.endpoint.split("://", 1)[-1].split("/", 1)[0]
+        own = {self.receiver.grpc_endpoint, self.receiver.http_endpoint} - {""}
+        if target and target in own:
+            raise ValueError(f"export.endpoint {self.export.endpoint!r} is this daemon's own receiver")
+        return self
+
+
+_SECTIONS = ("receiver", "assembly", "queue", "workers", "export")
+
+
+def _env_value(raw: str) -> Any:
+    """Parse an env value as a TOML literal when it is one (numbers, booleans, tables)."""
+    try:
+        return tomllib.loads(f"v = {raw}")["v"]
+    except tomllib.TOMLDecodeError:
+        return raw
+
+
+def _parse_otel_headers(raw: str) -> dict[str, str]:
+    from urllib.parse import unquote
+
+    headers: dict[str, str] = {}
+    for item in raw.split(","):
+        if "=" in item:
+            key, value = item.split("=", 1)
+            headers[unquote(key.strip())] = unquote(value.strip())
+    return headers
+
+
+def _apply_env(data: dict[str, Any], env: Mapping[str, str]) -> None:
+    for name, raw in env.items():
+        if not name.startswith("TRACESCORE_"):
+            continue
+        rest = name[len("TRACESCORE_") :].lower()
+        section = next((s for s in _SECTIONS if rest.startswith(s + "_")), None)
+        if section is None:
+            continue
+        key = rest[len(section) + 1 :]
+        data.setdefault(section, {})
+        if not isinstance(data[section], dict):
+            raise ConfigError(f"{section}: must be a table")
+        data[section][key] = _env_value(raw)
+
+
+def _apply_otel(data: dict[str, Any], env: Mapping[str, str]) -> None:
+    export = data.setdefault("export", {})
+    if not isinstance(export, dict):
+        return
+    endpoint = env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or env.get("OTEL_EXPORTER_OTLP_ENDPOINT")
+    if "endpoint" not in export and endpoint:
+        export["endpoint"] = endpoint
+    protocol = env.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") or env.get("OTEL_EXPORTER_OTLP_PROTOCOL")
+    if "protocol" not in export and protocol:
+        export["protocol"] = protocol
+    headers = env.get("OTEL_EXPORTER_OTLP_TRACES_HEADERS") or env.get("OTEL_EXPORTER_OTLP_HEADERS")
+    if "headers" not in export and headers:
+        export["headers"] = _parse_otel_headers(headers)
+
+
+def _format_validation(err: ValidationError) -> str:
+    lines = []
+    for item in err.errors():
+        path = ".".join(str(p) for p in item["loc"]) or "(root)"
+        msg = "unknown key" if item["type"] == "extra_forbidden" else item["msg"]
+        lines.append(f"{path}: {msg}")
+    return "invalid configuration: " + "; ".join(lines)
+
+
+def config_from_dict(data: Mapping[str, Any], env: Mapping[str, str] | None = None) -> Config:
+    """Validate a parsed TOML document, applying env overrides and OTEL fallbacks.
+
+    Raises:
+        ConfigError: on unknown keys or bad values, naming the key path.
+
+    Example:
+        >>> config_from_dict({"assembly": {"decision_wait": 0.2}}, env={}).assembly.decision_wait
+        0.2
+        >>> config_from_dict({"receiver": {"nope": 1}}, env={})
+        Traceback (most recent call last):
+        ...
+        collector.errors.ConfigError: invalid configuration: receiver.nope: unknown key
+    """
+    env = os.environ if env is None else env
+    merged: dict[str, Any] = {
+        k: (dict(v) if isinstance(v, dict) else v) for k, v in data.items()
+    }
+    _apply_env(merged, env)
+    _apply_otel(merged, env)
+    try:
+        return Config.model_validate(merged)
+    except ValidationError as err:
+        raise ConfigError(_format_validation(err)) from None
+
+
+def load_config(path: str | Path | None, env: Mapping[str, str] | None = None) -> Config:
+    """Load the TOML file at ``path`` (or only env and defaults when None).
+
+    Raises:
+        ConfigError: when the file is missing, is not TOML, or does not validate.
+
+    Example:
+        >>> load_config(None, env={"TRACESCORE_WORKERS_CONCURRENCY": "4"}).workers.concurrency
+        4
+    """
+    data: dict[str, Any] = {}
+    if path is not None:
+        try:
+            data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise ConfigError(f"config file not found: {path}") from None
+        except tomllib.TOMLDecodeError as err:
+            raise ConfigError(f"{path}: not valid TOML: {err}") from None
+    return config_from_dict(data, env)

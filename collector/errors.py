@@ -1,0 +1,187 @@
+"""Errors of the daemon and the one place that maps them onto OTLP/HTTP and OTLP/gRPC codes.
+
+Tree::
+
+    CollectorError              base; retryable unless it is a PermanentError
+    ├── ConfigError             bad configuration (raised at start, names the key path)
+    ├── QueueFull               the daemon is full: a retryable refusal with retry_after_s
+    ├── Unavailable             shutting down or not ready: retryable
+    └── PermanentError          the request can never succeed as sent
+        ├── InvalidPayload      malformed body (400 / INVALID_ARGUMENT)
+        ├── PayloadTooLarge     body or decompressed body over the limit (413 / RESOURCE_EXHAUSTED)
+        ├── UnsupportedMediaType unknown content type or encoding (415 / INVALID_ARGUMENT)
+        └── Unauthenticated     missing or wrong bearer token (401 / UNAUTHENTICATED)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import grpc
+
+
+class CollectorError(Exception):
+    """Base of every daemon error; retryable unless it is a `PermanentError`.
+
+    Example:
+        >>> isinstance(QueueFull("full"), CollectorError)
+        True
+    """
+
+    retryable = True
+
+
+class ConfigError(CollectorError):
+    """The configuration is invalid; the message names the key path.
+
+    Example:
+        >>> str(ConfigError("receiver.nope: unknown key"))
+        'receiver.nope: unknown key'
+    """
+
+    retryable = False
+
+
+class QueueFull(CollectorError):
+    """The buffers or the job queue are full; the client should retry after ``retry_after_s``.
+
+    Example:
+        >>> QueueFull("too many pending jobs", retry_after_s=2.0).retry_after_s
+        2.0
+    """
+
+    def __init__(self, message: str, *, retry_after_s: float = 5.0) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
+class Unavailable(CollectorError):
+    """The daemon cannot take data right now (starting or draining).
+
+    Example:
+        >>> Unavailable("draining").retryable
+        True
+    """
+
+
+class PermanentError(CollectorError):
+    """A request that will never succeed as sent; never retried.
+
+    Example:
+        >>> InvalidPayload("bad protobuf").retryable
+        False
+    """
+
+    retryable = False
+
+
+class InvalidPayload(PermanentError):
+    """The body is not a valid OTLP request.
+
+    Example:
+        >>> str(InvalidPayload("bad"))
+        'bad'
+    """
+
+
+class PayloadTooLarge(PermanentError):
+    """The body, or its decompressed form, exceeds ``max_body_bytes``.
+
+    Example:
+        >>> str(PayloadTooLarge("over 10 bytes"))
+        'over 10 bytes'
+    """
+
+
+class UnsupportedMediaType(PermanentError):
+    """The content type or content encoding is not one OTLP defines.
+
+    Example:
+        >>> str(UnsupportedMediaType("text/plain"))
+        'text/plain'
+    """
+
+
+class Unauthenticated(PermanentError):
+    """The bearer token is missing or wrong.
+
+    Example:
+        >>> str(Unauthenticated("missing bearer token"))
+        'missing bearer token'
+    """
+
+
+@dataclass(frozen=True)
+class HttpStatus:
+    """An HTTP answer for an error: status code and extra headers.
+
+    Example:
+        >>> HttpStatus(429, {"Retry-After": "5"}).status
+        429
+    """
+
+    status: int
+    headers: dict[str, str]
+
+
+def to_http(err: BaseException) -> HttpStatus:
+    """Map an error onto the OTLP/HTTP status code (and Retry-After for refusals).
+
+    Example:
+        >>> to_http(QueueFull("full", retry_after_s=2.5))
+        HttpStatus(status=429, headers={'Retry-After': '3'})
+        >>> to_http(InvalidPayload("x")).status, to_http(RuntimeError("bug")).status
+        (400, 500)
+    """
+    if isinstance(err, QueueFull):
+        return HttpStatus(429, {"Retry-After": str(max(1, round(err.retry_after_s + 0.49)))})
+    if isinstance(err, Unavailable):
+        return HttpStatus(503, {"Retry-After": "5"})
+    if isinstance(err, PayloadTooLarge):
+        return HttpStatus(413, {})
+    if isinstance(err, UnsupportedMediaType):
+        return HttpStatus(415, {})
+    if isinstance(err, Unauthenticated):
+        return HttpStatus(401, {"WWW-Authenticate": "Bearer"})
+    if isinstance(err, InvalidPayload):
+        return HttpStatus(400, {})
+    return HttpStatus(500, {})
+
+
+def to_grpc(err: BaseException) -> grpc.StatusCode:
+    """Map an error onto the OTLP/gRPC status code.
+
+    Example:
+        >>> to_grpc(QueueFull("full")).name, to_grpc(Unauthenticated("x")).name
+        ('RESOURCE_EXHAUSTED', 'UNAUTHENTICATED')
+    """
+    if isinstance(err, QueueFull):
+        return grpc.StatusCode.RESOURCE_EXHAUSTED
+    if isinstance(err, Unavailable):
+        return grpc.StatusCode.UNAVAILABLE
+    if isinstance(err, PayloadTooLarge):
+        return grpc.StatusCode.RESOURCE_EXHAUSTED
+    if isinstance(err, Unauthenticated):
+        return grpc.StatusCode.UNAUTHENTICATED
+    if isinstance(err, (InvalidPayload, UnsupportedMediaType)):
+        return grpc.StatusCode.INVALID_ARGUMENT
+    return grpc.StatusCode.INTERNAL
+
+
+def grpc_retry_info(err: BaseException) -> tuple[tuple[str, bytes], ...]:
+    """Trailing metadata carrying a ``google.rpc.RetryInfo`` for retryable refusals.
+
+    Example:
+        >>> grpc_retry_info(QueueFull("full", retry_after_s=1.5))[0][0]
+        'google.rpc.retryinfo-bin'
+        >>> grpc_retry_info(InvalidPayload("x"))
+        ()
+    """
+    if not isinstance(err, (QueueFull, Unavailable)):
+        return ()
+    from google.protobuf.duration_pb2 import Duration
+    from google.rpc.error_details_pb2 import RetryInfo
+
+    delay = err.retry_after_s if isinstance(err, QueueFull) else 5.0
+    info = RetryInfo(retry_delay=Duration(seconds=int(delay), nanos=int((delay % 1) * 1e9)))
+    return (("google.rpc.retryinfo-bin", info.SerializeToString()),)

@@ -1,0 +1,88 @@
+"""Every Prometheus instrument of the daemon, on a registry owned by one service.
+
+Names follow ``tracescore_<noun>_<unit>``. Labels are bounded: transports, signals,
+reasons, scorer ids and judge models (all finite sets fixed by configuration); trace or
+span ids are never labels.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+# Bounded reason vocabularies (documented here so dashboards know what to expect).
+DECISION_REASONS = (
+    "queued", "duplicate", "sampled_out", "filtered_out",
+    "scored", "not_scorable", "failed", "retried",
+)
+
+
+class Metrics:
+    """The daemon's instruments on a private `CollectorRegistry`.
+
+    Example:
+        >>> m = Metrics()
+        >>> m.spans_received.labels(transport="http").inc(3)
+        >>> b"tracescore_spans_received_total" in m.render()
+        True
+    """
+
+    def __init__(self) -> None:
+        r = self.registry = CollectorRegistry()
+        self.spans_received = Counter(
+            "tracescore_spans_received", "Spans accepted by the receivers.", ["transport"], registry=r)
+        self.log_records_received = Counter(
+            "tracescore_log_records_received", "Log records accepted by the receivers.",
+            ["transport"], registry=r)
+        self.requests_refused = Counter(
+            "tracescore_requests_refused", "OTLP requests answered with an error, by reason.",
+            ["transport", "reason"], registry=r)
+        self.spans_dropped = Counter(
+            "tracescore_spans_dropped", "Spans given up by the trace buffer, by reason.",
+            ["reason"], registry=r)
+        self.traces_evicted = Counter(
+            "tracescore_traces_evicted", "Traces evicted from the buffer, by reason.",
+            ["reason"], registry=r)
+        self.traces_buffered = Gauge(
+            "tracescore_traces_buffered", "Traces waiting in the buffer.", registry=r)
+        self.runs_found = Counter(
+            "tracescore_runs_found", "Agent runs the adapters found, by convention.",
+            ["convention"], registry=r)
+        self.runs_skipped = Counter(
+            "tracescore_runs_skipped", "Candidate spans the adapters skipped, by reason.",
+            ["reason"], registry=r)
+        self.decisions = Counter(
+            "tracescore_decisions", "What happened to each (run, scorer) pair, by reason.",
+            ["scorer", "reason"], registry=r)
+        self.jobs = Gauge("tracescore_jobs", "Jobs in the queue by state.", ["state"], registry=r)
+        self.outbox_records = Gauge(
+            "tracescore_outbox_records", "Results waiting for export.", registry=r)
+        self.score_latency = Histogram(
+            "tracescore_score_duration_seconds", "Time to run one scorer on one run.", ["scorer"],
+            buckets=(0.005, 0.025, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120), registry=r)
+        self.judge_attempts = Counter(
+            "tracescore_judge_attempts", "Judge requests sent, by model.", ["model"], registry=r)
+        self.judge_errors = Counter(
+            "tracescore_judge_errors", "Judge executions that failed, by model.", ["model"], registry=r)
+        self.judge_cost = Counter(
+            "tracescore_judge_cost_usd", "Judge cost in US dollars, by model.", ["model"], registry=r)
+        self.judge_tokens = Counter(
+            "tracescore_judge_tokens", "Judge tokens, by model and direction.",
+            ["model", "direction"], registry=r)
+        self.errors = Counter(
+            "tracescore_errors", "Internal errors, by component.", ["component"], registry=r)
+        self.scores_exported = Counter(
+            "tracescore_scores_exported", "Score spans the backend accepted.", registry=r)
+        self.export_failures = Counter(
+            "tracescore_export_failures", "Export attempts the backend refused or missed.", registry=r)
+        self.forwarded = Counter(
+            "tracescore_forwarded_requests", "Requests forwarded to the export endpoint, by outcome.",
+            ["signal", "outcome"], registry=r)
+
+    def render(self) -> bytes:
+        """The Prometheus text exposition of every instrument.
+
+        Example:
+            >>> Metrics().render().startswith(b"# HELP")
+            True
+        """
+        return generate_latest(self.registry)

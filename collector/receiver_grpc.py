@@ -1,0 +1,144 @@
+"""OTLP/gRPC receiver: ``TraceService/Export`` and ``LogsService/Export`` on ``grpc.aio``.
+
+gRPC handles gzip itself; ``max_receive_message_length`` (= ``max_body_bytes``) bounds
+the message. Refusals carry the code from `collector.errors.to_grpc`, and retryable ones
+a ``google.rpc.RetryInfo`` in the trailing metadata, as the OTLP exporters expect.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import grpc
+from opentelemetry.proto.collector.logs.v1 import logs_service_pb2, logs_service_pb2_grpc
+from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
+
+from collector.consumer import TraceConsumer
+from collector.errors import CollectorError, grpc_retry_info, to_grpc
+from collector.metrics import Metrics
+from collector.receiver_http import check_bearer
+
+logger = logging.getLogger(__name__)
+
+
+class _Service:
+    def __init__(self, receiver: GrpcReceiver) -> None:
+        self._r = receiver
+
+    async def _guard(self, context: grpc.aio.ServicerContext, fn: Any) -> Any:
+        try:
+            metadata = dict(context.invocation_metadata() or ())
+            header = metadata.get("authorization")
+            check_bearer(header if isinstance(header, str) else None, self._r.token)
+            return await fn()
+        except CollectorError as err:
+            code = to_grpc(err)
+            self._r.metrics.requests_refused.labels(transport="grpc", reason=type(err).__name__).inc()
+            context.set_trailing_metadata(grpc_retry_info(err))
+            await context.abort(code, str(err)[:1000])
+        except Exception as err:  # a bug must not take the listener down
+            self._r.metrics.errors.labels(component="receiver_grpc").inc()
+            logger.exception("OTLP/gRPC request failed")
+            await context.abort(grpc.StatusCode.INTERNAL, f"internal error: {type(err).__name__}")
+
+
+class _TraceService(_Service, trace_service_pb2_grpc.TraceServiceServicer):
+    async def Export(  # noqa: N802 (generated name)
+        self, request: trace_service_pb2.ExportTraceServiceRequest, context: grpc.aio.ServicerContext
+    ) -> trace_service_pb2.ExportTraceServiceResponse:
+        async def work() -> trace_service_pb2.ExportTraceServiceResponse:
+            result = await self._r.consumer.consume_traces(request)
+            self._r.metrics.spans_received.labels(transport="grpc").inc(result.accepted)
+            response = trace_service_pb2.ExportTraceServiceResponse()
+            if result.rejected:
+                response.partial_success.rejected_spans = result.rejected
+                response.partial_success.error_message = result.message
+            return response
+
+        answer: trace_service_pb2.ExportTraceServiceResponse = await self._guard(context, work)
+        return answer
+
+
+class _LogsService(_Service, logs_service_pb2_grpc.LogsServiceServicer):
+    async def Export(  # noqa: N802 (generated name)
+        self, request: logs_service_pb2.ExportLogsServiceRequest, context: grpc.aio.ServicerContext
+    ) -> logs_service_pb2.ExportLogsServiceResponse:
+        async def work() -> logs_service_pb2.ExportLogsServiceResponse:
+            result = await self._r.consumer.consume_logs(request)
+            self._r.metrics.log_records_received.labels(transport="grpc").inc(result.accepted)
+            response = logs_service_pb2.ExportLogsServiceResponse()
+            if result.rejected:
+                response.partial_success.rejected_log_records = result.rejected
+                response.partial_success.error_message = result.message
+            return response
+
+        answer: logs_service_pb2.ExportLogsServiceResponse = await self._guard(context, work)
+        return answer
+
+
+class GrpcReceiver:
+    """The OTLP/gRPC listener.
+
+    Args:
+        endpoint: ``HOST:PORT`` (port 0 picks a free one; see `port`).
+        consumer: where requests go.
+        metrics: the service's instruments.
+        token: the bearer token required in ``authorization`` metadata, or None.
+        max_body_bytes: the largest message accepted (after decompression).
+
+    Example:
+        >>> GrpcReceiver("127.0.0.1:4317", None, Metrics()).port  # type: ignore[arg-type]
+        4317
+    """
+
+    def __init__(
+        self, endpoint: str, consumer: TraceConsumer, metrics: Metrics, *, token: str | None = None,
+        max_body_bytes: int = 16 * 1024 * 1024,
+    ) -> None:
+        self.endpoint = endpoint
+        self.consumer = consumer
+        self.metrics = metrics
+        self.token = token
+        self._max = max_body_bytes
+        self._port = int(endpoint.rpartition(":")[2])
+        self._server: grpc.aio.Server | None = None
+
+    @property
+    def port(self) -> int:
+        """The bound port (after `start`).
+
+        Example:
+            >>> GrpcReceiver.port.__doc__.split(" (")[0]
+            'The bound port'
+        """
+        return self._port
+
+    async def start(self) -> None:
+        """Bind and serve.
+
+        Example:
+            >>> GrpcReceiver.start.__name__
+            'start'
+        """
+        server = grpc.aio.server(options=[
+            ("grpc.max_receive_message_length", self._max),
+            ("grpc.max_send_message_length", 4 * 1024 * 1024),
+        ])
+        trace_service_pb2_grpc.add_TraceServiceServicer_to_server(_TraceService(self), server)
+        logs_service_pb2_grpc.add_LogsServiceServicer_to_server(_LogsService(self), server)
+        self._port = server.add_insecure_port(self.endpoint)
+        await server.start()
+        self._server = server
+        logger.info("OTLP/gRPC receiver listening on %s", self.endpoint.rpartition(":")[0] + f":{self._port}")
+
+    async def shutdown(self, timeout: float = 5.0) -> None:  # noqa: ASYNC109 (lifecycle contract)
+        """Stop accepting calls, let running ones finish for ``timeout`` s; safe twice.
+
+        Example:
+            >>> GrpcReceiver.shutdown.__name__
+            'shutdown'
+        """
+        if self._server is not None:
+            await self._server.stop(grace=timeout)
+            self._server = None

@@ -1,0 +1,212 @@
+"""Scorer registration: loading ``module:attr`` / ``path/file.py:attr`` refs, filters, sampling.
+
+Sampling is deterministic on the trace id (sha256 of the 16 id bytes, first 6 bytes
+big-endian / 2**48 < ratio), so every replica and every restart makes the same choice.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from collector.config import FilterConfig, ScorerConfig
+from collector.errors import ConfigError
+
+
+class Scorer(Protocol):
+    """What the daemon needs of a scorer (`scorers.create_scorer` builds these).
+
+    Example:
+        >>> Scorer.__name__
+        'Scorer'
+    """
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def version(self) -> str | None: ...
+
+    async def run(self, **kwargs: Any) -> Any: ...
+
+
+def load_ref(ref: str) -> Any:
+    """Import the object named by ``module:attr`` or ``path/to/file.py:attr``.
+
+    Raises:
+        ConfigError: when the module, file or attribute cannot be loaded.
+
+    Example:
+        >>> load_ref("collections:OrderedDict").__name__
+        'OrderedDict'
+        >>> load_ref("collections:nope")
+        Traceback (most recent call last):
+        ...
+        collector.errors.ConfigError: scorer ref 'collections:nope': module has no attribute 'nope'
+    """
+    target, sep, attr = ref.rpartition(":")
+    if not sep or not target or not attr:
+        raise ConfigError(f"scorer ref {ref!r}: expected module:attribute or path/file.py:attribute")
+    try:
+        if target.endswith(".py") or "/" in target or "\\" in target:
+            path = Path(target).resolve()
+            if not path.is_file():
+                raise ConfigError(f"scorer ref {ref!r}: file not found: {path}")
+            name = "tracescore_user_" + hashlib.sha1(str(path).encode()).hexdigest()[:12]
+            module = sys.modules.get(name)
+            if module is None:
+                spec = importlib.util.spec_from_file_location(name, path)
+                if spec is None or spec.loader is None:
+                    raise ConfigError(f"scorer ref {ref!r}: cannot load {path}")
+                module = importlib.util.module_from_spec(spec)
+                sys.modules[name] = module
+                spec.loader.exec_module(module)
+        else:
+            module = importlib.import_module(target)
+    except ConfigError:
+        raise
+    except Exception as err:
+        raise ConfigError(f"scorer ref {ref!r}: import failed: {type(err).__name__}: {err}") from err
+    obj: Any = module
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise ConfigError(f"scorer ref {ref!r}: module has no attribute {part!r}")
+        obj = getattr(obj, part)
+    return obj
+
+
+def _check_scorer(ref: str, obj: Any) -> None:
+    missing = [a for a in ("id", "name", "run") if not hasattr(obj, a)]
+    if missing:
+        raise ConfigError(f"scorer ref {ref!r}: {type(obj).__name__} is not a scorer (no {', '.join(missing)})")
+
+
+def sampled(trace_id: str, ratio: float) -> bool:
+    """Whether a trace is inside the sample: sha256 of the id, first 6 bytes / 2**48 < ratio.
+
+    Example:
+        >>> sampled("0af7651916cd43dd8448eb211c80319c", 1.0), sampled("0af7651916cd43dd8448eb211c80319c", 0.0)
+        (True, False)
+    """
+    if ratio >= 1.0:
+        return True
+    if ratio <= 0.0:
+        return False
+    try:
+        raw = bytes.fromhex(trace_id)
+    except ValueError:
+        raw = trace_id.encode()
+    digest = hashlib.sha256(raw).digest()
+    return int.from_bytes(digest[:6], "big") / 2**48 < ratio
+
+
+@dataclass(frozen=True)
+class RegisteredScorer:
+    """A loaded scorer with its sampling ratio and filter.
+
+    Example:
+        >>> class S:
+        ...     id = name = "q"; version = None
+        ...     async def run(self, **kw): ...
+        >>> RegisteredScorer(S(), ScorerConfig(ref="x:S")).scorer_id
+        'q'
+    """
+
+    scorer: Any
+    config: ScorerConfig
+
+    @property
+    def scorer_id(self) -> str:
+        """The scorer's id.
+
+        Example:
+            >>> RegisteredScorer.scorer_id.__doc__.split(".")[0]
+            "The scorer's id"
+        """
+        return str(self.scorer.id)
+
+    @property
+    def version(self) -> str | None:
+        """The scorer's version (part of the idempotency key), or None.
+
+        Example:
+            >>> RegisteredScorer.version.__doc__.split(" ")[1]
+            "scorer's"
+        """
+        version = getattr(self.scorer, "version", None)
+        return None if version is None else str(version)
+
+
+def matches(flt: FilterConfig, service: str, agent: str | None, span_name: str,
+            attributes: Mapping[str, Any]) -> bool:
+    """Whether a run passes a scorer's filter (every given field must be equal).
+
+    Example:
+        >>> f = FilterConfig(service="bot", attributes={"env": "prod"})
+        >>> matches(f, "bot", None, "invoke_agent", {"env": "prod"}), matches(f, "other", None, "x", {})
+        (True, False)
+    """
+    if flt.service is not None and flt.service != service:
+        return False
+    if flt.agent is not None and flt.agent != agent:
+        return False
+    if flt.span_name is not None and flt.span_name != span_name:
+        return False
+    return all(attributes.get(k) == v for k, v in flt.attributes.items())
+
+
+class ScorerRegistry:
+    """The scorers a daemon runs, looked up by (id, version).
+
+    Example:
+        >>> ScorerRegistry([]).entries
+        []
+    """
+
+    def __init__(self, entries: Sequence[RegisteredScorer]) -> None:
+        self.entries = list(entries)
+        self._by_key: dict[tuple[str, str | None], RegisteredScorer] = {}
+        for entry in self.entries:
+            key = (entry.scorer_id, entry.version)
+            if key in self._by_key:
+                raise ConfigError(f"scorers: two scorers share id {entry.scorer_id!r} and version {entry.version!r}")
+            self._by_key[key] = entry
+
+    @classmethod
+    def load(cls, configs: Sequence[ScorerConfig]) -> ScorerRegistry:
+        """Import every configured scorer.
+
+        Raises:
+            ConfigError: naming the failing ``scorers[i].ref``.
+
+        Example:
+            >>> ScorerRegistry.load([]).entries
+            []
+        """
+        entries = []
+        for i, cfg in enumerate(configs):
+            try:
+                obj = load_ref(cfg.ref)
+                _check_scorer(cfg.ref, obj)
+            except ConfigError as err:
+                raise ConfigError(f"scorers[{i}].ref: {err}") from err
+            entries.append(RegisteredScorer(obj, cfg))
+        return cls(entries)
+
+    def get(self, scorer_id: str, version: str | None) -> RegisteredScorer | None:
+        """The entry for a job's scorer, or None when it is no longer registered.
+
+        Example:
+            >>> ScorerRegistry([]).get("q", None) is None
+            True
+        """
+        return self._by_key.get((scorer_id, version))

@@ -1,0 +1,204 @@
+"""The daemon's wiring: the only module that builds the pipeline graph.
+
+receivers -> `Pipeline` (assembly + forwarding) -> store (trace buffer, job queue)
+-> `Worker` -> store (outbox) -> `ScoreExporter` -> the OTLP backend.
+
+Start order is sinks first (store, exporter, worker, assembly, forwarder) then
+receivers; shutdown is the reverse: stop receiving, stop deciding, drain workers (jobs
+not finished in time are handed back), flush the outbox, close the store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import logging
+import signal
+from types import ModuleType
+from typing import Any
+
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+from collector.assembly import TraceAssembler
+from collector.config import Config
+from collector.consumer import Accepted
+from collector.export import ScoreExporter, make_span_exporter
+from collector.forward import Forwarder
+from collector.metrics import Metrics
+from collector.receiver_grpc import GrpcReceiver
+from collector.receiver_http import HttpReceiver
+from collector.registry import ScorerRegistry
+from collector.sqlite_store import SqliteStore
+from collector.worker import Worker
+
+logger = logging.getLogger(__name__)
+
+
+class Pipeline:
+    """The `TraceConsumer` receivers call: durable assembly first, then best-effort forwarding.
+
+    Example:
+        >>> Pipeline.consume_traces.__name__
+        'consume_traces'
+    """
+
+    def __init__(self, assembler: TraceAssembler, forwarder: Forwarder | None) -> None:
+        self._assembler = assembler
+        self._forwarder = forwarder
+
+    async def consume_traces(self, request: ExportTraceServiceRequest) -> Accepted:
+        """Buffer a trace request, then queue it for forwarding.
+
+        Example:
+            >>> Pipeline.consume_traces.__name__
+            'consume_traces'
+        """
+        result = await self._assembler.consume_traces(request)
+        if self._forwarder is not None:
+            self._forwarder.offer("traces", request.SerializeToString())
+        return result
+
+    async def consume_logs(self, request: ExportLogsServiceRequest) -> Accepted:
+        """Buffer a logs request, then queue it for forwarding.
+
+        Example:
+            >>> Pipeline.consume_logs.__name__
+            'consume_logs'
+        """
+        result = await self._assembler.consume_logs(request)
+        if self._forwarder is not None:
+            self._forwarder.offer("logs", request.SerializeToString())
+        return result
+
+
+class Service:
+    """The whole daemon for one configuration.
+
+    Args:
+        config: the validated configuration.
+        registry: the loaded scorers.
+        adapters: the adapters module (default: ``import adapters``).
+
+    Example:
+        >>> Service(Config(), ScorerRegistry([])).ready
+        False
+    """
+
+    def __init__(self, config: Config, registry: ScorerRegistry, adapters: ModuleType | Any = None) -> None:
+        self.config = config
+        self.metrics = Metrics()
+        self.registry = registry
+        self._adapters = adapters
+        self.ready = False
+        q, a, w, e = config.queue, config.assembly, config.workers, config.export
+        self.store = SqliteStore(
+            q.sqlite_path, decision_wait=a.decision_wait, max_traces=a.max_traces,
+            max_spans_per_trace=a.max_spans_per_trace, max_trace_age=a.max_trace_age,
+            visibility_timeout_s=q.visibility_timeout_s, max_attempts=q.max_attempts,
+        )
+        self.exporter = ScoreExporter(self.store, make_span_exporter(e), self.metrics, max_batch=e.max_batch)
+        self.worker = Worker(
+            self.store, registry, self.metrics, concurrency=w.concurrency,
+            judge_concurrency=w.judge_concurrency, max_attempts=q.max_attempts,
+            max_attribute_chars=e.max_attribute_chars, on_result=self.exporter.notify,
+        )
+        self.forwarder = Forwarder(e, self.metrics) if e.endpoint and e.forward_spans else None
+        self.assembler: TraceAssembler | None = None
+        self.http: HttpReceiver | None = None
+        self.grpc: GrpcReceiver | None = None
+        self._stats_task: asyncio.Task[None] | None = None
+        self._stopped = False
+
+    async def start(self) -> None:
+        """Start every component; `ready` turns True once all are up.
+
+        Example:
+            >>> Service.start.__name__
+            'start'
+        """
+        cfg = self.config
+        adapters = self._adapters or importlib.import_module("adapters")
+        self.assembler = TraceAssembler(
+            self.store, self.store, self.registry, self.metrics, adapters,
+            max_pending_jobs=cfg.queue.max_pending_jobs, retry_after_s=cfg.receiver.retry_after_s,
+            tick_s=min(0.5, max(0.02, cfg.assembly.decision_wait / 4)), on_jobs=self.worker.notify,
+        )
+        await self.store.start()
+        await self.exporter.start()
+        await self.worker.start()
+        await self.assembler.start()
+        if self.forwarder is not None:
+            await self.forwarder.start()
+        pipeline = Pipeline(self.assembler, self.forwarder)
+        token = cfg.receiver.token()
+        if cfg.receiver.grpc_endpoint:
+            self.grpc = GrpcReceiver(cfg.receiver.grpc_endpoint, pipeline, self.metrics, token=token,
+                                     max_body_bytes=cfg.receiver.max_body_bytes)
+            await self.grpc.start()
+        if cfg.receiver.http_endpoint:
+            self.http = HttpReceiver(cfg.receiver.http_endpoint, pipeline, self.metrics, token=token,
+                                     max_body_bytes=cfg.receiver.max_body_bytes, ready=lambda: self.ready)
+            await self.http.start()
+        self._stats_task = asyncio.create_task(self._stats_loop(), name="tracescore-stats")
+        self.ready = True
+        logger.info("tracescore ready: %d scorers", len(self.registry.entries))
+
+    async def _stats_loop(self) -> None:
+        while True:
+            try:
+                stats = await self.store.stats()
+                self.metrics.jobs.labels(state="queued").set(stats.queued)
+                self.metrics.jobs.labels(state="in_flight").set(stats.in_flight)
+                self.metrics.jobs.labels(state="dead").set(stats.dead)
+                self.metrics.outbox_records.set(stats.outbox)
+                self.metrics.traces_buffered.set(stats.traces)
+            except Exception:
+                logger.debug("stats refresh failed", exc_info=True)
+            await asyncio.sleep(2.0)
+
+    async def shutdown(self, timeout: float = 10.0) -> None:  # noqa: ASYNC109 (lifecycle contract)
+        """Drain and stop: receivers, assembly, forwarding, workers, export flush, store.
+
+        Example:
+            >>> Service.shutdown.__name__
+            'shutdown'
+        """
+        if self._stopped:
+            return
+        self._stopped = True
+        self.ready = False
+        share = max(0.5, timeout / 4)
+        if self.grpc is not None:
+            await self.grpc.shutdown(min(1.0, share))
+        if self.http is not None:
+            await self.http.shutdown(min(1.0, share))
+        if self.assembler is not None:
+            await self.assembler.shutdown(share)
+        if self.forwarder is not None:
+            await self.forwarder.shutdown(share)
+        await self.worker.shutdown(share)
+        await self.exporter.shutdown(share)
+        if self._stats_task is not None:
+            self._stats_task.cancel()
+            await asyncio.gather(self._stats_task, return_exceptions=True)
+        await self.store.shutdown()
+        logger.info("tracescore stopped")
+
+    async def run_until_signal(self) -> None:
+        """Start, serve until SIGTERM or SIGINT, then drain and stop.
+
+        Example:
+            >>> Service.run_until_signal.__name__
+            'run_until_signal'
+        """
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        try:
+            await self.start()
+            await stop.wait()
+            logger.info("signal received: draining")
+        finally:
+            await self.shutdown()

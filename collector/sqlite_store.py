@@ -1,0 +1,459 @@
+"""The embedded store: span buffer, job queue, dead letters and outbox in one SQLite file.
+
+`SqliteStore` implements `TraceBuffer` (assembly), `JobQueue` (workers) and `Outbox`
+(export). Invariants:
+
+* a trace chunk is on disk before `append` returns (the receiver answers after it);
+* a job key that is completed or dead-lettered (table ``done``) is never queued again;
+* `settle` with a record writes the outbox row, records the key as done and deletes the
+  job in one transaction, so a result is never lost and never produced twice;
+* a leased job whose lease ran out is taken again (up to ``max_attempts`` takes).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from collector._sqlite import SqliteRunner
+from collector.assembly_types import AppendResult, TraceChunk
+from collector.queue import (
+    Dead,
+    Done,
+    LeasedJob,
+    Retry,
+    RunRecord,
+    ScoreJob,
+    ScoreRecord,
+    Settlement,
+)
+
+
+@dataclass(frozen=True)
+class OutboxItem:
+    """One outbox row: a record waiting for export.
+
+    Example:
+        >>> OutboxItem(1, ScoreRecord("k", "t", "s", "x", "q", "q"), attempts=0).item_id
+        1
+    """
+
+    item_id: int
+    record: ScoreRecord
+    attempts: int
+
+
+@dataclass(frozen=True)
+class StoreStats:
+    """Counts for the metrics gauges.
+
+    Example:
+        >>> StoreStats(0, 0, 0, 0, 0).queued
+        0
+    """
+
+    queued: int
+    in_flight: int
+    dead: int
+    outbox: int
+    traces: int
+
+
+class SqliteStore:
+    """The SQLite-backed trace buffer, job queue and outbox.
+
+    Args:
+        path: the database file (directories are created).
+        decision_wait: seconds between a run span's arrival and its trace's decision.
+        max_traces: traces buffered at most; the oldest is evicted beyond it.
+        max_spans_per_trace: spans buffered per trace; later spans are dropped.
+        max_trace_age: a trace is decided (or dropped) at most this long after its first span.
+        visibility_timeout_s: how long a taken job stays leased.
+        max_attempts: takes of one job before it is dead-lettered.
+
+    Example:
+        >>> import asyncio, tempfile, os
+        >>> async def demo():
+        ...     store = SqliteStore(os.path.join(tempfile.mkdtemp(), "q.db"))
+        ...     await store.start()
+        ...     job = ScoreJob(RunRecord(trace_id="ab" * 16, span_id="cd" * 8), "quality", "1")
+        ...     first = await store.put([job, job])
+        ...     leased = await store.take(10)
+        ...     await store.settle(leased[0], Done(None))
+        ...     again = await store.put([job])
+        ...     await store.shutdown()
+        ...     return first, len(leased), again
+        >>> asyncio.run(demo())
+        ([True, False], 1, [False])
+    """
+
+    def __init__(
+        self,
+        path: str,
+        *,
+        decision_wait: float = 5.0,
+        max_traces: int = 100_000,
+        max_spans_per_trace: int = 10_000,
+        max_trace_age: float = 600.0,
+        visibility_timeout_s: float = 300.0,
+        max_attempts: int = 5,
+    ) -> None:
+        self._runner = SqliteRunner(path)
+        self._decision_wait = decision_wait
+        self._max_traces = max_traces
+        self._max_spans = max_spans_per_trace
+        self._max_age = max_trace_age
+        self._visibility = visibility_timeout_s
+        self._max_attempts = max_attempts
+        self._depth = 0
+        self._outbox = 0
+        self._started = False
+
+    async def start(self) -> None:
+        """Open the file; jobs and traces left by a previous process become available again.
+
+        Example:
+            >>> SqliteStore(":memory:").start  # doctest: +ELLIPSIS
+            <bound method SqliteStore.start of ...>
+        """
+        await self._runner.open()
+        self._started = True
+        await self._runner.call(self._recover)
+        stats = await self.stats()
+        self._depth = stats.queued + stats.in_flight
+        self._outbox = stats.outbox
+
+    def _recover(self, db: sqlite3.Connection) -> None:
+        # Leases of a dead process cannot be renewed: release them now rather than waiting.
+        db.execute("UPDATE jobs SET lease = NULL, lease_until = NULL WHERE lease IS NOT NULL")
+
+    async def shutdown(self, timeout: float = 5.0) -> None:  # noqa: ASYNC109 (lifecycle contract)
+        """Close the database; safe before start and twice.
+
+        Example:
+            >>> import asyncio
+            >>> asyncio.run(SqliteStore(":memory:").shutdown())
+        """
+        if self._started:
+            self._started = False
+            await self._runner.close()
+
+    # ----------------------------------------------------------------- trace buffer
+    async def append(self, chunks: Sequence[TraceChunk], now: float | None = None) -> AppendResult:
+        """Store trace chunks durably; returns what was evicted or dropped.
+
+        Example:
+            >>> SqliteStore(":memory:").append  # doctest: +ELLIPSIS
+            <bound method SqliteStore.append of ...>
+        """
+        at = time.time() if now is None else now
+        return await self._runner.call(lambda db: self._append(db, chunks, at))
+
+    def _append(self, db: sqlite3.Connection, chunks: Sequence[TraceChunk], now: float) -> AppendResult:
+        evicted = dropped = 0
+        for chunk in chunks:
+            row = db.execute(
+                "SELECT span_count FROM traces WHERE trace_id = ?", (chunk.trace_id,)
+            ).fetchone()
+            if row is None:
+                count = db.execute("SELECT count(*) FROM traces").fetchone()[0]
+                while count >= self._max_traces:
+                    old = db.execute(
+                        "SELECT trace_id FROM traces ORDER BY first_seen LIMIT 1"
+                    ).fetchone()[0]
+                    self._drop(db, old)
+                    evicted += 1
+                    count -= 1
+                db.execute(
+                    "INSERT INTO traces(trace_id, first_seen, span_count) VALUES (?, ?, 0)",
+                    (chunk.trace_id, now),
+                )
+                span_count = 0
+            else:
+                span_count = row[0]
+            if span_count + chunk.span_count > self._max_spans:
+                dropped += chunk.span_count
+                continue
+            db.execute(
+                "INSERT INTO chunks(trace_id, signal, data) VALUES (?, ?, ?)",
+                (chunk.trace_id, chunk.signal, chunk.data),
+            )
+            decide = now + self._decision_wait if chunk.has_run_candidate else None
+            db.execute(
+                "UPDATE traces SET span_count = span_count + ?,"
+                " decide_at = CASE WHEN ? IS NULL THEN decide_at"
+                " ELSE max(coalesce(decide_at, 0), ?) END WHERE trace_id = ?",
+                (chunk.span_count, decide, decide, chunk.trace_id),
+            )
+        return AppendResult(evicted_traces=evicted, dropped_spans=dropped)
+
+    @staticmethod
+    def _drop(db: sqlite3.Connection, trace_id: bytes) -> None:
+        db.execute("DELETE FROM chunks WHERE trace_id = ?", (trace_id,))
+        db.execute("DELETE FROM traces WHERE trace_id = ?", (trace_id,))
+
+    async def due(self, limit: int, now: float | None = None) -> tuple[list[bytes], int]:
+        """Trace ids ready for a decision, and how many run-less traces expired (dropped).
+
+        Example:
+            >>> SqliteStore(":memory:").due  # doctest: +ELLIPSIS
+            <bound method SqliteStore.due of ...>
+        """
+        at = time.time() if now is None else now
+
+        def work(db: sqlite3.Connection) -> tuple[list[bytes], int]:
+            expired = db.execute(
+                "SELECT trace_id FROM traces WHERE decide_at IS NULL AND first_seen <= ?",
+                (at - self._max_age,),
+            ).fetchall()
+            for (trace_id,) in expired:
+                self._drop(db, trace_id)
+            rows = db.execute(
+                "SELECT trace_id FROM traces WHERE decide_at <= ? OR"
+                " (decide_at IS NOT NULL AND first_seen <= ?) ORDER BY decide_at LIMIT ?",
+                (at, at - self._max_age, limit),
+            ).fetchall()
+            return [r[0] for r in rows], len(expired)
+
+        return await self._runner.call(work)
+
+    async def load(self, trace_id: bytes) -> list[TraceChunk]:
+        """Every chunk stored for a trace, in arrival order.
+
+        Example:
+            >>> SqliteStore(":memory:").load  # doctest: +ELLIPSIS
+            <bound method SqliteStore.load of ...>
+        """
+
+        def work(db: sqlite3.Connection) -> list[TraceChunk]:
+            rows = db.execute(
+                "SELECT signal, data FROM chunks WHERE trace_id = ? ORDER BY id", (trace_id,)
+            ).fetchall()
+            return [TraceChunk(trace_id, signal, data, 0, False) for signal, data in rows]
+
+        return await self._runner.call(work)
+
+    async def finish(self, trace_id: bytes) -> None:
+        """Forget a decided trace.
+
+        Example:
+            >>> SqliteStore(":memory:").finish  # doctest: +ELLIPSIS
+            <bound method SqliteStore.finish of ...>
+        """
+        await self._runner.call(lambda db: self._drop(db, trace_id))
+
+    # -------------------------------------------------------------------- job queue
+    def depth(self) -> int:
+        """Jobs waiting or in flight plus unexported records, as of the last write (never blocks).
+
+        Example:
+            >>> SqliteStore(":memory:").depth()
+            0
+        """
+        return self._depth + self._outbox
+
+    async def put(self, jobs: Sequence[ScoreJob]) -> list[bool]:
+        """Queue jobs idempotently; False for a key already queued, done or dead.
+
+        Example:
+            >>> SqliteStore(":memory:").put  # doctest: +ELLIPSIS
+            <bound method SqliteStore.put of ...>
+        """
+        now = time.time()
+
+        def work(db: sqlite3.Connection) -> list[bool]:
+            flags = []
+            for job in jobs:
+                if db.execute("SELECT 1 FROM done WHERE key = ?", (job.key,)).fetchone():
+                    flags.append(False)
+                    continue
+                cur = db.execute(
+                    "INSERT OR IGNORE INTO jobs(key, payload, scorer_id, scorer_version, available_at)"
+                    " VALUES (?, ?, ?, ?, ?)",
+                    (job.key, job.run.to_json(), job.scorer_id, job.scorer_version, now),
+                )
+                flags.append(cur.rowcount == 1)
+            return flags
+
+        flags = await self._runner.call(work)
+        self._depth += sum(flags)
+        return flags
+
+    async def take(self, limit: int) -> list[LeasedJob]:
+        """Lease up to ``limit`` available jobs.
+
+        Example:
+            >>> SqliteStore(":memory:").take  # doctest: +ELLIPSIS
+            <bound method SqliteStore.take of ...>
+        """
+        now = time.time()
+        lease = uuid.uuid4().hex
+
+        def work(db: sqlite3.Connection) -> tuple[list[LeasedJob], int]:
+            rows = db.execute(
+                "UPDATE jobs SET lease = ?, lease_until = ?, attempts = attempts + 1"
+                " WHERE id IN (SELECT id FROM jobs WHERE available_at <= ?"
+                " AND (lease_until IS NULL OR lease_until <= ?) ORDER BY id LIMIT ?)"
+                " RETURNING id, key, payload, scorer_id, scorer_version, attempts",
+                (lease, now + self._visibility, now, now, limit),
+            ).fetchall()
+            taken, dead = [], 0
+            for job_id, key, payload, scorer_id, version, attempts in sorted(rows):
+                if attempts > self._max_attempts:
+                    self._dead(db, job_id, key, payload, attempts, "LeaseExpired",
+                               "the job's lease ran out too many times")
+                    dead += 1
+                    continue
+                job = ScoreJob(RunRecord.from_json(payload), scorer_id, version)
+                taken.append(LeasedJob(job, job_id, lease, attempts))
+            return taken, dead
+
+        taken, dead = await self._runner.call(work)
+        self._depth -= dead
+        return taken
+
+    @staticmethod
+    def _dead(
+        db: sqlite3.Connection, job_id: int, key: str, payload: str, attempts: int,
+        error_type: str, message: str,
+    ) -> None:
+        error = json.dumps({"type": error_type, "message": message})
+        db.execute(
+            "INSERT INTO dead_letters(key, payload, error, attempts, failed_at) VALUES (?, ?, ?, ?, ?)",
+            (key, payload, error, attempts, time.time()),
+        )
+        db.execute("INSERT OR IGNORE INTO done(key, at) VALUES (?, ?)", (key, time.time()))
+        db.execute("DELETE FROM jobs WHERE id = ?", (job_id,))
+
+    async def settle(self, leased: LeasedJob, outcome: Settlement) -> None:
+        """Complete, retry or dead-letter a leased job (atomically with its outbox record).
+
+        Example:
+            >>> SqliteStore(":memory:").settle  # doctest: +ELLIPSIS
+            <bound method SqliteStore.settle of ...>
+        """
+        now = time.time()
+
+        def work(db: sqlite3.Connection) -> tuple[int, int]:
+            owned = db.execute(
+                "SELECT key, payload FROM jobs WHERE id = ? AND lease = ?", (leased.job_id, leased.lease)
+            ).fetchone()
+            if owned is None:
+                return 0, 0  # lease lost: another worker owns the job now
+            record = None
+            if isinstance(outcome, Retry):
+                db.execute(
+                    "UPDATE jobs SET lease = NULL, lease_until = NULL, available_at = ?,"
+                    " last_error = ? WHERE id = ?",
+                    (now + outcome.delay_s, outcome.error, leased.job_id),
+                )
+                return 0, 0
+            if isinstance(outcome, Dead):
+                self._dead(db, leased.job_id, owned[0], owned[1], leased.attempt,
+                           outcome.error_type, outcome.message)
+                record = outcome.record
+            elif isinstance(outcome, Done):
+                db.execute("INSERT OR IGNORE INTO done(key, at) VALUES (?, ?)", (owned[0], now))
+                db.execute("DELETE FROM jobs WHERE id = ?", (leased.job_id,))
+                record = outcome.record
+            added = 0
+            if record is not None:
+                added = db.execute(
+                    "INSERT OR IGNORE INTO outbox(key, payload, available_at) VALUES (?, ?, ?)",
+                    (record.key, record.to_json(), now),
+                ).rowcount
+            return 1, added
+
+        removed, added = await asyncio.shield(self._runner.call(work))
+        self._depth -= removed
+        self._outbox += added
+
+    # ----------------------------------------------------------------------- outbox
+    async def pending(self, limit: int) -> list[OutboxItem]:
+        """Outbox records due for (another) export attempt, oldest first.
+
+        Example:
+            >>> SqliteStore(":memory:").pending  # doctest: +ELLIPSIS
+            <bound method SqliteStore.pending of ...>
+        """
+        now = time.time()
+
+        def work(db: sqlite3.Connection) -> list[OutboxItem]:
+            rows = db.execute(
+                "SELECT id, payload, attempts FROM outbox WHERE available_at <= ? ORDER BY id LIMIT ?",
+                (now, limit),
+            ).fetchall()
+            return [OutboxItem(i, ScoreRecord.from_json(p), a) for i, p, a in rows]
+
+        return await self._runner.call(work)
+
+    async def release(self, item_ids: Sequence[int]) -> None:
+        """Delete exported records.
+
+        Example:
+            >>> SqliteStore(":memory:").release  # doctest: +ELLIPSIS
+            <bound method SqliteStore.release of ...>
+        """
+        await asyncio.shield(
+            self._runner.call(
+                lambda db: db.executemany("DELETE FROM outbox WHERE id = ?", [(i,) for i in item_ids])
+            )
+        )
+        self._outbox = max(0, self._outbox - len(item_ids))
+
+    async def defer(self, item_ids: Sequence[int], delay_s: float) -> None:
+        """Postpone records whose export failed.
+
+        Example:
+            >>> SqliteStore(":memory:").defer  # doctest: +ELLIPSIS
+            <bound method SqliteStore.defer of ...>
+        """
+        until = time.time() + delay_s
+        await self._runner.call(
+            lambda db: db.executemany(
+                "UPDATE outbox SET attempts = attempts + 1, available_at = ? WHERE id = ?",
+                [(until, i) for i in item_ids],
+            )
+        )
+
+    async def stats(self) -> StoreStats:
+        """Row counts per table, for gauges and readiness.
+
+        Example:
+            >>> SqliteStore(":memory:").stats  # doctest: +ELLIPSIS
+            <bound method SqliteStore.stats of ...>
+        """
+        now = time.time()
+
+        def work(db: sqlite3.Connection) -> StoreStats:
+            def one(sql: str, *args: object) -> int:
+                return int(db.execute(sql, args).fetchone()[0])
+
+            return StoreStats(
+                queued=one("SELECT count(*) FROM jobs WHERE lease_until IS NULL OR lease_until <= ?", now),
+                in_flight=one("SELECT count(*) FROM jobs WHERE lease_until > ?", now),
+                dead=one("SELECT count(*) FROM dead_letters"),
+                outbox=one("SELECT count(*) FROM outbox"),
+                traces=one("SELECT count(*) FROM traces"),
+            )
+
+        return await self._runner.call(work)
+
+    async def dead_letters(self) -> list[dict[str, object]]:
+        """The dead-letter table as dicts (key, error, attempts).
+
+        Example:
+            >>> SqliteStore(":memory:").dead_letters  # doctest: +ELLIPSIS
+            <bound method SqliteStore.dead_letters of ...>
+        """
+
+        def work(db: sqlite3.Connection) -> list[dict[str, object]]:
+            rows = db.execute("SELECT key, error, attempts FROM dead_letters ORDER BY id").fetchall()
+            return [{"key": k, "error": json.loads(e), "attempts": a} for k, e, a in rows]
+
+        return await self._runner.call(work)

@@ -1,0 +1,120 @@
+"""Configuration: defaults, TOML, env overrides, OTEL fallbacks, errors naming the key path."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from collector.commands import check
+from collector.config import Config, config_from_dict, load_config
+from collector.errors import ConfigError
+
+
+def test_defaults_match_spec() -> None:
+    cfg = Config()
+    assert cfg.receiver.grpc_endpoint == "127.0.0.1:4317"
+    assert cfg.receiver.http_endpoint == "127.0.0.1:4318"
+    assert cfg.receiver.max_body_bytes == 16 * 1024 * 1024
+    assert cfg.assembly.decision_wait == 5.0
+    assert cfg.queue.url == "sqlite:///.tracescore/queue.db"
+    assert cfg.workers.concurrency == 64 and cfg.workers.judge_concurrency == 32
+    assert cfg.export.forward_spans is True and cfg.export.max_attribute_chars == 4096
+    assert cfg.scorers == []
+
+
+def test_toml_file_and_env_override(tmp_path: Path) -> None:
+    path = tmp_path / "ts.toml"
+    path.write_text(
+        '[assembly]\ndecision_wait = 0.5\n[export]\nendpoint = "http://backend:4317"\n'
+        'headers = { "x-key" = "v" }\n'
+        '[[scorers]]\nref = "my_scorers:quality"\nsampling = 0.25\n'
+        'filter = { service = "support-bot", attributes = { env = "prod" } }\n'
+    )
+    cfg = load_config(path, env={"TRACESCORE_ASSEMBLY_DECISION_WAIT": "0.2",
+                                 "TRACESCORE_EXPORT_FORWARD_SPANS": "false"})
+    assert cfg.assembly.decision_wait == 0.2
+    assert cfg.export.forward_spans is False
+    assert cfg.export.headers == {"x-key": "v"}
+    assert cfg.scorers[0].sampling == 0.25
+    assert cfg.scorers[0].filter.service == "support-bot"
+    assert cfg.scorers[0].filter.attributes == {"env": "prod"}
+
+
+def test_otel_variables_fill_export_only_when_not_configured() -> None:
+    env = {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://tempo:4318",
+           "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
+           "OTEL_EXPORTER_OTLP_HEADERS": "api-key=abc%20d,x=y"}
+    cfg = config_from_dict({}, env=env)
+    assert (cfg.export.endpoint, cfg.export.protocol) == ("http://tempo:4318", "http/protobuf")
+    assert cfg.export.headers == {"api-key": "abc d", "x": "y"}
+    cfg = config_from_dict({"export": {"endpoint": "http://jaeger:4317"}}, env=env)
+    assert cfg.export.endpoint == "http://jaeger:4317"
+
+
+@pytest.mark.parametrize(
+    ("data", "env", "path"),
+    [
+        ({"receiver": {"nope": 1}}, {}, "receiver.nope: unknown key"),
+        ({"bogus": {}}, {}, "bogus: unknown key"),
+        ({"assembly": {"decision_wait": -1}}, {}, "assembly.decision_wait"),
+        ({"export": {"protocol": "udp"}}, {}, "export.protocol"),
+        ({"scorers": [{"ref": "x:y", "sampling": 2}]}, {}, "scorers.0.sampling"),
+        ({"scorers": [{"ref": "x:y", "colour": 1}]}, {}, "scorers.0.colour: unknown key"),
+        ({}, {"TRACESCORE_WORKERS_CONCURENCY": "3"}, "workers.concurency: unknown key"),
+        ({}, {"TRACESCORE_WORKERS_CONCURRENCY": "many"}, "workers.concurrency"),
+        ({"queue": {"url": "postgres://x"}}, {}, "queue"),
+        ({"export": {"endpoint": "http://127.0.0.1:4317"}}, {}, "own receiver"),
+    ],
+)
+def test_bad_configuration_names_the_key(data: dict, env: dict, path: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        config_from_dict(data, env=env)
+    assert path in str(info.value)
+
+
+def test_config_is_frozen() -> None:
+    with pytest.raises(ValidationError):
+        Config().receiver.max_body_bytes = 3  # type: ignore[misc]
+
+
+def test_auth_token_from_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TS_TEST_TOKEN", "s3cr3t-value")
+    cfg = config_from_dict({"receiver": {"auth_token": "env:TS_TEST_TOKEN"}}, env={})
+    assert cfg.receiver.token() == "s3cr3t-value"
+    cfg = config_from_dict({"receiver": {"auth_token": "s3cr3t-value"}}, env={})
+    assert "s3cr3t" not in repr(cfg)
+
+
+def test_missing_and_broken_files(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="not found"):
+        load_config(tmp_path / "missing.toml")
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[receiver\n")
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        load_config(bad)
+
+
+def test_check_command_imports_scorers(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    scorer_file = tmp_path / "my_scorers.py"
+    scorer_file.write_text(
+        "class _S:\n    id = name = 'length'\n    version = '2'\n"
+        "    async def run(self, **kw):\n        return None\n"
+        "length = _S()\n"
+    )
+    good = tmp_path / "good.toml"
+    good.write_text(f'[[scorers]]\nref = "{scorer_file}:length"\nsampling = 0.5\n')
+    assert check.run(argparse.Namespace(config=str(good))) == 0
+    assert "scorer length (version 2, sampling 0.5)" in capsys.readouterr().out
+
+    bad = tmp_path / "bad.toml"
+    bad.write_text(f'[[scorers]]\nref = "{scorer_file}:missing"\n')
+    assert check.run(argparse.Namespace(config=str(bad))) == 2
+    assert "scorers[0].ref" in capsys.readouterr().err
+
+    not_scorer = tmp_path / "ns.toml"
+    not_scorer.write_text('[[scorers]]\nref = "json:dumps"\n')
+    assert check.run(argparse.Namespace(config=str(not_scorer))) == 2
+    assert "is not a scorer" in capsys.readouterr().err

@@ -1,0 +1,146 @@
+"""The SQLite store: durable trace buffer, leased idempotent queue, dead letters, outbox."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from collector.assembly_types import TraceChunk
+from collector.queue import Dead, Done, Retry, RunRecord, ScoreJob, ScoreRecord
+from collector.sqlite_store import SqliteStore
+
+T1, T2, T3 = b"\x01" * 16, b"\x02" * 16, b"\x03" * 16
+
+
+def _job(span: str = "cd" * 8, scorer: str = "q", version: str | None = "1") -> ScoreJob:
+    return ScoreJob(RunRecord(trace_id="ab" * 16, span_id=span, span_name="invoke_agent"), scorer, version)
+
+
+def _record(key: str) -> ScoreRecord:
+    return ScoreRecord(key, "ab" * 16, "cd" * 8, "ef" * 8, "q", "q", score=1.0)
+
+
+async def test_buffer_decides_after_wait_and_survives_restart(tmp_path: Path) -> None:
+    path = str(tmp_path / "q.db")
+    store = SqliteStore(path, decision_wait=5.0)
+    await store.start()
+    now = 1000.0
+    await store.append([TraceChunk(T1, "spans", b"a", 2, False)], now=now)
+    await store.append([TraceChunk(T1, "spans", b"b", 1, True), TraceChunk(T1, "logs", b"l", 0, False)], now=now + 1)
+    assert (await store.due(10, now=now + 5.9))[0] == []
+    await store.shutdown()
+
+    store = SqliteStore(path, decision_wait=5.0)
+    await store.start()
+    assert (await store.due(10, now=now + 6.0))[0] == [T1]
+    chunks = await store.load(T1)
+    assert [(c.signal, c.data) for c in chunks] == [("spans", b"a"), ("spans", b"b"), ("logs", b"l")]
+    await store.finish(T1)
+    assert await store.load(T1) == []
+    assert (await store.stats()).traces == 0
+    await store.shutdown()
+
+
+async def test_buffer_bounds(tmp_path: Path) -> None:
+    store = SqliteStore(str(tmp_path / "q.db"), max_traces=2, max_spans_per_trace=3, max_trace_age=60)
+    await store.start()
+    await store.append([TraceChunk(T1, "spans", b"1", 1, False)], now=1.0)
+    await store.append([TraceChunk(T2, "spans", b"2", 1, True)], now=2.0)
+    result = await store.append([TraceChunk(T3, "spans", b"3", 1, False)], now=3.0)
+    assert result.evicted_traces == 1 and await store.load(T1) == []
+    result = await store.append([TraceChunk(T3, "spans", b"4", 5, False)], now=4.0)
+    assert result.dropped_spans == 5
+    # T3 never got a run candidate: it expires after max_trace_age; T2 is decided by then.
+    due, expired = await store.due(10, now=100.0)
+    assert due == [T2] and expired == 1
+    await store.shutdown()
+
+
+async def test_jobs_are_idempotent_on_key(tmp_path: Path) -> None:
+    store = SqliteStore(str(tmp_path / "q.db"))
+    await store.start()
+    assert await store.put([_job(), _job(), _job(version="2"), _job(scorer="other")]) == [True, False, True, True]
+    leased = await store.take(10)
+    assert len(leased) == 3 and store.depth() == 3
+    for item in leased:
+        await store.settle(item, Done(_record(item.job.key)))
+    assert await store.put([_job()]) == [False]  # done keys are never queued again
+    assert store.depth() == 3  # three records wait in the outbox
+    pending = await store.pending(10)
+    assert sorted(p.record.key for p in pending) == sorted(i.job.key for i in leased)
+    await store.release([p.item_id for p in pending])
+    assert store.depth() == 0 and await store.pending(10) == []
+    await store.shutdown()
+
+
+async def test_expired_lease_is_redelivered_and_late_settle_ignored(tmp_path: Path) -> None:
+    store = SqliteStore(str(tmp_path / "q.db"), visibility_timeout_s=0.05)
+    await store.start()
+    await store.put([_job()])
+    first = (await store.take(1))[0]
+    assert await store.take(1) == []
+    deadline = time.monotonic() + 5
+    second = []
+    while not second and time.monotonic() < deadline:
+        second = await store.take(1)
+    assert second and second[0].attempt == 2
+    await store.settle(first, Done(_record(first.job.key)))  # lost its lease: ignored
+    assert await store.pending(10) == []
+    await store.settle(second[0], Done(_record(first.job.key)))
+    assert len(await store.pending(10)) == 1
+    await store.shutdown()
+
+
+async def test_retry_dead_letter_and_restart_releases_leases(tmp_path: Path) -> None:
+    path = str(tmp_path / "q.db")
+    store = SqliteStore(path, max_attempts=2)
+    await store.start()
+    await store.put([_job("01" * 8), _job("02" * 8)])
+    a, b = await store.take(2)
+    await store.settle(a, Retry(60.0, "judge 429"))
+    assert await store.take(5) == []  # a waits for its delay, b is leased
+    await store.settle(b, Dead("ScorerRunError", "boom", _record(b.job.key)))
+    dead = await store.dead_letters()
+    assert dead == [{"key": b.job.key, "error": {"type": "ScorerRunError", "message": "boom"}, "attempts": 1}]
+    assert await store.put([b.job]) == [False]
+    assert [p.record.key for p in await store.pending(5)] == [b.job.key]
+    await store.put([_job("03" * 8)])
+    crashed = await store.take(1)
+    assert crashed
+    await store.shutdown()
+
+    store = SqliteStore(path, max_attempts=2)
+    await store.start()  # the crashed process's lease is released at once
+    again = await store.take(5)
+    assert [j.job.key for j in again] == [crashed[0].job.key]
+    stats = await store.stats()
+    assert (stats.in_flight, stats.dead, stats.outbox) == (1, 1, 1)
+    await store.shutdown()
+
+
+async def test_job_taken_too_often_goes_to_dead_letters(tmp_path: Path) -> None:
+    path = str(tmp_path / "q.db")
+    for _ in range(3):
+        store = SqliteStore(path, max_attempts=2)
+        await store.start()
+        await store.put([_job()])
+        await store.take(1)  # a worker that dies every time
+        await store.shutdown()
+    store = SqliteStore(path, max_attempts=2)
+    await store.start()
+    assert await store.take(1) == []
+    assert (await store.dead_letters())[0]["error"]["type"] == "LeaseExpired"
+    await store.shutdown()
+
+
+async def test_outbox_defer(tmp_path: Path) -> None:
+    store = SqliteStore(str(tmp_path / "q.db"))
+    await store.start()
+    await store.put([_job()])
+    leased = (await store.take(1))[0]
+    await store.settle(leased, Done(_record(leased.job.key)))
+    items = await store.pending(5)
+    await store.defer([i.item_id for i in items], 60.0)
+    assert await store.pending(5) == []
+    await store.shutdown()
+    await store.shutdown()
