@@ -1,0 +1,272 @@
+"""``tracescore score FILE... --scorer REF...``: score the agent runs in saved OTLP files offline.
+
+For CI and backfill. Files are read as by ``tracescore inspect`` (logs files joined to
+traces; an unreadable file is reported and makes the exit code 1, the others are still
+scored). Every run is scored by every scorer (``--scorer module:attr`` or
+``path/to/file.py:attr``, repeatable), at most ``--concurrency`` runs at a time. Scorers
+receive ``input`` = the run's `ScorerRunInputForAgent`, ``output`` = its
+`ScorerRunOutputForAgent`, ``request_context``, ``trace_id`` and ``span_id`` — whatever
+their ``type``: a scorer without ``type="agent"`` gets the same models as they are.
+
+Output: ``--format jsonl`` prints one row per (run, scorer) on stdout (SPEC §3 row format;
+``score`` null and ``reason`` "not scorable: ..." when a step returned ``not_scorable``;
+``error`` set when the scorer failed) and the per-scorer summary (count, mean, failures)
+on stderr, so stdout stays pure JSONL; ``--format table`` prints both as rich tables on
+stdout. Exit codes: 0 done, 1 a file could not be read, 2 a scorer ref could not be loaded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from adapters import AgentRun
+from collector.commands.inspect import (
+    add_common_arguments,
+    load_runs,
+    progress,
+    resolve_format,
+    run_row,
+)
+from collector.errors import ConfigError
+from collector.registry import load_ref
+from scorers.errors import ScorerRunError
+
+HELP = "score the agent runs in saved OTLP files with the given scorers (offline)"
+
+__all__ = ["HELP", "Outcome", "add_arguments", "load_scorers", "run", "score_all", "summary_rows"]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add FILE..., ``--scorer`` (repeatable, required), ``--format`` and ``--concurrency``.
+
+    Example:
+        >>> p = argparse.ArgumentParser(); add_arguments(p)
+        >>> a = p.parse_args(["S1.pb", "--scorer", "m:a", "--scorer", "n:b", "--concurrency", "4"])
+        >>> (a.scorers, a.concurrency)
+        (['m:a', 'n:b'], 4)
+    """
+    add_common_arguments(parser)
+    parser.add_argument(
+        "--scorer",
+        dest="scorers",
+        action="append",
+        required=True,
+        metavar="REF",
+        help="scorer to run: module:attribute or path/to/file.py:attribute (repeatable)",
+    )
+    parser.add_argument(
+        "--concurrency",
+        type=_positive_int,
+        default=16,
+        metavar="N",
+        help="scorer runs in flight at once (default 16)",
+    )
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
+def load_scorers(refs: Sequence[str]) -> list[Any]:
+    """Import each scorer ref; anything without ``id`` and an async ``run`` is refused.
+
+    Raises:
+        ConfigError: a ref cannot be imported or does not name a scorer.
+
+    Example:
+        >>> load_scorers(["collections:OrderedDict"])
+        Traceback (most recent call last):
+        ...
+        collector.errors.ConfigError: scorer ref 'collections:OrderedDict': not a scorer (needs id and run)
+    """
+    scorers = []
+    for ref in refs:
+        obj = load_ref(ref)
+        if isinstance(obj, type) or not hasattr(obj, "id") or not callable(getattr(obj, "run", None)):
+            raise ConfigError(f"scorer ref {ref!r}: not a scorer (needs id and run)")
+        scorers.append(obj)
+    return scorers
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """The result of one (run, scorer) pair.
+
+    Example:
+        >>> Outcome(run_index=0, scorer_id="s", score=1.0, reason=None, error=None).failed
+        False
+    """
+
+    run_index: int
+    scorer_id: str
+    score: float | None
+    reason: Any
+    error: str | None
+    not_scorable: bool = False
+
+    @property
+    def failed(self) -> bool:
+        """Whether the scorer raised.
+
+        Example:
+            >>> Outcome(0, "s", None, None, "boom").failed
+            True
+        """
+        return self.error is not None
+
+
+def _jsonable(value: Any) -> Any:
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError):
+        dump = getattr(value, "model_dump", None)
+        return dump(mode="json") if callable(dump) else str(value)
+    return value
+
+
+async def _score_one(scorer: Any, index: int, agent_run: AgentRun) -> Outcome:
+    scorer_id = str(getattr(scorer, "id", "?"))
+    try:
+        result = await scorer.run(
+            input=agent_run.input,
+            output=agent_run.output,
+            request_context=dict(agent_run.request_context),
+            trace_id=agent_run.trace_id,
+            span_id=agent_run.span_id,
+        )
+    except ScorerRunError as err:
+        return Outcome(index, scorer_id, None, None, str(err))
+    except Exception as err:  # a user scorer outside the engine may raise anything
+        return Outcome(index, scorer_id, None, None, f"{type(err).__name__}: {err}")
+    not_scorable = getattr(result, "not_scorable", None)
+    if not_scorable is not None and not_scorable is not False:
+        why = getattr(not_scorable, "reason", None)
+        return Outcome(index, scorer_id, None, f"not scorable: {why}" if why else "not scorable", None, True)
+    score = getattr(result, "score", None)
+    return Outcome(index, scorer_id, score, _jsonable(getattr(result, "reason", None)), None)
+
+
+async def score_all(runs: Sequence[AgentRun], scorers: Sequence[Any], concurrency: int, err: Console) -> list[Outcome]:
+    """Score every run with every scorer, ``concurrency`` at a time; outcomes in (run, scorer) order.
+
+    Example:
+        >>> import asyncio, io
+        >>> asyncio.run(score_all([], [], 4, Console(file=io.StringIO())))
+        []
+    """
+    semaphore = asyncio.Semaphore(concurrency)
+    outcomes: list[Outcome | None] = [None] * (len(runs) * len(scorers))
+    with progress(err) as bar:
+        task = bar.add_task("scoring", total=len(outcomes))
+
+        async def job(slot: int, scorer: Any, index: int, agent_run: AgentRun) -> None:
+            async with semaphore:
+                outcomes[slot] = await _score_one(scorer, index, agent_run)
+            bar.advance(task)
+
+        async with asyncio.TaskGroup() as group:
+            for index, agent_run in enumerate(runs):
+                for k, scorer in enumerate(scorers):
+                    group.create_task(job(index * len(scorers) + k, scorer, index, agent_run))
+    return [o for o in outcomes if o is not None]
+
+
+def summary_rows(scorers: Sequence[Any], outcomes: Sequence[Outcome]) -> list[dict[str, Any]]:
+    """Per scorer: count of runs, mean score, failures and not-scorable count.
+
+    Example:
+        >>> class S: id = "s"
+        >>> summary_rows([S()], [Outcome(0, "s", 1.0, None, None), Outcome(1, "s", None, None, "x")])
+        [{'scorer': 's', 'count': 2, 'mean': 1.0, 'failures': 1, 'not_scorable': 0}]
+    """
+    rows = []
+    for scorer in scorers:
+        mine = [o for o in outcomes if o.scorer_id == str(scorer.id)]
+        scores = [o.score for o in mine if o.score is not None]
+        rows.append(
+            {
+                "scorer": str(scorer.id),
+                "count": len(mine),
+                "mean": sum(scores) / len(scores) if scores else None,
+                "failures": sum(1 for o in mine if o.failed),
+                "not_scorable": sum(1 for o in mine if o.not_scorable),
+            }
+        )
+    return rows
+
+
+def _summary_table(rows: Sequence[dict[str, Any]]) -> Table:
+    table = Table(title="scores per scorer")
+    for name in ("scorer", "count", "mean", "failures", "not scorable"):
+        table.add_column(name, justify="left" if name == "scorer" else "right")
+    for row in rows:
+        mean = "-" if row["mean"] is None else f"{row['mean']:.3f}"
+        table.add_row(row["scorer"], str(row["count"]), mean, str(row["failures"]), str(row["not_scorable"]))
+    return table
+
+
+def _results_table(runs: Sequence[AgentRun], outcomes: Sequence[Outcome]) -> Table:
+    table = Table(title=f"{len(outcomes)} score(s)")
+    for name in ("trace / span", "service", "scorer", "score", "reason / error"):
+        table.add_column(name, overflow="fold")
+    for o in outcomes:
+        r = runs[o.run_index]
+        score = "-" if o.score is None else f"{o.score:.3f}"
+        note = o.error if o.error is not None else ("" if o.reason is None else str(o.reason))
+        table.add_row(f"{r.trace_id[:8]}…/{r.span_id}\n{r.span_name}", r.service, o.scorer_id, score, note[:200])
+    return table
+
+
+def run(args: argparse.Namespace) -> int:
+    """Score the runs in ``args.files`` with ``args.scorers``; see the module docstring for exit codes.
+
+    Example:
+        >>> run(argparse.Namespace(files=["/nonexistent.pb"], scorers=["collections:nope"],
+        ...                        format="jsonl", concurrency=2))
+        2
+    """
+    err = Console(stderr=True)
+    out_format = resolve_format(args.format)
+    try:
+        scorers = load_scorers(args.scorers)
+    except ConfigError as exc:
+        err.print(f"tracescore: {exc}", markup=False, highlight=False)
+        return 2
+    loaded = load_runs(args.files, err)
+    outcomes = asyncio.run(score_all(loaded.runs, scorers, args.concurrency, err))
+    summary = summary_rows(scorers, outcomes)
+    if out_format == "jsonl":
+        for o in outcomes:
+            row = run_row(loaded.runs[o.run_index])
+            row = {
+                **{k: row[k] for k in ("trace_id", "span_id", "span_name", "service", "convention")},
+                "scorer": o.scorer_id,
+                "score": o.score,
+                "reason": o.reason,
+                "error": o.error,
+                "input": row["input"],
+                "output": row["output"],
+            }
+            sys.stdout.write(json.dumps(row, ensure_ascii=False) + "\n")
+        sys.stdout.flush()
+        err.print(_summary_table(summary))
+    else:
+        out = Console()
+        out.print(_results_table(loaded.runs, outcomes))
+        out.print(_summary_table(summary))
+    if loaded.failed_files:
+        err.print(f"{len(loaded.failed_files)} file(s) could not be read", markup=False, highlight=False)
+        return 1
+    return 0
