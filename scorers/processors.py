@@ -299,9 +299,11 @@ class StreamErrorRetryProcessor:
     1. Errors whose chain says 401/403 (or an auth/permission code) are never retried.
     2. Walk the error and its cause chain. At each level the matchers are tried in order
        (Mastra's OpenAI stream-error matcher first, then ``matchers``); the first that
-       matches gives its policy. Otherwise, a provider-retryable error at that level
-       (litellm's 408, 409, 429, 5xx, timeouts, connection errors) gives the default policy.
-       Explicit matchers therefore outrank provider retryability.
+       matches gives its policy. Only when no matcher matches anywhere in the chain does a
+       provider-retryable error (litellm's 408, 409, 429, 5xx, timeouts, connection
+       errors) give the default policy. Explicit matchers therefore outrank provider
+       retryability. (Mastra compares the two level by level; litellm wraps a connection
+       reset in a retryable 500 error, so a reset matcher would never be reached.)
     3. Nothing claimed it: the default policy if ``retry_unknown_errors``, else no retry.
     4. No retry once ``retry_count`` reaches the policy's ``max_retries``.
     5. The delay is ``max(delay_ms, min(Retry-After, max_retry_after_ms))``: the provider's
@@ -363,8 +365,9 @@ class StreamErrorRetryProcessor:
         """
         if is_terminal_auth_error(error):
             return None
+        levels = list(iter_error_chain(error))
         builtin = RetryMatcher(match=_openai_stream_error)
-        for level in iter_error_chain(error):
+        for level in levels:
             for matcher in (builtin, *self.matchers):
                 try:
                     matched = bool(matcher.match(level))
@@ -372,8 +375,8 @@ class StreamErrorRetryProcessor:
                     matched = False
                 if matched:
                     return _DEFAULT_POLICY if matcher is builtin else matcher
-            if is_provider_retryable(level):
-                return _DEFAULT_POLICY
+        if any(is_provider_retryable(level) for level in levels):
+            return _DEFAULT_POLICY
         return _DEFAULT_POLICY if self.retry_unknown_errors else None
 
     async def process_api_error(self, error: BaseException, retry_count: int) -> RetryDecision | None:

@@ -24,11 +24,12 @@ import socket
 import struct
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
+from multidict import CIMultiDict
 
 
 @dataclass(frozen=True)
@@ -124,7 +125,7 @@ class RecordedRequest:
     """
 
     path: str
-    headers: dict[str, str]
+    headers: Mapping[str, str]  # case-insensitive
     body: Any
 
     @property
@@ -280,7 +281,7 @@ class LLMTestServer:
             except ValueError:
                 body = raw.decode("utf-8", "replace")
             self.request_count += 1
-            self.requests.append(RecordedRequest(request.path, dict(request.headers), body))
+            self.requests.append(RecordedRequest(request.path, CIMultiDict(request.headers), body))
             reply = self._next_reply(body)
             latency = self.latency_ms if reply.latency_ms is None else reply.latency_ms
             if latency > 0:
@@ -293,7 +294,7 @@ class LLMTestServer:
                         sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
                                         struct.pack("ii", 1, 0))
                     transport.abort()
-                raise ConnectionResetError("scripted connection reset")
+                return web.Response(status=500)  # never written: the connection is gone
             if reply.status != 200:
                 return web.json_response(reply.body, status=reply.status, headers=reply.headers)
             model = body.get("model", "test-model") if isinstance(body, dict) else "test-model"

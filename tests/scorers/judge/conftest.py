@@ -54,3 +54,21 @@ async def server() -> AsyncIterator[Any]:
 def settings(server: Any) -> dict[str, Any]:
     """``model_settings`` pointing a judge at the test server."""
     return {"api_base": server.url + "/v1", "api_key": "test-key"}
+
+
+@pytest.fixture(params=["fast", "litellm"])
+def transport(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Run a test over both transports: the shared aiohttp path and ``litellm.acompletion``."""
+    from scorers import _judge_transport
+
+    monkeypatch.setattr(_judge_transport, "_routes", {})
+    if request.param == "litellm":
+        monkeypatch.setattr(_judge_transport, "FAST_PROVIDERS", frozenset())
+    return str(request.param)
+
+
+SCORE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"score": {"type": "number"}},
+    "required": ["score"],
+}
