@@ -31,6 +31,7 @@ from pydantic import BaseModel
 
 from scorers._judge_transport import Reply, Route, litellm_module, route_for, send
 from scorers._judge_types import Judge, JudgeExecution, JudgeUsage
+from scorers._processors import JudgeReply, RetryDecision, is_provider_retryable
 from scorers._retry_after import parse_retry_after_ms
 from scorers._structured_output import (
     Mode,
@@ -42,7 +43,6 @@ from scorers._structured_output import (
     resolve_mode,
 )
 from scorers.errors import JudgeError, JudgeOutputError
-from scorers.processors import JudgeReply, RetryDecision, is_provider_retryable
 
 DEFAULT_JUDGE_CONCURRENCY = 32
 """Judge requests in flight per model and event loop (SPEC ``[workers] judge_concurrency``)."""
