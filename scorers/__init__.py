@@ -27,6 +27,7 @@ from scorers._agent_types import (
 )
 from scorers._builder import Scorer
 from scorers._create import create_scorer
+from scorers._filter_run import RunFilter, filter_run
 from scorers._judge_types import Judge, JudgeExecution, JudgeStepRecord, JudgeUsage, merge_judges
 from scorers._run import NotScorable, ScorerResult, ScorerRun, StepResults, not_scorable
 from scorers._steps import PromptStep
@@ -68,6 +69,9 @@ __all__ = [
     "ToolResultPart",
     "FilePart",
     "OtherPart",
+    # helpers (more in scorers.utils)
+    "filter_run",
+    "RunFilter",
     # errors
     "ScorerError",
     "ScorerDefinitionError",

@@ -19,6 +19,8 @@ EXPECTED = {
     # agent types
     "Message", "ScorerRunInputForAgent", "ScorerRunOutputForAgent", "ToolCall", "TextPart",
     "ReasoningPart", "ToolCallPart", "ToolResultPart", "FilePart", "OtherPart",
+    # helpers
+    "filter_run", "RunFilter",
     # errors
     "ScorerError", "ScorerDefinitionError", "ScorerInputError", "ScorerRunError", "JudgeError",
     "JudgeOutputError",
@@ -46,7 +48,7 @@ def test_exported_names_come_from_private_modules_or_errors() -> None:
 
 def test_importing_scorers_does_not_import_litellm() -> None:
     code = (
-        "import sys, scorers\n"
+        "import sys, scorers, scorers.utils\n"
         "assert 'litellm' not in sys.modules, 'litellm imported'\n"
         "assert 'openai' not in sys.modules, 'openai imported'\n"
         "print('ok')\n"
@@ -54,3 +56,18 @@ def test_importing_scorers_does_not_import_litellm() -> None:
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "ok"
+
+
+def test_utils_exports_the_mastra_helpers() -> None:
+    import scorers.utils as utils
+
+    expected = {
+        "get_user_message", "get_assistant_message", "get_system_messages",
+        "get_combined_system_prompt", "get_reasoning", "extract_tool_calls",
+        "extract_tool_results", "extract_input_messages", "extract_agent_response_messages",
+        "get_text_content", "round_to_two_decimals", "make_agent_run", "make_message",
+        "make_tool_call", "ExtractedToolCalls", "ToolCallInfo", "ToolResultInfo",
+    }  # fmt: skip
+    assert set(utils.__all__) == expected
+    for name in utils.__all__:
+        assert getattr(utils, name).__doc__, name
