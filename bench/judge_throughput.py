@@ -66,7 +66,8 @@ def build_call(url: str, pipeline: str) -> Any:
     return call_direct
 
 
-async def run(n: int, concurrency: int, url: str, pipeline: str) -> tuple[float, float]:
+async def run(n: int, concurrency: int, url: str, pipeline: str,
+              profiler: cProfile.Profile | None = None) -> tuple[float, float]:
     from scorers._judge import set_judge_concurrency
     from scorers._judge_transport import aclose_judge_clients
 
@@ -74,9 +75,13 @@ async def run(n: int, concurrency: int, url: str, pipeline: str) -> tuple[float,
     call = build_call(url, pipeline)
     for i in range(min(concurrency, 8)):  # warm up: imports, routes, connections
         await call(i)
+    if profiler:
+        profiler.enable()
     cpu0, wall0 = time.process_time(), time.perf_counter()
     results = await asyncio.gather(*(call(i) for i in range(n)))
     wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
+    if profiler:
+        profiler.disable()
     assert len(results) == n
     await aclose_judge_clients()
     return wall, cpu
@@ -98,11 +103,7 @@ def main() -> None:
     proc, url = start_server(args.latency_ms)
     try:
         profiler = cProfile.Profile() if args.profile else None
-        if profiler:
-            profiler.enable()
-        wall, cpu = asyncio.run(run(args.n, args.concurrency, url, pipeline))
-        if profiler:
-            profiler.disable()
+        wall, cpu = asyncio.run(run(args.n, args.concurrency, url, pipeline, profiler))
     finally:
         proc.terminate()
         proc.wait()
@@ -112,7 +113,9 @@ def main() -> None:
     print(f"wall {wall:.2f} s  ideal {ideal:.2f} s  efficiency {ideal / wall:.2f}  "
           f"cpu/call {cpu * 1000 / args.n:.2f} ms")
     if profiler:
-        pstats.Stats(profiler).sort_stats("tottime").print_stats(25)
+        stats = pstats.Stats(profiler)
+        stats.sort_stats("tottime").print_stats(20)
+        stats.sort_stats("cumulative").print_stats(r"scorers|litellm", 20)
 
 
 if __name__ == "__main__":
