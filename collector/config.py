@@ -150,6 +150,7 @@ class ExportConfig(BaseModel):
     forward_spans: bool = True
     max_attribute_chars: int = Field(default=4096, gt=0)
     timeout_s: float = Field(default=10.0, gt=0)
+    max_backoff_s: float = Field(default=30.0, gt=0)
     max_batch: int = Field(default=256, gt=0)
     forward_queue_size: int = Field(default=1024, gt=0)
 

@@ -214,6 +214,7 @@ class ScoreExporter:
         self._poll = poll_s
         self._task: asyncio.Task[None] | None = None
         self._wake: asyncio.Event | None = None
+        self._stopping = False
 
     def notify(self) -> None:
         """Wake the export loop (new records were written).
@@ -245,31 +246,32 @@ class ScoreExporter:
         """
         if self._task is None:
             return
-        self._task.cancel()
-        try:
-            await self._task
-        except asyncio.CancelledError:
-            pass
-        self._task = None
+        # Stop at a batch boundary: cancelling mid-export would re-send an exported batch.
+        self._stopping = True
+        self.notify()
         try:
             async with asyncio.timeout(timeout):
+                await self._task
                 while await self.export_batch() > 0:
                     pass
         except TimeoutError:
             logger.warning("outbox not flushed within %.1fs; the rest is exported after restart", timeout)
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+        self._task = None
         if self._exporter is not None:
             await asyncio.to_thread(self._exporter.shutdown)
 
     async def _loop(self) -> None:
         wake = self._wake or asyncio.Event()
-        while True:
+        while not self._stopping:
             try:
                 sent = await self.export_batch()
             except Exception:
                 self._metrics.errors.labels(component="export").inc()
                 logger.exception("score export failed unexpectedly")
                 sent = 0
-            if sent <= 0:
+            if sent <= 0 and not self._stopping:
                 try:
                     await asyncio.wait_for(wake.wait(), self._poll)
                 except TimeoutError:

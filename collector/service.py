@@ -97,7 +97,8 @@ class Service:
             max_spans_per_trace=a.max_spans_per_trace, max_trace_age=a.max_trace_age,
             visibility_timeout_s=q.visibility_timeout_s, max_attempts=q.max_attempts,
         )
-        self.exporter = ScoreExporter(self.store, make_span_exporter(e), self.metrics, max_batch=e.max_batch)
+        self.exporter = ScoreExporter(self.store, make_span_exporter(e), self.metrics, max_batch=e.max_batch,
+                                      max_backoff_s=e.max_backoff_s)
         self.worker = Worker(
             self.store, registry, self.metrics, concurrency=w.concurrency,
             judge_concurrency=w.judge_concurrency, max_attempts=q.max_attempts,

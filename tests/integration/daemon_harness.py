@@ -1,0 +1,154 @@
+"""Helpers for daemon integration tests: a capturing OTLP backend, agent traces, polling.
+
+Only the network boundary is faked here (the trace backend). Agent traces are produced by
+the OpenTelemetry SDK and sent with its own OTLP exporters.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+import grpc
+from opentelemetry.proto.collector.logs.v1 import logs_service_pb2, logs_service_pb2_grpc
+from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue
+from opentelemetry.proto.trace.v1.trace_pb2 import Span
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter
+
+INPUT = [
+    {"role": "system", "parts": [{"type": "text", "content": "You are a terse assistant."}]},
+    {"role": "user", "parts": [{"type": "text", "content": "What is the capital of France?"}]},
+]
+OUTPUT = [{"role": "assistant", "parts": [{"type": "text", "content": "The capital of France is Paris."}],
+           "finish_reason": "stop"}]
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+async def wait_until(predicate: Callable[[], bool | Awaitable[bool]], timeout: float = 20.0,  # noqa: ASYNC109
+                     what: str = "condition") -> None:
+    """Poll ``predicate`` until it holds; fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if not isinstance(value, bool):
+            value = await value
+        if value:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        await asyncio.sleep(0.02)
+
+
+def _value(v: AnyValue) -> object:
+    kind = v.WhichOneof("value")
+    return getattr(v, kind) if kind else None
+
+
+@dataclass
+class CapturedSpan:
+    """A span as the backend received it."""
+
+    span: Span
+    service: str
+
+    @property
+    def attributes(self) -> dict[str, object]:
+        return {kv.key: _value(kv.value) for kv in self.span.attributes}
+
+    @property
+    def event_attributes(self) -> dict[str, object]:
+        (event,) = self.span.events
+        return {kv.key: _value(kv.value) for kv in event.attributes}
+
+
+class CaptureBackend:
+    """An OTLP/gRPC trace backend that records every request."""
+
+    def __init__(self, port: int = 0) -> None:
+        self.port = port
+        self.requests: list[trace_service_pb2.ExportTraceServiceRequest] = []
+        self.log_requests: list[logs_service_pb2.ExportLogsServiceRequest] = []
+        self._server: grpc.aio.Server | None = None
+
+    async def start(self) -> CaptureBackend:
+        backend = self
+
+        class Traces(trace_service_pb2_grpc.TraceServiceServicer):
+            async def Export(self, request, context):  # noqa: N802
+                backend.requests.append(request)
+                return trace_service_pb2.ExportTraceServiceResponse()
+
+        class Logs(logs_service_pb2_grpc.LogsServiceServicer):
+            async def Export(self, request, context):  # noqa: N802
+                backend.log_requests.append(request)
+                return logs_service_pb2.ExportLogsServiceResponse()
+
+        self._server = grpc.aio.server()
+        trace_service_pb2_grpc.add_TraceServiceServicer_to_server(Traces(), self._server)
+        logs_service_pb2_grpc.add_LogsServiceServicer_to_server(Logs(), self._server)
+        self.port = self._server.add_insecure_port(f"127.0.0.1:{self.port}")
+        await self._server.start()
+        return self
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            await self._server.stop(grace=0.2)
+            self._server = None
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def spans(self) -> list[CapturedSpan]:
+        out = []
+        for req in list(self.requests):
+            for rs in req.resource_spans:
+                service = next((kv.value.string_value for kv in rs.resource.attributes
+                                if kv.key == "service.name"), "")
+                for ss in rs.scope_spans:
+                    out.extend(CapturedSpan(span, service) for span in ss.spans)
+        return out
+
+    def scores(self) -> list[CapturedSpan]:
+        return [s for s in self.spans() if s.span.name.startswith("evaluation ")]
+
+    def forwarded(self) -> list[CapturedSpan]:
+        return [s for s in self.spans() if not s.span.name.startswith("evaluation ")]
+
+
+def emit_agent_trace(exporter: SpanExporter, service: str = "support-bot", agent: str = "support",
+                     answer: str | None = None) -> tuple[str, str]:
+    """Send one agent trace (invoke_agent -> chat, GenAI semconv) with the SDK; blocking.
+
+    Returns the trace id and the agent span id as hex.
+    """
+    output = OUTPUT if answer is None else [
+        {"role": "assistant", "parts": [{"type": "text", "content": answer}], "finish_reason": "stop"}]
+    provider = TracerProvider(resource=Resource({"service.name": service}))
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("test-agent")
+    attrs = {"gen_ai.input.messages": json.dumps(INPUT), "gen_ai.output.messages": json.dumps(output)}
+    with tracer.start_as_current_span(f"invoke_agent {agent}", attributes={
+        "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": agent,
+        "gen_ai.response.id": "chatcmpl-test-1", **attrs,
+    }) as root:
+        with tracer.start_as_current_span("chat gpt-4o-mini", attributes={
+            "gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-4o-mini", **attrs,
+        }):
+            pass
+        ctx = root.get_span_context()
+    provider.force_flush()
+    return format(ctx.trace_id, "032x"), format(ctx.span_id, "016x")

@@ -1,0 +1,25 @@
+"""Function scorers the integration tests register by file reference."""
+
+from __future__ import annotations
+
+from scorers import create_scorer
+
+
+def _answer(run):  # type: ignore[no-untyped-def]
+    return run.output[-1].content if len(run.output) else ""
+
+
+answer_length = (
+    create_scorer(id="answer-length", name="Answer length", description="answer length / 100",
+                  type="agent", version="1")
+    .analyze(lambda run: {"chars": len(_answer(run))})
+    .generate_score(lambda run, results: min(1.0, results.analyze_step_result["chars"] / 100))
+    .generate_reason(lambda run, results, score: f"{results.analyze_step_result['chars']} characters")
+)
+
+
+def _boom(run):  # type: ignore[no-untyped-def]
+    raise RuntimeError("scorer exploded")
+
+
+always_fails = create_scorer(id="always-fails", description="fails", type="agent").generate_score(_boom)
