@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from adapters._messages import Msg, msg_key, to_message
+from adapters._messages import Msg, msg_key, text_of, to_message
 from adapters._runs import AgentRun
 from adapters._trace import TraceSpan
 from adapters._view import SpanView
@@ -126,10 +126,42 @@ def _sum_usage(views: Sequence[SpanView]) -> dict[str, int]:
     return total
 
 
-def build_run(run_span: TraceSpan, run_view: SpanView | None, calls: Sequence[SpanView]) -> AgentRun:
+def _fill_tool_results(produced: list[Msg], tools: Sequence[SpanView]) -> list[Msg]:
+    # A tool call whose result no later request replayed (the run ended, or the framework
+    # does not replay): take the result from the tool's own span, matched by call id, else
+    # by name when that tool span has no id.
+    answered = {m.tool_call_id for m in produced if m.role == "tool" and m.tool_call_id}
+    unused = [t for t in tools if t.tool_result is not None]
+    out: list[Msg] = []
+    for msg in produced:
+        out.append(msg)
+        for call in msg.tool_calls if msg.role == "assistant" else ():
+            if not call.id or call.id in answered:
+                continue
+            match = next((t for t in unused if t.tool_call_id == call.id), None) or next(
+                (t for t in unused if t.tool_call_id is None and t.tool_name == call.name), None
+            )
+            if match is None:
+                continue
+            unused.remove(match)
+            answered.add(call.id)
+            result = match.tool_result
+            part = {"type": "tool-result", "tool_call_id": call.id, "tool_name": call.name, "result": result}
+            content = result if isinstance(result, str) else text_of(result)
+            out.append(Msg("tool", content, tool_call_id=call.id, name=call.name or None, parts=(part,)))
+    return out
+
+
+def build_run(
+    run_span: TraceSpan,
+    run_view: SpanView | None,
+    calls: Sequence[SpanView],
+    tools: Sequence[SpanView] = (),
+) -> AgentRun:
     """Build one `AgentRun` scored on ``run_span`` from its agent view (if any) and its LLM calls.
 
-    ``calls`` are the LLM views that belong to the run, sorted by start time.
+    ``calls`` are the LLM views that belong to the run, sorted by start time; ``tools`` its
+    tool spans (used only for tool results the model requests do not show).
 
     Example:
         >>> span = TraceSpan("a" * 32, "b" * 16, None, "chat", resource={"service.name": "bot"})
@@ -143,6 +175,9 @@ def build_run(run_span: TraceSpan, run_view: SpanView | None, calls: Sequence[Sp
     produced: list[Msg]
     if run_view is not None and run_view.conversation:
         system += [m.content for m in run_view.conversation if m.role == "system"]
+        first_call = next((c for c in calls if c.request or c.system), None)
+        if first_call is not None:
+            system += first_call.system + [m.content for m in first_call.request if m.role == "system"]
         first_request, produced = _conversation_split(run_view, calls)
     else:
         first, used = chain(calls)
@@ -151,8 +186,10 @@ def build_run(run_span: TraceSpan, run_view: SpanView | None, calls: Sequence[Sp
             first_request = non_system(first.request)
             last = used[-1]
             produced = non_system(last.request)[len(first_request) :] + list(last.response)
-            if not produced and run_view is not None:
-                produced = list(run_view.response)
+            if run_view is not None and run_view.response:
+                ends_open = not produced or produced[-1].role == "tool" or bool(produced[-1].tool_calls)
+                if ends_open and not any(m.content == run_view.response[-1].content for m in produced):
+                    produced += list(run_view.response)
         elif run_view is not None:
             system += [m.content for m in run_view.request if m.role == "system"]
             first_request = non_system(run_view.request)
@@ -162,6 +199,8 @@ def build_run(run_span: TraceSpan, run_view: SpanView | None, calls: Sequence[Sp
         else:
             first_request = []
             produced = [r for c in calls for r in c.response]
+    if tools:
+        produced = _fill_tool_results(produced, tools)
     remembered, inp = split_turn(first_request)
     run_input = ScorerRunInputForAgent(
         input_messages=[to_message(m) for m in inp],

@@ -136,6 +136,7 @@ def extract_runs(trace: AssembledTrace) -> Extraction:
     tops = [s.span_id for s in tree.spans if s.span_id in effective and top_of[s.span_id] is None]
     llm_ids = [s.span_id for s in tree.spans if s.span_id in views and views[s.span_id].kind == "llm"]
     llm_set = set(llm_ids)
+    tool_ids = [s.span_id for s in tree.spans if s.span_id in views and views[s.span_id].kind == "tool"]
     kept: list[str] = []
     for sid in llm_ids:
         outer = next((a for a in tree.ancestors(sid) if a in llm_set), None)
@@ -152,8 +153,9 @@ def extract_runs(trace: AssembledTrace) -> Extraction:
         mine = [views[s] for s in kept if top_of[s] == top]
         mine = [v for v in mine if not v.fallback] or mine
         own = [v for v in mine if nearest_agent[v.span.span_id] == top] or mine
+        tools = [views[s] for s in tool_ids if top_of[s] == top]
         try:
-            runs.append(build_run(tree.by_id[top], views[top], own))
+            runs.append(build_run(tree.by_id[top], views[top], own, tools))
         except Exception:
             skipped.append(Skip(top, "run_error"))
     free = [views[s] for s in kept if top_of[s] is None and not views[s].fallback]
@@ -165,9 +167,11 @@ def extract_runs(trace: AssembledTrace) -> Extraction:
     for group, anchor in zip(groups, anchors, strict=True):
         if anchor is None or (len(group) > 1 and anchors.count(anchor) > 1):
             anchor = group[-1].span.span_id
+        below = set(tree.descendants(anchor))
+        tools = [views[s] for s in tool_ids if s in below and top_of[s] is None]
         try:
             run_view = views.get(anchor) if anchor in views and views[anchor].kind == "llm" else None
-            runs.append(build_run(tree.by_id[anchor], run_view if len(group) == 1 else None, group))
+            runs.append(build_run(tree.by_id[anchor], run_view if len(group) == 1 else None, group, tools))
         except Exception:
             skipped.append(Skip(anchor, "run_error"))
     runs.sort(key=lambda r: (r.start_ns, r.span_id))

@@ -30,7 +30,8 @@ class SpanView:
     when the agent span carries it (pydantic-ai). ``weak`` marks an agent claim that yields
     to an agent span below it (the OpenAI Agents SDK trace root). ``fallback`` marks an
     LLM view used only when its run has no other LLM views (Mastra's whole-generation span
-    beside its per-step spans).
+    beside its per-step spans). ``tool_*`` describe a tool span's call (used to fill in a
+    tool result that no later model request replayed).
 
     Example:
         >>> span = TraceSpan("a" * 32, "b" * 16, None, "chat")
@@ -47,6 +48,9 @@ class SpanView:
     conversation: list[Msg] | None = None
     weak: bool = False
     fallback: bool = False
+    tool_name: str | None = None
+    tool_call_id: str | None = None
+    tool_result: Any = None
     context: dict[str, Any] = field(default_factory=dict)
     usage: dict[str, int] = field(default_factory=dict)
 

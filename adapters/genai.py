@@ -18,7 +18,7 @@ from typing import Any
 
 from adapters._messages import Msg, loads, parse_messages
 from adapters._trace import TraceLog, TraceSpan
-from adapters._view import Report, SpanView, common_context, system_texts, usage_from
+from adapters._view import Report, SpanView, common_context, str_attr, system_texts, usage_from
 
 __all__ = ["AGENT_OPERATIONS", "LLM_OPERATIONS", "indexed", "indexed_messages", "messages_attr", "view_span"]
 
@@ -119,6 +119,11 @@ def indexed_messages(attrs: Mapping[str, Any], prefix: str) -> list[Msg]:
 
 def _event_payload(attributes: Mapping[str, Any], body: Any) -> dict[str, Any]:
     data: dict[str, Any] = dict(attributes)
+    packed = data.pop("gen_ai.event.content", None)  # Azure AI Inference / Semantic Kernel
+    if isinstance(packed, str) and packed.strip()[:1] == "{":
+        unpacked = loads(packed)
+        if isinstance(unpacked, dict):
+            data.update(unpacked)
     if isinstance(body, dict):
         data.update(body)
     elif isinstance(body, str) and body.strip()[:1] == "{":
@@ -233,7 +238,9 @@ def view_span(span: TraceSpan, logs: Sequence[TraceLog], report: Report) -> Span
     if not view.system:
         view.system = events.system
     if kind == "tool":
-        view.context["tool_name"] = attrs.get("gen_ai.tool.name")
+        view.tool_name = str_attr(attrs, "gen_ai.tool.name")
+        view.tool_call_id = str_attr(attrs, "gen_ai.tool.call.id")
+        view.tool_result = attrs.get("gen_ai.tool.call.result")
     return view
 
 

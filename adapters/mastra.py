@@ -117,7 +117,10 @@ def view_span(span: TraceSpan, logs: Sequence[TraceLog], report: Report) -> Span
         )
     elif span_type in ("tool_call", "mcp_tool_call"):
         view.kind = "tool"
-        view.context["tool_name"] = str_attr(attrs, "gen_ai.tool.name")
+        view.tool_name = str_attr(attrs, "gen_ai.tool.name")
+        view.tool_call_id = str_attr(attrs, "gen_ai.tool.call.id")
+        result = attrs.get("gen_ai.tool.call.result", attrs.get("mastra.tool_call.output"))
+        view.tool_result = loads(result) if isinstance(result, str) and result[:1] in ("{", "[") else result
     return view
 
 

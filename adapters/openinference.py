@@ -87,9 +87,12 @@ def _body_messages(body: Any, key: str) -> list[Msg]:
             return parse_messages(body[key])
         choices = body.get("choices")
         if isinstance(choices, list):
-            return parse_messages(
-                [c.get("message") for c in choices if isinstance(c, dict) and isinstance(c.get("message"), dict)]
-            )
+            raws: list[dict[str, Any]] = []
+            for choice in choices:
+                message = choice.get("message") or choice.get("delta") if isinstance(choice, dict) else None
+                if isinstance(message, dict):
+                    raws.append({"role": "assistant", **message})
+            return parse_messages(raws)
         output = body.get("output")
         if isinstance(output, list):
             return parse_messages(output)
@@ -152,7 +155,9 @@ def view_span(span: TraceSpan, logs: Sequence[TraceLog], report: Report) -> Span
         return view
     if kind_attr == "TOOL":
         view = SpanView(span=span, convention="openinference", kind="tool", context=ctx)
-        view.context["tool_name"] = str_attr(attrs, "tool.name")
+        view.tool_name = str_attr(attrs, "tool.name")
+        view.tool_call_id = str_attr(attrs, "tool_call.id", "tool.id")
+        view.tool_result = attrs.get("output.value")
         return view
     if kind_attr not in ("LLM", "") and not has_messages:
         return None
@@ -163,9 +168,10 @@ def view_span(span: TraceSpan, logs: Sequence[TraceLog], report: Report) -> Span
         gen = genai.view_span(span, logs, report)
         if gen is not None and gen.has_content:
             view.request, view.response, view.system = gen.request, gen.response, gen.system
-        else:
-            view.request = _body_messages(_value(attrs, "input.value", report), "messages")
-            view.response = _body_messages(_value(attrs, "output.value", report), "messages")
+    if not view.request:
+        view.request = _body_messages(_value(attrs, "input.value", report), "messages")
+    if not view.response:
+        view.response = _body_messages(_value(attrs, "output.value", report), "messages")
     return view
 
 

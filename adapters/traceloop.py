@@ -45,9 +45,11 @@ def _find_messages(value: Any, depth: int = 0) -> list[Msg]:
 
 
 def _entity(attrs: Mapping[str, Any], key: str, report: Report) -> Any:
+    # JSON of a Python value; a string that is not JSON is taken as it is
     value = attrs.get(key)
-    if isinstance(value, str) and value.strip()[:1] in ("{", "["):
-        return loads(value, report)
+    if isinstance(value, str):
+        parsed = loads(value)
+        return value if parsed is None else parsed
     return value
 
 
@@ -79,7 +81,8 @@ def view_span(span: TraceSpan, logs: Sequence[TraceLog], report: Report) -> Span
             return view
         if span_kind == "tool":
             view = SpanView(span=span, convention="traceloop", kind="tool", context=ctx)
-            view.context["tool_name"] = str_attr(attrs, "traceloop.entity.name")
+            view.tool_name = str_attr(attrs, "traceloop.entity.name")
+            view.tool_result = _entity(attrs, "traceloop.entity.output", report)
             return view
         return None
     is_openllmetry = span.scope_name.startswith("opentelemetry.instrumentation.") and (

@@ -142,7 +142,10 @@ def view_span(span: TraceSpan, logs: Sequence[TraceLog], report: Report) -> Span
         )
     elif op == "ai.toolCall":
         view.kind = "tool"
-        view.context["tool_name"] = str_attr(attrs, "ai.toolCall.name")
+        view.tool_name = str_attr(attrs, "ai.toolCall.name")
+        view.tool_call_id = str_attr(attrs, "ai.toolCall.id")
+        result = attrs.get("ai.toolCall.result")
+        view.tool_result = loads(result) if isinstance(result, str) and result[:1] in ("{", "[") else result
     return view
 
 
