@@ -29,7 +29,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from scorers._judge_transport import Reply, Route, litellm_module, route_for, send
+from scorers._judge_transport import Reply, Route, ensure_litellm, route_for, send
 from scorers._judge_types import Judge, JudgeExecution, JudgeUsage
 from scorers._processors import JudgeReply, RetryDecision, is_provider_retryable
 from scorers._retry_after import parse_retry_after_ms
@@ -233,7 +233,7 @@ async def execute_judge_call(
     """
     if not judge.model or judge.instructions is None:
         raise ValueError("execute_judge_call needs a judge with a model and instructions")
-    litellm_module()
+    await ensure_litellm()
     route = route_for(judge.model, judge.model_settings)
     messages: list[dict[str, Any]] = [
         {"role": "system", "content": judge.instructions},

@@ -64,6 +64,20 @@ def litellm_module() -> Any:
     return _litellm
 
 
+async def ensure_litellm() -> Any:
+    """Import litellm in a worker thread on first use: the import takes seconds of CPU and
+    must not block the event loop (other scorers' judge calls, receivers, exports).
+
+    Example:
+        >>> import asyncio
+        >>> asyncio.run(ensure_litellm()).__name__
+        'litellm'
+    """
+    if _litellm is not None:
+        return _litellm
+    return await asyncio.to_thread(litellm_module)
+
+
 @dataclass(frozen=True)
 class Reply:
     """A completed provider answer."""

@@ -1,0 +1,70 @@
+"""Timeouts, the shared HTTP session's lifetime across event loops, lazy litellm."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import Reply
+
+from scorers._judge import execute_judge_call
+from scorers._judge_types import Judge
+from scorers.errors import JudgeError
+from scorers.processors import StreamErrorRetryProcessor
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+async def test_timeout_is_litellm_timeout_and_retryable(server: Any, settings: dict[str, Any],
+                                                        transport: str) -> None:
+    import litellm
+
+    server.script(Reply.text("late", latency_ms=400))
+    judge = Judge(model="openai/gpt-4o-mini", instructions="i",
+                  model_settings={**settings, "timeout": 0.05})
+    with pytest.raises(JudgeError) as caught:
+        await execute_judge_call(judge, "p", output_schema=None)
+    assert isinstance(caught.value.__cause__, litellm.Timeout)
+    assert caught.value.retryable is True and caught.value.status_code == 408
+    assert len(server.requests) == 1
+
+
+async def test_timeout_is_retried_by_the_retry_processor(server: Any, settings: dict[str, Any]) -> None:
+    server.script(Reply.text("late", latency_ms=400), Reply.text("on time"))
+    judge = Judge(model="openai/gpt-4o-mini", instructions="i",
+                  model_settings={**settings, "timeout": 0.05},
+                  error_processors=[StreamErrorRetryProcessor()])
+    value, execution = await execute_judge_call(judge, "p", output_schema=None)
+    assert value == "on time" and execution.attempt_count == 2 and len(server.requests) == 2
+
+
+def test_run_sync_twice_leaves_no_unclosed_session() -> None:
+    script = textwrap.dedent(
+        f"""
+        import subprocess, sys, gc
+        server = subprocess.Popen([sys.executable, {str(ROOT / "tests/support/llm_server.py")!r}],
+                                  stdout=subprocess.PIPE, text=True)
+        try:
+            port = int(server.stdout.readline())
+            from scorers import Judge, create_scorer
+            judge = Judge(model="openai/gpt-4o-mini", instructions="i",
+                          model_settings={{"api_base": f"http://127.0.0.1:{{port}}/v1", "api_key": "k"}})
+            scorer = create_scorer(id="x", description="d", judge=judge).generate_score(
+                description="s", create_prompt=lambda run: "score")
+            print(scorer.run_sync(input="a", output="b").score, scorer.run_sync(input="a", output="b").score)
+            gc.collect()
+        finally:
+            server.terminate()
+            server.wait()
+            server.stdout.close()
+        """
+    )
+    proc = subprocess.run([sys.executable, "-X", "dev", "-c", script], capture_output=True, text=True,
+                          timeout=120, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "0.5 0.5"
+    assert "Unclosed" not in proc.stderr, proc.stderr
