@@ -31,6 +31,7 @@ from collector.receiver_http import HttpReceiver
 from collector.registry import ScorerRegistry
 from collector.sqlite_store import SqliteStore
 from collector.worker import Worker
+from scorers import set_judge_concurrency
 
 logger = logging.getLogger(__name__)
 
@@ -101,7 +102,7 @@ class Service:
                                       max_backoff_s=e.max_backoff_s)
         self.worker = Worker(
             self.store, registry, self.metrics, concurrency=w.concurrency,
-            judge_concurrency=w.judge_concurrency, max_attempts=q.max_attempts,
+            max_attempts=q.max_attempts,
             max_attribute_chars=e.max_attribute_chars, on_result=self.exporter.notify,
         )
         self.forwarder = Forwarder(e, self.metrics) if e.endpoint and e.forward_spans else None
@@ -119,6 +120,8 @@ class Service:
             'start'
         """
         cfg = self.config
+        # Judge calls are limited per model inside the judge engine (process-wide setting).
+        set_judge_concurrency(cfg.workers.judge_concurrency)
         adapters = self._adapters or importlib.import_module("adapters")
         self.assembler = TraceAssembler(
             self.store, self.store, self.registry, self.metrics, adapters,

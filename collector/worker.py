@@ -97,7 +97,6 @@ class Worker:
         registry: scorers by (id, version).
         metrics: the service's instruments.
         concurrency: jobs in flight at most.
-        judge_concurrency: runs in flight at most per judge model (scorers with a judge).
         max_attempts: takes of a job before a transient failure becomes permanent.
         max_attribute_chars: cut step-result JSON to this many characters.
         on_result: called after a result reached the outbox (wakes the exporter).
@@ -109,15 +108,13 @@ class Worker:
 
     def __init__(
         self, queue: JobQueue, registry: ScorerRegistry, metrics: Metrics, *,
-        concurrency: int = 64, judge_concurrency: int = 32, max_attempts: int = 5, max_attribute_chars: int = 4096,
+        concurrency: int = 64, max_attempts: int = 5, max_attribute_chars: int = 4096,
         on_result: Callable[[], None] | None = None, poll_s: float = 0.5, retry_base_s: float = 1.0,
     ) -> None:
         self._queue = queue
         self._registry = registry
         self._metrics = metrics
         self._concurrency = concurrency
-        self._judge_concurrency = judge_concurrency
-        self._judge_slots: dict[str, asyncio.Semaphore] = {}
         self._max_attempts = max_attempts
         self._max_chars = max_attribute_chars
         self._on_result = on_result
@@ -231,11 +228,6 @@ class Worker:
             self._metrics.decisions.labels(scorer=job.scorer_id, reason="failed").inc()
             return Dead("UnknownScorer", f"scorer {job.scorer_id!r} version {job.scorer_version!r} "
                         "is not registered", None)
-        model = getattr(getattr(entry.scorer, "judge", None), "model", None)
-        if isinstance(model, str) and model:
-            slots = self._judge_slots.setdefault(model, asyncio.Semaphore(self._judge_concurrency))
-            async with slots:
-                return await self._score(leased, entry)
         return await self._score(leased, entry)
 
     async def _score(self, leased: LeasedJob, entry: RegisteredScorer) -> Settlement:

@@ -152,3 +152,13 @@ def emit_agent_trace(exporter: SpanExporter, service: str = "support-bot", agent
         ctx = root.get_span_context()
     provider.force_flush()
     return format(ctx.trace_id, "032x"), format(ctx.span_id, "016x")
+
+
+def agent_trace_body() -> tuple[bytes, str, str]:
+    """One agent trace as the bytes the SDK's OTLP/HTTP exporter would post (replayable)."""
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    memory = InMemorySpanExporter()
+    trace_id, span_id = emit_agent_trace(memory)
+    return encode_spans(memory.get_finished_spans()).SerializeToString(), trace_id, span_id

@@ -1,0 +1,117 @@
+"""Restarts of a real `tracescore serve` process on the SQLite queue: nothing lost, nothing twice."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import aiohttp
+import pytest
+from daemon_harness import CaptureBackend, agent_trace_body, emit_agent_trace, free_port, wait_until
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
+
+SCORERS = Path(__file__).parent / "scorers_for_tests.py"
+PROTOBUF = {"Content-Type": "application/x-protobuf"}
+
+
+class Daemon:
+    """A `tracescore serve` child process."""
+
+    def __init__(self, config: Path, log: Path, http_port: int) -> None:
+        self.config, self.log, self.http_port = config, log, http_port
+        self.proc: asyncio.subprocess.Process | None = None
+
+    async def start(self) -> None:
+        env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+        with self.log.open("ab") as log:
+            self.proc = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "collector.commands.serve", "-v", "--config", str(self.config),
+                stdout=log, stderr=log, env=env, cwd=self.config.parent,
+            )
+        await wait_until(self.ready, timeout=30, what=f"daemon ready (log: {self.log})")
+
+    async def ready(self) -> bool:
+        assert self.proc is not None
+        if self.proc.returncode is not None:
+            raise AssertionError(f"daemon exited: {self.log.read_text()[-3000:]}")
+        try:
+            async with aiohttp.ClientSession() as session:
+                async with session.get(f"http://127.0.0.1:{self.http_port}/readyz") as resp:
+                    return resp.status == 200
+        except aiohttp.ClientError:
+            return False
+
+    async def metrics(self) -> str:
+        async with aiohttp.ClientSession() as session:
+            async with session.get(f"http://127.0.0.1:{self.http_port}/metrics") as resp:
+                return await resp.text()
+
+    async def stop(self, sig: int = signal.SIGTERM) -> int:
+        assert self.proc is not None
+        self.proc.send_signal(sig)
+        code = await asyncio.wait_for(self.proc.wait(), 30)
+        self.proc = None
+        return code
+
+
+@pytest.fixture
+async def setup(tmp_path: Path) -> AsyncIterator[tuple[CaptureBackend, Daemon]]:
+    backend = await CaptureBackend().start()
+    http_port, grpc_port = free_port(), free_port()
+    config = tmp_path / "tracescore.toml"
+    config.write_text(
+        f'[receiver]\ngrpc_endpoint = "127.0.0.1:{grpc_port}"\nhttp_endpoint = "127.0.0.1:{http_port}"\n'
+        f'[assembly]\ndecision_wait = 0.5\n'
+        f'[queue]\nurl = "sqlite:///{tmp_path / "queue.db"}"\n'
+        f'[export]\nendpoint = "{backend.endpoint}"\ntimeout_s = 2.0\nmax_backoff_s = 0.5\n'
+        f'[[scorers]]\nref = "{SCORERS}:answer_length"\n'
+    )
+    daemon = Daemon(config, tmp_path / "daemon.log", http_port)
+    yield backend, daemon
+    if daemon.proc is not None:
+        daemon.proc.kill()
+        await daemon.proc.wait()
+    await backend.stop()
+
+
+async def test_crash_loses_nothing_and_replay_scores_nothing_twice(
+    setup: tuple[CaptureBackend, Daemon],
+) -> None:
+    backend, daemon = setup
+    url = f"http://127.0.0.1:{daemon.http_port}/v1/traces"
+
+    # 1. Accepted, then the process dies before the decision is due.
+    await daemon.start()
+    body_a, trace_a, span_a = agent_trace_body()
+    async with aiohttp.ClientSession() as session:
+        async with session.post(url, data=body_a, headers=PROTOBUF) as resp:
+            assert resp.status == 200
+    assert await daemon.stop(signal.SIGKILL) == -signal.SIGKILL
+
+    # 2. After a restart the pending decision resumes and the run is scored.
+    await daemon.start()
+    await wait_until(lambda: len(backend.scores()) == 1, what="the score of the crashed trace")
+    (score,) = backend.scores()
+    assert (score.span.trace_id.hex(), score.span.parent_span_id.hex()) == (trace_a, span_a)
+    trace_b, _ = await asyncio.to_thread(emit_agent_trace, HttpExporter(endpoint=url))
+    await wait_until(lambda: len(backend.scores()) == 2, what="the score of a second trace")
+    assert await daemon.stop() == 0  # SIGTERM drains and exits cleanly
+
+    # 3. A replayed OTLP batch (the agent's own request, resent) after another restart.
+    await daemon.start()
+    async with aiohttp.ClientSession() as session:
+        async with session.post(url, data=body_a, headers=PROTOBUF) as resp:
+            assert resp.status == 200
+
+    async def duplicate_counted() -> bool:
+        return 'tracescore_decisions_total{reason="duplicate",scorer="answer-length"} 1.0' in (
+            await daemon.metrics())
+
+    await wait_until(duplicate_counted, what="the replayed run recognised as a duplicate")
+    assert await daemon.stop() == 0
+    keys = sorted((s.span.trace_id.hex(), s.span.parent_span_id.hex()) for s in backend.scores())
+    assert len(keys) == 2 and {k[0] for k in keys} == {trace_a, trace_b}
