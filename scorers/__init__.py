@@ -30,7 +30,8 @@ from scorers._create import create_scorer
 from scorers._filter_run import RunFilter, filter_run
 from scorers._judge import set_judge_concurrency
 from scorers._judge_types import Judge, JudgeExecution, JudgeStepRecord, JudgeUsage, merge_judges
-from scorers._processors import PIIRedactor, StreamErrorRetryProcessor
+from scorers._pii import PIIRedactor
+from scorers._processors import StreamErrorRetryProcessor
 from scorers._run import NotScorable, ScorerResult, ScorerRun, StepResults, not_scorable
 from scorers._steps import PromptStep
 from scorers.errors import (

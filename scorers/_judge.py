@@ -32,7 +32,7 @@ from pydantic import BaseModel
 from scorers._judge_transport import Reply, Route, ensure_litellm, route_for, send
 from scorers._judge_types import Judge, JudgeExecution, JudgeUsage
 from scorers._processors import JudgeReply, RetryDecision, is_provider_retryable
-from scorers._retry_after import parse_retry_after_ms
+from scorers._retry_after import iter_error_chain, parse_retry_after_ms
 from scorers._structured_output import (
     Mode,
     OutputInvalid,
@@ -96,7 +96,11 @@ async def _maybe_await(value: Any) -> Any:
 
 
 class _ProviderFailure(Exception):
-    """Internal: the provider request failed for good (the mapped error is the cause)."""
+    """Internal: the provider request failed for good; ``error`` is litellm's mapped error."""
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__(str(error))
+        self.error = error
 
 
 class _Execution:
@@ -161,7 +165,7 @@ class _Execution:
                 if judge.error_processors and self.processor_retries < budget:
                     decision = await self._ask_error_processors(exc)
                 if decision is None or not decision.retry:
-                    raise _ProviderFailure() from exc
+                    raise _ProviderFailure(exc) from exc
                 self.processor_retries += 1
                 if decision.delay_ms > 0:
                     await asyncio.sleep(decision.delay_ms / 1000)
@@ -191,6 +195,9 @@ class _Execution:
             hook = getattr(processor, "process_output_result", None)
             if hook is not None:
                 result = await _maybe_await(hook(result))
+                if isinstance(result, str):  # a processor may answer with the text alone
+                    result = JudgeReply(text=result, finish_reason=reply.finish_reason,
+                                        usage=reply.usage, model=self.route.model)
         self.raw_output = result.text
         return result.text
 
@@ -258,33 +265,24 @@ async def execute_judge_call(
             value = await _structured_attempt(state, messages, spec, "system", last=True)
         return value, state.record("success", output=_to_json(value))
     except _ProviderFailure as failure:
-        exc = failure.__cause__
-        assert exc is not None
+        exc = failure.error
         status = getattr(exc, "status_code", None)
         status = status if isinstance(status, int) else None
         retry_after = parse_retry_after_ms(exc)
         execution = state.record("failed", error=_error_dict(exc, status))
         raise JudgeError(
             f"Judge call to {route.model} failed: {exc}",
-            retryable=any(is_provider_retryable(level) for level in _chain(exc)),
+            retryable=any(is_provider_retryable(level) for level in iter_error_chain(exc)),
             retry_after_s=retry_after / 1000 if retry_after is not None else None,
             status_code=status,
             execution=execution,
         ) from exc
-    except JudgeOutputError:
-        raise
-    except (JudgeError, asyncio.CancelledError):
+    except JudgeError:  # JudgeOutputError, already recorded
         raise
     except Exception as exc:
         execution = state.record("failed", error=_error_dict(exc))
         raise JudgeError(f"Judge call to {route.model} failed: {type(exc).__name__}: {exc}",
                          execution=execution) from exc
-
-
-def _chain(exc: BaseException) -> list[Any]:
-    from scorers._retry_after import iter_error_chain
-
-    return list(iter_error_chain(exc))
 
 
 async def _structured_attempt(state: _Execution, messages: list[dict[str, Any]], spec: SchemaSpec,

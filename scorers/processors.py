@@ -20,12 +20,12 @@ processor that lacks a role's method is skipped for that role. Methods may be pl
 `is_connection_reset_error` are opt-in matchers for it.
 """
 
+from scorers._pii import PIIRedactor
 from scorers._processors import (
     ErrorProcessor,
     InputProcessor,
     JudgeReply,
     OutputProcessor,
-    PIIRedactor,
     RetryDecision,
     RetryMatcher,
     StreamErrorRetryProcessor,
