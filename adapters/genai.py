@@ -146,13 +146,14 @@ class _EventMessages:
         self.system: list[str] = []
         self.report = report
         self.seen = False
+        self.legacy = False  # per-message events (semconv <= 1.36) rather than the details event
 
     def add(self, name: str, attributes: Mapping[str, Any], body: Any) -> None:
         if name in _MESSAGE_EVENTS:
             data = _event_payload(attributes, body)
             data["role"] = _MESSAGE_EVENTS[name]
             self.request.extend(parse_messages([data]))
-            self.seen = True
+            self.seen = self.legacy = True
         elif name == "gen_ai.choice":
             data = _event_payload(attributes, body)
             message = data.get("message")
@@ -160,7 +161,7 @@ class _EventMessages:
                 message = {k: data[k] for k in ("content", "tool_calls") if k in data}
             message = {"role": "assistant", **message}
             self.response.extend(parse_messages([message]))
-            self.seen = True
+            self.seen = self.legacy = True
         elif name == _DETAILS_EVENT:
             data = dict(attributes)
             if isinstance(body, dict):
@@ -171,10 +172,10 @@ class _EventMessages:
             self.seen = True
         elif name == "gen_ai.content.prompt":
             self.request.extend(messages_attr(attributes.get("gen_ai.prompt"), self.report))
-            self.seen = True
+            self.seen = self.legacy = True
         elif name == "gen_ai.content.completion":
             self.response.extend(messages_attr(attributes.get("gen_ai.completion"), self.report))
-            self.seen = True
+            self.seen = self.legacy = True
 
 
 def _has_legacy(attrs: Mapping[str, Any]) -> bool:
@@ -219,7 +220,7 @@ def view_span(span: TraceSpan, logs: Sequence[TraceLog], report: Report) -> Span
         return None
     view = SpanView(
         span=span,
-        convention="genai" if current or not (legacy or events.seen) else "genai-legacy",
+        convention="genai" if current or not (legacy or events.legacy) else "genai-legacy",
         kind=kind,
         context=common_context(attrs),
         usage=usage_from(attrs),

@@ -1,0 +1,118 @@
+"""`tracescore score`: rows per (run, scorer), summary, failures, bounded concurrency, exit codes."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from collector.cli import main
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+TRACESCORE = Path(sys.executable).parent / "tracescore"
+S1_FILES = sorted(str(p) for p in FIXTURES.glob("*/S1.pb"))
+
+SCORERS = textwrap.dedent(
+    """
+    import asyncio
+    from scorers import create_scorer, not_scorable
+
+    in_flight = 0
+    peak = 0
+
+    async def _slow(run):
+        global in_flight, peak
+        in_flight += 1
+        peak = max(peak, in_flight)
+        await asyncio.sleep(0.01)
+        in_flight -= 1
+        return 1.0 if run.output and run.output[-1].content else 0.0
+
+    answered = (
+        create_scorer(id="answered", type="agent", description="1 when the run ends with an answer")
+        .generate_score(_slow)
+        .generate_reason(lambda score: f"score {score}")
+    )
+    broken = create_scorer(id="broken", description="always fails").generate_score(lambda run: 1 / 0)
+    skipper = create_scorer(id="skipper", description="never scorable").generate_score(
+        lambda run: not_scorable("nothing to judge"))
+    """
+)
+
+
+@pytest.fixture
+def scorer_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    name = f"cli_scorers_{os.getpid()}_{tmp_path.name}".replace("-", "_")
+    (tmp_path / f"{name}.py").write_text(SCORERS)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return name
+
+
+def _rows(text: str) -> list[dict]:
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def test_jsonl_rows_per_run_and_scorer(scorer_module: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["score", *S1_FILES, "--scorer", f"{scorer_module}:answered", "--scorer", f"{scorer_module}:broken",
+                 "--scorer", f"{scorer_module}:skipper", "--format", "jsonl", "--concurrency", "3"])
+    captured = capsys.readouterr()
+    assert code == 0
+    rows = _rows(captured.out)  # stdout is pure JSONL
+    assert len(rows) == 3 * len(S1_FILES)
+    assert [r["scorer"] for r in rows[:3]] == ["answered", "broken", "skipper"]
+    keys = {"trace_id", "span_id", "span_name", "service", "convention", "scorer", "score", "reason", "error",
+            "input", "output"}
+    assert all(set(r) == keys for r in rows)
+    answered = [r for r in rows if r["scorer"] == "answered"]
+    assert all(r["error"] is None and r["reason"] == f"score {r['score']}" for r in answered)
+    assert sum(r["score"] for r in answered) == len(S1_FILES) - 1  # openai-v2-events S1 has no content without logs
+    broken = [r for r in rows if r["scorer"] == "broken"]
+    assert all(r["score"] is None and "division by zero" in r["error"] for r in broken)
+    skipped = [r for r in rows if r["scorer"] == "skipper"]
+    assert all(r["score"] is None and r["error"] is None and "nothing to judge" in r["reason"] for r in skipped)
+    assert "scores per scorer" in captured.err and "broken" in captured.err
+    assert importlib.import_module(scorer_module).peak <= 3
+
+
+def test_table_format_and_file_path_ref(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "200")
+    path = tmp_path / "my_scorers.py"
+    path.write_text(SCORERS)
+    code = main(["score", str(FIXTURES / "openai-v2" / "S3.pb"), "--scorer", f"{path}:answered", "--format", "table"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "1 score(s)" in out and "scores per scorer" in out and "answered" in out and "1.000" in out
+
+
+def test_bad_file_still_scores_the_others(scorer_module: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["score", "/nonexistent.pb", str(FIXTURES / "openai-v2" / "S1.pb"),
+                 "--scorer", f"{scorer_module}:answered", "--format", "jsonl"])
+    captured = capsys.readouterr()
+    assert code == 1
+    assert [r["score"] for r in _rows(captured.out)] == [1.0]
+    assert "/nonexistent.pb" in captured.err
+
+
+def test_unloadable_scorer_ref_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["score", S1_FILES[0], "--scorer", "no_such_module_xyz:thing", "--format", "jsonl"]) == 2
+    assert "no_such_module_xyz" in capsys.readouterr().err
+    assert main(["score", S1_FILES[0], "--scorer", "json:dumps", "--format", "jsonl"]) == 2
+
+
+def test_installed_command(tmp_path: Path) -> None:
+    (tmp_path / "sub_scorers.py").write_text(SCORERS)
+    env = {**os.environ, "PYTHONPATH": str(tmp_path), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    proc = subprocess.run([str(TRACESCORE), "score", str(FIXTURES / "traceloop" / "S1.pb"),
+                           "--scorer", "sub_scorers:answered", "--format", "jsonl"],
+                          capture_output=True, text=True, timeout=120, check=False, env=env)
+    assert proc.returncode == 0, proc.stderr
+    (row,) = _rows(proc.stdout)
+    assert (row["scorer"], row["score"], row["convention"]) == ("answered", 1.0, "traceloop")
+    assert "scores per scorer" in proc.stderr
