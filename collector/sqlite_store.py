@@ -112,6 +112,7 @@ class SqliteStore:
         self._max_attempts = max_attempts
         self._depth = 0
         self._outbox = 0
+        self._traces = 0  # touched only on the store's thread
         self._started = False
 
     async def start(self) -> None:
@@ -127,6 +128,7 @@ class SqliteStore:
         stats = await self.stats()
         self._depth = stats.queued + stats.in_flight
         self._outbox = stats.outbox
+        self._traces = stats.traces
 
     def _recover(self, db: sqlite3.Connection) -> None:
         # Leases of a dead process cannot be renewed: release them now rather than waiting.
@@ -161,18 +163,19 @@ class SqliteStore:
                 "SELECT span_count FROM traces WHERE trace_id = ?", (chunk.trace_id,)
             ).fetchone()
             if row is None:
-                count = db.execute("SELECT count(*) FROM traces").fetchone()[0]
-                while count >= self._max_traces:
+                while self._traces >= self._max_traces:
                     old = db.execute(
                         "SELECT trace_id FROM traces ORDER BY first_seen LIMIT 1"
-                    ).fetchone()[0]
-                    self._drop(db, old)
+                    ).fetchone()
+                    if old is None:
+                        break
+                    self._drop(db, old[0])
                     evicted += 1
-                    count -= 1
                 db.execute(
                     "INSERT INTO traces(trace_id, first_seen, span_count) VALUES (?, ?, 0)",
                     (chunk.trace_id, now),
                 )
+                self._traces += 1
                 span_count = 0
             else:
                 span_count = row[0]
@@ -192,10 +195,9 @@ class SqliteStore:
             )
         return AppendResult(evicted_traces=evicted, dropped_spans=dropped)
 
-    @staticmethod
-    def _drop(db: sqlite3.Connection, trace_id: bytes) -> None:
+    def _drop(self, db: sqlite3.Connection, trace_id: bytes) -> None:
         db.execute("DELETE FROM chunks WHERE trace_id = ?", (trace_id,))
-        db.execute("DELETE FROM traces WHERE trace_id = ?", (trace_id,))
+        self._traces -= db.execute("DELETE FROM traces WHERE trace_id = ?", (trace_id,)).rowcount
 
     async def due(self, limit: int, now: float | None = None) -> tuple[list[bytes], int]:
         """Trace ids ready for a decision, and how many run-less traces expired (dropped).

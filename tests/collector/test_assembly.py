@@ -1,0 +1,157 @@
+"""Trace assembly on the real store, adapters and registry: decisions, filters, sampling, logs."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+import adapters
+from collector.assembly import TraceAssembler
+from collector.config import FilterConfig, ScorerConfig
+from collector.errors import QueueFull, Unavailable
+from collector.metrics import Metrics
+from collector.registry import RegisteredScorer, ScorerRegistry, sampled
+from collector.sqlite_store import SqliteStore
+from scorers import create_scorer
+
+FIXTURES = Path(__file__).parents[1] / "fixtures"
+
+
+async def _poll(check: Callable[[], Awaitable[bool]], what: str) -> None:
+    deadline = time.monotonic() + 10
+    while not await check():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(0.01)
+
+
+def _queued(store: SqliteStore, n: int) -> Callable[[], Awaitable[bool]]:
+    async def check() -> bool:
+        return (await store.stats()).queued >= n
+
+    return check
+
+
+def _scorer(scorer_id: str) -> Any:
+    return create_scorer(id=scorer_id, description="test", type="agent", version="1").generate_score(
+        lambda run: 1.0)
+
+
+def _agent_request(service: str = "support-bot") -> tuple[ExportTraceServiceRequest, str, str]:
+    memory = InMemorySpanExporter()
+    provider = TracerProvider(resource=Resource({"service.name": service}))
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    tracer = provider.get_tracer("t")
+    msgs_in = json.dumps([{"role": "user", "parts": [{"type": "text", "content": "Hi"}]}])
+    msgs_out = json.dumps([{"role": "assistant", "parts": [{"type": "text", "content": "Hello"}]}])
+    with tracer.start_as_current_span("invoke_agent helper", attributes={
+        "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "helper", "env": "prod",
+        "gen_ai.response.id": "resp_9", "gen_ai.input.messages": msgs_in,
+        "gen_ai.output.messages": msgs_out,
+    }) as span:
+        ctx = span.get_span_context()
+    return encode_spans(memory.get_finished_spans()), format(ctx.trace_id, "032x"), format(ctx.span_id, "016x")
+
+
+async def _assembler(tmp_path: Path, entries: list[RegisteredScorer], **kw: Any
+                     ) -> tuple[TraceAssembler, SqliteStore, Metrics]:
+    store = SqliteStore(str(tmp_path / "q.db"), decision_wait=0.0)
+    await store.start()
+    metrics = Metrics()
+    asm = TraceAssembler(store, store, ScorerRegistry(entries), metrics, adapters, **kw)
+    return asm, store, metrics
+
+
+async def test_decision_makes_jobs_for_matching_scorers(tmp_path: Path) -> None:
+    entries = [
+        RegisteredScorer(_scorer("all"), ScorerConfig(ref="x:all")),
+        RegisteredScorer(_scorer("prod-only"), ScorerConfig(
+            ref="x:p", filter=FilterConfig(agent="helper", attributes={"env": "prod"}))),
+        RegisteredScorer(_scorer("other-service"), ScorerConfig(ref="x:o", filter=FilterConfig(service="x"))),
+        RegisteredScorer(_scorer("never"), ScorerConfig(ref="x:n", sampling=0.0)),
+    ]
+    asm, store, metrics = await _assembler(tmp_path, entries)
+    woken: list[int] = []
+    asm._on_jobs = lambda: woken.append(1)
+    with pytest.raises(Unavailable):
+        await asm.consume_traces(ExportTraceServiceRequest())
+    await asm.start()
+    request, trace_id, span_id = _agent_request()
+    accepted = await asm.consume_traces(request)
+    assert (accepted.accepted, accepted.rejected) == (1, 0)
+    await _poll(_queued(store, 2), "two jobs")
+    assert woken
+    jobs = await store.take(10)
+    assert sorted(j.job.scorer_id for j in jobs) == ["all", "prod-only"]
+    run = jobs[0].job.run
+    assert (run.trace_id, run.span_id, run.service, run.agent, run.response_id) == (
+        trace_id, span_id, "support-bot", "helper", "resp_9")
+    assert run.input["input_messages"][0]["content"] == "Hi"
+    assert run.output[0]["content"] == "Hello"
+    text = metrics.render().decode()
+    assert 'tracescore_decisions_total{reason="filtered_out",scorer="other-service"} 1.0' in text
+    assert 'tracescore_decisions_total{reason="sampled_out",scorer="never"} 1.0' in text
+    assert 'tracescore_runs_found_total{convention="genai"} 1.0' in text
+    # The same batch again (a replay) is a duplicate, never a second job.
+    await asm.consume_traces(request)
+
+    async def duplicate() -> bool:
+        return b'tracescore_decisions_total{reason="duplicate",scorer="all"} 1.0' in metrics.render()
+
+    await _poll(duplicate, "a duplicate decision")
+    await asm.shutdown()
+    await store.shutdown()
+
+
+async def test_invalid_ids_are_rejected_partially(tmp_path: Path) -> None:
+    asm, store, _ = await _assembler(tmp_path, [])
+    await asm.start()
+    request, _, _ = _agent_request()
+    bad = request.resource_spans[0].scope_spans[0].spans.add()
+    bad.trace_id, bad.span_id, bad.name = b"\x01" * 5, b"\x02" * 8, "bad"
+    result = await asm.consume_traces(request)
+    assert (result.accepted, result.rejected) == (1, 1) and "invalid" in result.message
+    await asm.shutdown()
+    await store.shutdown()
+
+
+async def test_full_queue_refuses_retryably(tmp_path: Path) -> None:
+    entries = [RegisteredScorer(_scorer("all"), ScorerConfig(ref="x:all"))]
+    asm, store, _ = await _assembler(tmp_path, entries, max_pending_jobs=1, retry_after_s=3.0)
+    await asm.start()
+    await asm.consume_traces(_agent_request()[0])
+    await _poll(_queued(store, 1), "one job")
+    with pytest.raises(QueueFull) as info:
+        await asm.consume_traces(_agent_request()[0])
+    assert info.value.retry_after_s == 3.0
+    await asm.shutdown()
+    await store.shutdown()
+
+
+async def test_content_in_logs_is_joined(tmp_path: Path) -> None:
+    entries = [RegisteredScorer(_scorer("all"), ScorerConfig(ref="x:all"))]
+    asm, store, _ = await _assembler(tmp_path, entries)
+    await asm.start()
+    await asm.consume_logs(adapters.read_logs_file(FIXTURES / "openai-v2-events" / "S1.logs.pb"))
+    await asm.consume_traces(adapters.read_trace_file(FIXTURES / "openai-v2-events" / "S1.pb"))
+    await _poll(_queued(store, 1), "one job")
+    (job,) = await store.take(10)
+    assert job.job.run.input["input_messages"][0]["content"] == "What is the capital of France?"
+    assert job.job.run.output[-1]["content"] == "The capital of France is Paris."
+    await asm.shutdown()
+    await store.shutdown()
+
+
+def test_sampling_agrees_with_ratio_edges() -> None:
+    assert sampled("00" * 16, 1.0) and not sampled("00" * 16, 0.0)
