@@ -1,6 +1,7 @@
 """A fake OpenAI-compatible chat-completions server for judge tests and the benchmark.
 
-It serves ``POST /v1/chat/completions`` (and ``/chat/completions``) on 127.0.0.1 with
+It serves ``POST /v1/chat/completions`` (and ``/chat/completions``, and Ollama's
+``/api/chat`` with Ollama-shaped replies) on 127.0.0.1 with
 scripted replies: JSON, fenced JSON, junk or plain text with usage; HTTP errors with
 headers (429 + ``retry-after-ms`` / ``retry-after``, 5xx, 4xx); dropped connections (a TCP
 reset); a fixed or per-reply latency. Every request received is logged (path, headers,
@@ -240,6 +241,7 @@ class LLMTestServer:
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_post("/v1/chat/completions", self._handle)
         app.router.add_post("/chat/completions", self._handle)
+        app.router.add_post("/api/chat", self._handle)  # Ollama's native chat API
         app.router.add_get("/stats", self._stats)
         app.router.add_post("/reset", self._reset)
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
@@ -298,6 +300,15 @@ class LLMTestServer:
             if reply.status != 200:
                 return web.json_response(reply.body, status=reply.status, headers=reply.headers)
             model = body.get("model", "test-model") if isinstance(body, dict) else "test-model"
+            usage = reply.usage or DEFAULT_USAGE
+            if request.path == "/api/chat":
+                return web.json_response({
+                    "model": model, "created_at": "2026-01-01T00:00:00Z",
+                    "message": {"role": "assistant", "content": reply.content},
+                    "done": True, "done_reason": reply.finish_reason,
+                    "prompt_eval_count": usage["prompt_tokens"],
+                    "eval_count": usage["completion_tokens"],
+                }, headers=reply.headers)
             payload = {
                 "id": f"chatcmpl-{self.request_count}",
                 "object": "chat.completion",
@@ -308,7 +319,9 @@ class LLMTestServer:
                     "message": {"role": "assistant", "content": reply.content},
                     "finish_reason": reply.finish_reason,
                 }],
-                "usage": reply.usage or DEFAULT_USAGE,
+                "usage": usage,
+                "service_tier": "default",
+                "system_fingerprint": "fp_test",
             }
             return web.json_response(payload, headers=reply.headers)
         finally:
