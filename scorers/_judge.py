@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import logging
 import time
 import weakref
 from typing import Any
@@ -43,6 +44,8 @@ from scorers._structured_output import (
     resolve_mode,
 )
 from scorers.errors import JudgeError, JudgeOutputError
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_JUDGE_CONCURRENCY = 32
 """Judge requests in flight per model and event loop (SPEC ``[workers] judge_concurrency``)."""
@@ -167,6 +170,11 @@ class _Execution:
                 if decision is None or not decision.retry:
                     raise _ProviderFailure(exc) from exc
                 self.processor_retries += 1
+                logger.warning(
+                    "judge request to %s failed (%s); processor retry %d of %d in %.0f ms",
+                    self.route.model, type(exc).__name__, self.processor_retries, budget,
+                    decision.delay_ms,
+                )
                 if decision.delay_ms > 0:
                     await asyncio.sleep(decision.delay_ms / 1000)
                 continue
@@ -261,7 +269,10 @@ async def execute_judge_call(
         mode = resolve_mode(judge.json_prompt_injection, route.supports_native)
         try:
             value = await _structured_attempt(state, messages, spec, mode)
-        except OutputInvalid:
+        except OutputInvalid as invalid:
+            logger.warning("judge reply from %s did not match the schema (%s); retrying once "
+                           "with the schema in the system message", route.model,
+                           str(invalid).splitlines()[0])
             value = await _structured_attempt(state, messages, spec, "system", last=True)
         return value, state.record("success", output=_to_json(value))
     except _ProviderFailure as failure:

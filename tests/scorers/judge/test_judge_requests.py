@@ -185,3 +185,23 @@ async def test_dict_schema_result_is_a_validated_dict(server: Any, settings: dic
     assert execution.output == {"claims": ["a", "b"]}
     strict = server.requests[0].body["response_format"]["json_schema"]["schema"]
     assert strict["additionalProperties"] is False and strict["required"] == ["claims"]
+
+
+def test_strict_schema_for_nested_pydantic_models() -> None:
+    from scorers._structured_output import SchemaSpec
+
+    class Item(BaseModel):
+        name: str
+        note: str | None = None
+
+    class Report(BaseModel):
+        items: list[Item]
+        summary: str = "none"
+
+    fmt = SchemaSpec.of(Report).response_format(strict=True)["json_schema"]
+    schema = fmt["schema"]
+    item = schema["$defs"]["Item"]
+    assert schema["required"] == ["items", "summary"] and schema["additionalProperties"] is False
+    assert item["required"] == ["name", "note"] and item["additionalProperties"] is False
+    assert "default" not in item["properties"]["note"]  # default null is rejected by OpenAI
+    assert Report.model_json_schema()["$defs"]["Item"].get("required") == ["name"]  # untouched
