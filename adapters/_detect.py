@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from adapters import genai, mastra, openinference, pydantic_ai, traceloop, vercel
-from adapters._build import build_run, continues
+from adapters._build import build_run, continues, non_system
 from adapters._messages import msg_key
 from adapters._runs import AgentRun, Extraction, Skip
 from adapters._trace import AssembledTrace, TraceLog, TraceSpan
@@ -78,7 +78,20 @@ def _same_call(a: SpanView, b: SpanView) -> bool:
     ] == [msg_key(m) for m in b.response]
 
 
+def _prefix_hashes(view: SpanView) -> list[int]:
+    hashes: list[int] = []
+    h = 0
+    for msg in non_system(view.request):
+        h = hash((h, msg_key(msg)))
+        hashes.append(h)
+    return hashes
+
+
 def _group_calls(calls: list[SpanView]) -> list[list[SpanView]]:
+    """Union calls that continue an earlier call's conversation (longest matching request wins).
+
+    Requests are indexed by (length, prefix hash) so a trace with many calls stays linear.
+    """
     parent: dict[int, int] = {i: i for i in range(len(calls))}
 
     def find(i: int) -> int:
@@ -87,15 +100,20 @@ def _group_calls(calls: list[SpanView]) -> list[list[SpanView]]:
             i = parent[i]
         return i
 
+    index: dict[tuple[int, int], list[int]] = {}
+    lengths: set[int] = set()
     for j, call in enumerate(calls):
+        hashes = _prefix_hashes(call)
         best = -1
-        best_len = -1
-        for i in range(j):
-            prev = calls[i]
-            if continues(prev, call) and len(prev.request) > best_len:
-                best, best_len = i, len(prev.request)
+        for length in sorted((n for n in lengths if n < len(hashes)), reverse=True):
+            best = next((i for i in index.get((length, hashes[length - 1]), ()) if continues(calls[i], call)), -1)
+            if best >= 0:
+                break
         if best >= 0:
             parent[find(j)] = find(best)
+        if hashes:
+            index.setdefault((len(hashes), hashes[-1]), []).append(j)
+            lengths.add(len(hashes))
     groups: dict[int, list[SpanView]] = {}
     for i, call in enumerate(calls):
         groups.setdefault(find(i), []).append(call)

@@ -170,6 +170,14 @@ def view_span(span: TraceSpan, logs: Sequence[TraceLog], report: Report) -> Span
             view.request, view.response, view.system = gen.request, gen.response, gen.system
     if not view.request:
         view.request = _body_messages(_value(attrs, "input.value", report), "messages")
+    if not any(m.role != "system" for m in view.request):
+        raw_input = attrs.get("input.value")
+        if (
+            isinstance(raw_input, str)
+            and raw_input.strip()[:1] not in ("", "{", "[")
+            and attrs.get("input.mime_type") != "application/json"
+        ):
+            view.request.append(Msg("user", raw_input))  # a plain-text request (Agents SDK str input)
     if not view.response:
         view.response = _body_messages(_value(attrs, "output.value", report), "messages")
     return view

@@ -59,6 +59,13 @@ def view_span(span: TraceSpan, logs: Sequence[TraceLog], report: Report) -> Span
         view = genai.view_span(span, logs, report)
         if view is not None:
             view.convention = "pydantic-ai"
+            if not view.request and not view.response and "events" in attrs:
+                # data format v1 (event_mode="attributes"): the GenAI events as one JSON list
+                events = loads(attrs["events"], report)
+                choices = [e for e in events if isinstance(e, dict) and e.get("event.name") == "gen_ai.choice"] \
+                    if isinstance(events, list) else []
+                view.request = _events_to_messages([e for e in events or () if e not in choices])
+                view.response = _events_to_messages(choices)
         return view
     view = SpanView(span=span, convention="pydantic-ai", kind="agent", context=common_context(attrs))
     name = str_attr(attrs, "gen_ai.agent.name", "agent_name")
