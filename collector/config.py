@@ -42,12 +42,27 @@ class ReceiverConfig(BaseModel):
     auth_token: SecretStr = SecretStr("")
     max_body_bytes: int = Field(default=16 * 1024 * 1024, gt=0)
     retry_after_s: float = Field(default=5.0, gt=0)
+    tls_cert_file: str = ""              # PEM; with tls_key_file, both listeners serve TLS
+    tls_key_file: str = ""
 
     @model_validator(mode="after")
     def _endpoints(self) -> ReceiverConfig:
         _check_endpoint(self.grpc_endpoint, "grpc_endpoint")
         _check_endpoint(self.http_endpoint, "http_endpoint")
+        if bool(self.tls_cert_file) != bool(self.tls_key_file):
+            raise ValueError("tls_cert_file and tls_key_file must be given together")
         return self
+
+    def tls(self) -> tuple[bytes, bytes] | None:
+        """The (certificate chain, private key) PEM bytes when TLS is configured, else None.
+
+        Example:
+            >>> ReceiverConfig().tls() is None
+            True
+        """
+        if not self.tls_cert_file:
+            return None
+        return Path(self.tls_cert_file).read_bytes(), Path(self.tls_key_file).read_bytes()
 
     def token(self) -> str | None:
         """The bearer token in force (``env:NAME`` read from the environment), or None.

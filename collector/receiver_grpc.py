@@ -86,6 +86,7 @@ class GrpcReceiver:
         metrics: the service's instruments.
         token: the bearer token required in ``authorization`` metadata, or None.
         max_body_bytes: the largest message accepted (after decompression).
+        tls: (certificate chain, private key) PEM bytes to serve TLS, or None.
 
     Example:
         >>> GrpcReceiver("127.0.0.1:4317", None, Metrics()).port  # type: ignore[arg-type]
@@ -94,9 +95,10 @@ class GrpcReceiver:
 
     def __init__(
         self, endpoint: str, consumer: TraceConsumer, metrics: Metrics, *, token: str | None = None,
-        max_body_bytes: int = 16 * 1024 * 1024,
+        max_body_bytes: int = 16 * 1024 * 1024, tls: tuple[bytes, bytes] | None = None,
     ) -> None:
         self.endpoint = endpoint
+        self._tls = tls
         self.consumer = consumer
         self.metrics = metrics
         self.token = token
@@ -127,7 +129,11 @@ class GrpcReceiver:
         ])
         trace_service_pb2_grpc.add_TraceServiceServicer_to_server(_TraceService(self), server)
         logs_service_pb2_grpc.add_LogsServiceServicer_to_server(_LogsService(self), server)
-        self._port = server.add_insecure_port(self.endpoint)
+        if self._tls is not None:
+            creds = grpc.ssl_server_credentials([(self._tls[1], self._tls[0])])
+            self._port = server.add_secure_port(self.endpoint, creds)
+        else:
+            self._port = server.add_insecure_port(self.endpoint)
         await server.start()
         self._server = server
         logger.info("OTLP/gRPC receiver listening on %s", self.endpoint.rpartition(":")[0] + f":{self._port}")

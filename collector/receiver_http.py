@@ -9,8 +9,10 @@ the request's encoding, ``google.rpc.Status`` bodies for errors, 401/400/413/415
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import logging
+import ssl
 from collections.abc import Callable
 from typing import Any
 
@@ -70,6 +72,7 @@ class HttpReceiver:
         token: the bearer token required on OTLP routes, or None.
         max_body_bytes: the cap on body size, before and after decompression.
         ready: returns whether the service is ready (``/readyz``).
+        ssl_context: serve HTTPS with this context, or None.
 
     Example:
         >>> HttpReceiver("127.0.0.1:0", None, Metrics()).port  # type: ignore[arg-type]
@@ -79,7 +82,9 @@ class HttpReceiver:
     def __init__(
         self, endpoint: str, consumer: TraceConsumer, metrics: Metrics, *, token: str | None = None,
         max_body_bytes: int = 16 * 1024 * 1024, ready: Callable[[], bool] = lambda: True,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
+        self._ssl = ssl_context
         host, _, port = endpoint.rpartition(":")
         self._host, self._port = host, int(port)
         self._consumer = consumer
@@ -114,7 +119,7 @@ class HttpReceiver:
         app.router.add_get("/readyz", self._readyz)
         self._runner = web.AppRunner(app, auto_decompress=False, access_log=None, handle_signals=False)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self._host, self._port)
+        site = web.TCPSite(self._runner, self._host, self._port, ssl_context=self._ssl)
         await site.start()
         server = getattr(site, "_server", None)
         sockets = getattr(server, "sockets", None) or []
@@ -152,8 +157,13 @@ class HttpReceiver:
             body = await self._read_body(request)
             ctype, cenc = request.headers.get("Content-Type"), request.headers.get("Content-Encoding")
             response: Any
+            # Large bodies are decoded off the loop (default executor, bounded).
+            off_loop = len(body) > 256 * 1024 or bool(cenc)
             if signal == "traces":
-                traces, _ = decode_traces(body, ctype, cenc, self._max)
+                if off_loop:
+                    traces, _ = await asyncio.to_thread(decode_traces, body, ctype, cenc, self._max)
+                else:
+                    traces, _ = decode_traces(body, ctype, cenc, self._max)
                 result = await self._consumer.consume_traces(traces)
                 response = ExportTraceServiceResponse()
                 self._metrics.spans_received.labels(transport="http").inc(result.accepted)
@@ -161,7 +171,10 @@ class HttpReceiver:
                     response.partial_success.rejected_spans = result.rejected
                     response.partial_success.error_message = result.message
             else:
-                logs, _ = decode_logs(body, ctype, cenc, self._max)
+                if off_loop:
+                    logs, _ = await asyncio.to_thread(decode_logs, body, ctype, cenc, self._max)
+                else:
+                    logs, _ = decode_logs(body, ctype, cenc, self._max)
                 result = await self._consumer.consume_logs(logs)
                 response = ExportLogsServiceResponse()
                 self._metrics.log_records_received.labels(transport="http").inc(result.accepted)

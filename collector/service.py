@@ -14,6 +14,7 @@ import asyncio
 import importlib
 import logging
 import signal
+import ssl
 from types import ModuleType
 from typing import Any
 
@@ -136,13 +137,19 @@ class Service:
             await self.forwarder.start()
         pipeline = Pipeline(self.assembler, self.forwarder)
         token = cfg.receiver.token()
+        tls = cfg.receiver.tls()
+        ssl_context = None
+        if tls is not None:
+            ssl_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+            ssl_context.load_cert_chain(cfg.receiver.tls_cert_file, cfg.receiver.tls_key_file)
         if cfg.receiver.grpc_endpoint:
             self.grpc = GrpcReceiver(cfg.receiver.grpc_endpoint, pipeline, self.metrics, token=token,
-                                     max_body_bytes=cfg.receiver.max_body_bytes)
+                                     max_body_bytes=cfg.receiver.max_body_bytes, tls=tls)
             await self.grpc.start()
         if cfg.receiver.http_endpoint:
             self.http = HttpReceiver(cfg.receiver.http_endpoint, pipeline, self.metrics, token=token,
-                                     max_body_bytes=cfg.receiver.max_body_bytes, ready=lambda: self.ready)
+                                     max_body_bytes=cfg.receiver.max_body_bytes, ready=lambda: self.ready,
+                                     ssl_context=ssl_context)
             await self.http.start()
         self._stats_task = asyncio.create_task(self._stats_loop(), name="tracescore-stats")
         self.ready = True

@@ -165,3 +165,48 @@ async def test_grpc_receiver() -> None:
             assert len(rec.traces) == 2 and len(rec.logs) == 1
     finally:
         await receiver.shutdown(0.5)
+
+
+@pytest.fixture(scope="module")
+def cert(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
+    import subprocess
+
+    folder = tmp_path_factory.mktemp("tls")
+    crt, key = folder / "cert.pem", folder / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=localhost",
+         "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1", "-keyout", str(key), "-out", str(crt)],
+        check=True, capture_output=True,
+    )
+    return str(crt), str(key)
+
+
+async def test_tls_on_both_listeners(cert: tuple[str, str]) -> None:
+    import ssl
+
+    from collector.config import ReceiverConfig
+
+    crt, key = cert
+    tls = ReceiverConfig(tls_cert_file=crt, tls_key_file=key).tls()
+    assert tls is not None
+    rec = Recorder()
+    server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server_ctx.load_cert_chain(crt, key)
+    http = HttpReceiver("127.0.0.1:0", rec, Metrics(), ssl_context=server_ctx)
+    grpc_rx = GrpcReceiver("127.0.0.1:0", rec, Metrics(), tls=tls)
+    await http.start()
+    await grpc_rx.start()
+    try:
+        client_ctx = ssl.create_default_context(cafile=crt)
+        async with aiohttp.ClientSession() as session:
+            async with session.post(f"https://127.0.0.1:{http.port}/v1/traces", ssl=client_ctx,
+                                    data=_request().SerializeToString(),
+                                    headers={"Content-Type": "application/x-protobuf"}) as resp:
+                assert resp.status == 200
+        creds = grpc.ssl_channel_credentials(root_certificates=tls[0])
+        async with grpc.aio.secure_channel(f"127.0.0.1:{grpc_rx.port}", creds) as channel:
+            await trace_service_pb2_grpc.TraceServiceStub(channel).Export(_request())
+        assert len(rec.traces) == 2
+    finally:
+        await http.shutdown()
+        await grpc_rx.shutdown(0.2)

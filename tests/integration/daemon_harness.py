@@ -162,3 +162,40 @@ def agent_trace_body() -> tuple[bytes, str, str]:
     memory = InMemorySpanExporter()
     trace_id, span_id = emit_agent_trace(memory)
     return encode_spans(memory.get_finished_spans()).SerializeToString(), trace_id, span_id
+
+
+class HttpCaptureBackend(CaptureBackend):
+    """An OTLP/HTTP (protobuf) trace backend that records every request."""
+
+    async def start(self) -> HttpCaptureBackend:
+        import gzip as _gzip
+
+        from aiohttp import web
+
+        async def traces(request: web.Request) -> web.Response:
+            body = await request.read()
+            if request.headers.get("Content-Encoding") == "gzip":
+                body = _gzip.decompress(body)
+            self.requests.append(trace_service_pb2.ExportTraceServiceRequest.FromString(body))
+            return web.Response(body=trace_service_pb2.ExportTraceServiceResponse().SerializeToString(),
+                                content_type="application/x-protobuf")
+
+        async def logs(request: web.Request) -> web.Response:
+            self.log_requests.append(logs_service_pb2.ExportLogsServiceRequest.FromString(await request.read()))
+            return web.Response(body=b"", content_type="application/x-protobuf")
+
+        app = web.Application()
+        app.router.add_post("/v1/traces", traces)
+        app.router.add_post("/v1/logs", logs)
+        self._runner = web.AppRunner(app)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", self.port)
+        await site.start()
+        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        return self
+
+    async def stop(self) -> None:
+        runner = getattr(self, "_runner", None)
+        if runner is not None:
+            await runner.cleanup()
+            self._runner = None

@@ -9,7 +9,13 @@ from pathlib import Path
 
 import aiohttp
 import pytest
-from daemon_harness import CaptureBackend, emit_agent_trace, free_port, wait_until
+from daemon_harness import (
+    CaptureBackend,
+    HttpCaptureBackend,
+    emit_agent_trace,
+    free_port,
+    wait_until,
+)
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcExporter
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
 
@@ -160,6 +166,31 @@ async def test_backend_down_then_up_every_score_once(tmp_path: Path) -> None:
         keys = [(s.span.trace_id.hex(), s.attributes["tracescore.scorer.id"]) for s in backend.scores()]
         assert len(keys) == len(set(keys)) == 6
         assert {k[0] for k in keys} == {t for t, _ in traces}
+    finally:
+        await service.shutdown()
+        await backend.stop()
+
+
+async def test_http_protobuf_export_and_logs_forwarding(tmp_path: Path) -> None:
+    backend = await HttpCaptureBackend().start()
+    data = _config(tmp_path, backend.endpoint, protocol="http/protobuf")
+    data["receiver"]["grpc_endpoint"] = ""
+    service = await _service(data)
+    try:
+        assert service.grpc is None and service.http is not None
+        fixtures = HERE.parent / "fixtures" / "openai-v2-events"
+        base = f"http://127.0.0.1:{service.http.port}"
+        async with aiohttp.ClientSession() as session:
+            for path, name in (("/v1/logs", "S1.logs.pb"), ("/v1/traces", "S1.pb")):
+                async with session.post(base + path, data=(fixtures / name).read_bytes(),
+                                        headers={"Content-Type": "application/x-protobuf"}) as resp:
+                    assert resp.status == 200
+        await wait_until(lambda: len(backend.scores()) == 1, what="a score over OTLP/HTTP")
+        (score,) = backend.scores()
+        # The content came from the log records: the answer has 31 characters.
+        assert score.event_attributes["gen_ai.evaluation.score.value"] == pytest.approx(0.31)
+        await wait_until(lambda: len(backend.log_requests) == 1 and len(backend.forwarded()) >= 1,
+                         what="forwarded logs and spans")
     finally:
         await service.shutdown()
         await backend.stop()
