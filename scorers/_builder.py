@@ -49,14 +49,19 @@ class Scorer(Generic[InT, OutT]):
     Step methods (`preprocess`, `analyze`, `generate_score`, `generate_reason`) each take
     either a function (called with the keywords it declares: ``run``, ``results``, and
     ``score`` for generate_reason; sync or async), a `PromptStep`, or the prompt step's
-    fields as keywords, and return a new scorer.
+    fields as keywords, and return a new scorer. Type checkers cannot infer the parameter
+    types of such keyword-injected lambdas; annotate step functions with
+    ``run: ScorerRun[MyInput, MyOutput]`` (the scorer's type parameters) for typed access.
 
     Example:
         >>> from scorers import create_scorer
-        >>> base = create_scorer(id="exact", description="1 when the answer equals the ground truth")
+        >>> base = create_scorer(id="exact", description="1 when the answer equals the ground truth",
+        ...                      name="Exact match", version="2")
         >>> scorer = base.generate_score(lambda run: float(run.output == run.ground_truth))
         >>> scorer.run_sync(input="2+2?", output="4", ground_truth="4").score
         1.0
+        >>> (scorer.id, scorer.name, scorer.description, scorer.type, scorer.judge, scorer.version)
+        ('exact', 'Exact match', '1 when the answer equals the ground truth', None, None, '2')
         >>> base.get_steps()  # the template is unchanged
         []
     """
@@ -216,8 +221,7 @@ class Scorer(Generic[InT, OutT]):
     ) -> Scorer[InT, OutT]:
         """Return a new scorer with a preprocess step (a function, a `PromptStep`, or keywords).
 
-        A prompt-mode preprocess needs an ``output_schema``; its validated answer is the
-        step result.
+        A prompt-mode preprocess needs an ``output_schema``; the judge's answer is its result.
 
         Example:
             >>> from scorers import create_scorer
@@ -243,8 +247,7 @@ class Scorer(Generic[InT, OutT]):
     ) -> Scorer[InT, OutT]:
         """Return a new scorer with an analyze step (a function, a `PromptStep`, or keywords).
 
-        A prompt-mode analyze needs an ``output_schema``; its validated answer is the
-        step result.
+        A prompt-mode analyze needs an ``output_schema``; the judge's answer is its result.
 
         Example:
             >>> from scorers import create_scorer
@@ -377,8 +380,7 @@ class Scorer(Generic[InT, OutT]):
         """`run` for scripts: runs its own event loop. Inside a running loop, use ``await run``.
 
         Raises:
-            RuntimeError: when called from a running event loop (an async function, or a
-                notebook cell: use ``await scorer.run(...)`` there).
+            RuntimeError: inside a running event loop (async code, notebooks): await `run`.
 
         Example:
             >>> from scorers import create_scorer

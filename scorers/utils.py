@@ -187,7 +187,12 @@ def get_reasoning(output: Any) -> str | None:
 
 
 class ToolCallInfo(BaseModel):
-    """Where one tool call was found: its tool, id, and message / invocation index."""
+    """Where one tool call was found: its tool, id, and message / invocation index.
+
+    Example:
+        >>> ToolCallInfo(tool_name="search", tool_call_id="c1", message_index=0, invocation_index=0).tool_name
+        'search'
+    """
 
     tool_name: str
     tool_call_id: str
@@ -196,14 +201,24 @@ class ToolCallInfo(BaseModel):
 
 
 class ExtractedToolCalls(BaseModel):
-    """The result of `extract_tool_calls`: tool names in call order, and where each call is."""
+    """The result of `extract_tool_calls`: tool names in call order, and where each call is.
+
+    Example:
+        >>> ExtractedToolCalls(tools=[], tool_call_infos=[]).tools
+        []
+    """
 
     tools: list[str]
     tool_call_infos: list[ToolCallInfo]
 
 
 class ToolResultInfo(BaseModel):
-    """One tool call with its result, from `extract_tool_results`."""
+    """One tool call with its result, from `extract_tool_results`.
+
+    Example:
+        >>> ToolResultInfo(tool_name="calc", tool_call_id="c1", args={"x": 1}, result=2).result
+        2
+    """
 
     tool_name: str
     tool_call_id: str
