@@ -303,7 +303,7 @@ async def _structured_attempt(state: _Execution, messages: list[dict[str, Any]],
     format_key = f"{spec.compact}\x00{route.openai_style}" if response_format else ""
     text = await state.reply_text(inject(messages, spec, mode), response_format, format_key)
     try:
-        return parse_reply(text, spec)
+        return parse_reply(text, spec, native=mode == "native")
     except OutputInvalid as invalid:
         if not last:
             raise

@@ -135,6 +135,20 @@ class SchemaSpec:
         self.name = re.sub(r"[^A-Za-z0-9_-]", "_", raw_name)[:64] or "response"
         self.compact = json.dumps(self.json_schema, separators=(",", ":"), ensure_ascii=False)
         self._strict: dict[str, Any] | None = None
+        # Native structured output needs an object at the root (OpenAI, Anthropic tools): an
+        # array is sent as {"elements": [...]}, anything else as {"result": ...}, and unwrapped.
+        root_is_object = self.json_schema.get("type") == "object" or "properties" in self.json_schema
+        self.wrap_key: str | None = None
+        self.native_schema = self.json_schema
+        if not root_is_object:
+            self.wrap_key = "elements" if self.json_schema.get("type") == "array" else "result"
+            inner = {k: v for k, v in self.json_schema.items() if k not in ("$defs", "definitions")}
+            self.native_schema = {
+                "type": "object",
+                "properties": {self.wrap_key: inner},
+                "required": [self.wrap_key],
+                **{k: v for k, v in self.json_schema.items() if k in ("$defs", "definitions")},
+            }
 
     @classmethod
     def of(cls, schema: type[BaseModel] | dict[str, Any]) -> SchemaSpec:
@@ -161,9 +175,9 @@ class SchemaSpec:
             'response'
         """
         if not strict:
-            return {"type": "json_schema", "json_schema": {"name": self.name, "schema": self.json_schema}}
+            return {"type": "json_schema", "json_schema": {"name": self.name, "schema": self.native_schema}}
         if self._strict is None:
-            self._strict = strict_schema(self.json_schema)
+            self._strict = strict_schema(self.native_schema)
         return {
             "type": "json_schema",
             "json_schema": {"name": self.name, "schema": self._strict, "strict": True},
@@ -294,11 +308,19 @@ def preview(text: str, limit: int = 200) -> str:
     return repr(text[:limit] + ("..." if len(text) > limit else ""))
 
 
-def parse_reply(text: str, spec: SchemaSpec) -> Any:
+def parse_reply(text: str, spec: SchemaSpec, *, native: bool = False) -> Any:
     """Parse and validate a reply against the schema (raises `OutputInvalid`).
+
+    With ``native``, a non-object schema was sent wrapped (``{"elements": ...}`` or
+    ``{"result": ...}``) and the reply is unwrapped first.
 
     Example:
         >>> parse_reply('```json\\n{"score": 3}\\n```', SchemaSpec.of({"type": "object"}))
         {'score': 3}
+        >>> parse_reply('{"elements": [1, 2]}', SchemaSpec.of({"type": "array"}), native=True)
+        [1, 2]
     """
-    return spec.validate(extract_json(text))
+    value = extract_json(text)
+    if native and spec.wrap_key and isinstance(value, dict) and set(value) == {spec.wrap_key}:
+        value = value[spec.wrap_key]
+    return spec.validate(value)

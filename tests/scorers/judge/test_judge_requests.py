@@ -205,3 +205,30 @@ def test_strict_schema_for_nested_pydantic_models() -> None:
     assert item["required"] == ["name", "note"] and item["additionalProperties"] is False
     assert "default" not in item["properties"]["note"]  # default null is rejected by OpenAI
     assert Report.model_json_schema()["$defs"]["Item"].get("required") == ["name"]  # untouched
+
+
+async def test_array_schema_is_wrapped_for_native_output(server: Any, settings: dict[str, Any],
+                                                         transport: str) -> None:
+    schema = {"type": "array", "items": {"type": "string"}}
+    server.script(Reply.json({"elements": ["a", "b"]}))
+    value, execution = await execute_judge_call(judge(settings), "List.", output_schema=schema)
+    assert value == ["a", "b"] and execution.output == ["a", "b"]
+    sent = server.requests[0].body["response_format"]["json_schema"]["schema"]
+    assert sent == {"type": "object", "properties": {"elements": schema}, "required": ["elements"],
+                    "additionalProperties": False}
+
+
+async def test_root_model_enum_is_wrapped_as_result(server: Any, settings: dict[str, Any]) -> None:
+    from enum import StrEnum
+
+    from pydantic import RootModel
+
+    class Label(StrEnum):
+        good = "good"
+        bad = "bad"
+
+    server.script(Reply.json({"result": "good"}))
+    value, _ = await execute_judge_call(judge(settings), "Label it.", output_schema=RootModel[Label])
+    assert value.root is Label.good
+    sent = server.requests[0].body["response_format"]["json_schema"]["schema"]
+    assert sent["required"] == ["result"] and "$defs" in sent
