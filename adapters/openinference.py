@@ -50,7 +50,8 @@ def oi_messages(attrs: Mapping[str, Any], prefix: str) -> list[Msg]:
             {
                 "id": c.get("tool_call.id"),
                 "name": c.get("tool_call.function.name"),
-                "arguments": c.get("tool_call.function.arguments"),
+                # the instrumentations leave out arguments that are "{}"
+                "arguments": c.get("tool_call.function.arguments", {}),
             }
             for c in genai.indexed(entry, "message.tool_calls.")
         ]

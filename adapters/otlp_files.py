@@ -88,22 +88,37 @@ def _read_bytes(path: str) -> bytes:
     return data
 
 
+def _json_documents(path: str, data: bytes) -> list[Any]:
+    # One OTLP/JSON request, or one per line (the Collector's file exporter writes JSON lines).
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise OtlpFileError(path, f"invalid JSON: {exc}") from exc
+    try:
+        return [json.loads(text)]
+    except ValueError as exc:
+        lines = [line for line in text.splitlines() if line.strip()]
+        if len(lines) < 2:
+            raise OtlpFileError(path, f"invalid JSON: {exc}") from exc
+        try:
+            return [json.loads(line) for line in lines]
+        except ValueError:
+            raise OtlpFileError(path, f"invalid JSON: {exc}") from exc
+
+
 def _parse(path: str, message: Message) -> None:
     data = _read_bytes(path)
     stripped = data.lstrip()
     if stripped[:1] in (b"{", b"["):
-        try:
-            document = json.loads(stripped.decode("utf-8"))
-        except (UnicodeDecodeError, ValueError) as exc:
-            raise OtlpFileError(path, f"invalid JSON: {exc}") from exc
-        if not isinstance(document, dict):
-            raise OtlpFileError(path, "OTLP/JSON must be a JSON object")
-        try:
-            json_format.ParseDict(
-                _hex_ids_to_base64(document), message, ignore_unknown_fields=True
-            )
-        except (json_format.ParseError, binascii.Error, ValueError, TypeError) as exc:
-            raise OtlpFileError(path, f"not an OTLP/JSON {type(message).__name__}: {exc}") from exc
+        for document in _json_documents(path, stripped):
+            if not isinstance(document, dict):
+                raise OtlpFileError(path, "OTLP/JSON must be a JSON object")
+            part = type(message)()
+            try:
+                json_format.ParseDict(_hex_ids_to_base64(document), part, ignore_unknown_fields=True)
+            except (json_format.ParseError, binascii.Error, ValueError, TypeError) as exc:
+                raise OtlpFileError(path, f"not an OTLP/JSON {type(message).__name__}: {exc}") from exc
+            message.MergeFrom(part)
         return
     try:
         message.ParseFromString(data)

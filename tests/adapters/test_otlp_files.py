@@ -118,3 +118,10 @@ def test_assemble_groups_by_trace_and_drops_orphan_logs() -> None:
 )
 def test_is_run_candidate(name: str, keys: list[str], expected: bool) -> None:
     assert is_run_candidate(name, keys) is expected
+
+
+def test_json_lines_are_merged(tmp_path: Path) -> None:
+    path = tmp_path / "lines.json"
+    path.write_text(json.dumps(OTLP_JSON) + "\n" + (FIXTURES / "traceloop" / "S1.json").read_text().replace("\n", "") + "\n")
+    spans = spans_from_resource_spans(read_trace_file(path).resource_spans)
+    assert [s.name for s in spans] == ["chat", "openai.chat"]
