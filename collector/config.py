@@ -235,11 +235,17 @@ _SECTIONS = ("receiver", "assembly", "queue", "workers", "export")
 
 
 def _env_value(raw: str) -> Any:
-    """Parse an env value as a TOML literal when it is one (numbers, booleans, tables)."""
-    try:
-        return tomllib.loads(f"v = {raw}")["v"]
-    except tomllib.TOMLDecodeError:
-        return raw
+    """An env value: TOML inline tables and arrays are parsed, anything else stays a string.
+
+    Pydantic coerces strings into numbers and booleans for typed fields, and a string
+    field (a token "123") keeps its text.
+    """
+    if raw.strip()[:1] in ("{", "["):
+        try:
+            return tomllib.loads(f"v = {raw}")["v"]
+        except tomllib.TOMLDecodeError:
+            return raw
+    return raw
 
 
 def _parse_otel_headers(raw: str) -> dict[str, str]:

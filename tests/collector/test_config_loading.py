@@ -34,10 +34,14 @@ def test_toml_file_and_env_override(tmp_path: Path) -> None:
         'filter = { service = "support-bot", attributes = { env = "prod" } }\n'
     )
     cfg = load_config(path, env={"TRACESCORE_ASSEMBLY_DECISION_WAIT": "0.2",
-                                 "TRACESCORE_EXPORT_FORWARD_SPANS": "false"})
+                                 "TRACESCORE_EXPORT_FORWARD_SPANS": "false",
+                                 "TRACESCORE_RECEIVER_AUTH_TOKEN": "123",
+                                 "TRACESCORE_RECEIVER_GRPC_ENDPOINT": "0.0.0.0:4317",
+                                 "TRACESCORE_EXPORT_HEADERS": '{ "api-key" = "k" }'})
+    assert cfg.receiver.token() == "123" and cfg.receiver.grpc_endpoint == "0.0.0.0:4317"
     assert cfg.assembly.decision_wait == 0.2
     assert cfg.export.forward_spans is False
-    assert cfg.export.headers == {"x-key": "v"}
+    assert cfg.export.headers == {"api-key": "k"}
     assert cfg.scorers[0].sampling == 0.25
     assert cfg.scorers[0].filter.service == "support-bot"
     assert cfg.scorers[0].filter.attributes == {"env": "prod"}
@@ -118,3 +122,8 @@ def test_check_command_imports_scorers(tmp_path: Path, capsys: pytest.CaptureFix
     not_scorer.write_text('[[scorers]]\nref = "json:dumps"\n')
     assert check.run(argparse.Namespace(config=str(not_scorer))) == 2
     assert "is not a scorer" in capsys.readouterr().err
+
+
+def test_shipped_example_config_is_valid() -> None:
+    example = Path(__file__).parents[2] / "deploy" / "tracescore.toml"
+    assert load_config(example, env={}) == Config()
