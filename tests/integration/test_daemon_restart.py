@@ -29,7 +29,7 @@ class Daemon:
         env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
         with self.log.open("ab") as log:
             self.proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "collector.commands.serve", "-v", "--config", str(self.config),
+                sys.executable, "-m", "collector.cli", "-v", "serve", "--config", str(self.config),
                 stdout=log, stderr=log, env=env, cwd=self.config.parent,
             )
         await wait_until(self.ready, timeout=30, what=f"daemon ready (log: {self.log})")
