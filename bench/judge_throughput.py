@@ -40,7 +40,7 @@ def start_server(latency_ms: float) -> tuple[subprocess.Popen[str], str]:
     return proc, f"http://127.0.0.1:{port}"
 
 
-def build_call(url: str, pipeline: str) -> Any:
+def build_call(url: str, pipeline: str, concurrency: int) -> Any:
     from scorers import Judge  # type: ignore[attr-defined]
 
     judge = Judge(model="openai/gpt-4o-mini", instructions="You are an expert evaluator.",
@@ -56,6 +56,20 @@ def build_call(url: str, pipeline: str) -> Any:
             return await scorer.run(input=f"question {i}", output=f"answer {i}")
 
         return call
+    if pipeline == "litellm":  # the baseline: plain litellm.acompletion, bounded by a semaphore
+        import litellm
+
+        limit = asyncio.Semaphore(concurrency)
+
+        async def call_litellm(i: int) -> Any:
+            async with limit:
+                return await litellm.acompletion(
+                    model=judge.model, num_retries=0, max_retries=0,
+                    messages=[{"role": "system", "content": judge.instructions},
+                              {"role": "user", "content": f"Score this answer {i}"}],
+                    **(judge.model_settings or {}))
+
+        return call_litellm
     from scorers._judge import execute_judge_call
 
     schema = {"type": "object", "properties": {"score": {"type": "number"}}, "required": ["score"]}
@@ -72,7 +86,7 @@ async def run(n: int, concurrency: int, url: str, pipeline: str,
     from scorers._judge_transport import aclose_judge_clients
 
     set_judge_concurrency(concurrency)
-    call = build_call(url, pipeline)
+    call = build_call(url, pipeline, concurrency)
     for i in range(min(concurrency, 8)):  # warm up: imports, routes, connections
         await call(i)
     if profiler:
@@ -92,7 +106,7 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=2000)
     parser.add_argument("--latency-ms", type=float, default=100.0)
     parser.add_argument("--concurrency", type=int, default=64)
-    parser.add_argument("--pipeline", choices=["auto", "scorer", "judge"], default="auto")
+    parser.add_argument("--pipeline", choices=["auto", "scorer", "judge", "litellm"], default="auto")
     parser.add_argument("--profile", action="store_true", help="print a cProfile summary")
     args = parser.parse_args()
     pipeline = args.pipeline
