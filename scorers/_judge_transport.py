@@ -94,12 +94,12 @@ class Route:
     model: str
     model_name: str
     provider: str
-    settings: dict[str, Any]
+    settings: dict[str, Any] = field(repr=False)  # may hold an api_key: never printed
     fast: bool = False
     url: str = ""
-    headers: dict[str, str] = field(default_factory=dict)
+    headers: dict[str, str] = field(default_factory=dict, repr=False)  # Authorization
     timeout_s: float | None = None
-    gen_params: dict[str, Any] = field(default_factory=dict)
+    gen_params: dict[str, Any] = field(default_factory=dict, repr=False)
     config: Any = None
     _native: bool | None = None
     _cost_known: bool = True

@@ -232,3 +232,11 @@ async def test_root_model_enum_is_wrapped_as_result(server: Any, settings: dict[
     assert value.root is Label.good
     sent = server.requests[0].body["response_format"]["json_schema"]["schema"]
     assert sent["required"] == ["result"] and "$defs" in sent
+
+
+def test_routes_never_print_the_api_key() -> None:
+    from scorers._judge_transport import route_for
+
+    route = route_for("openai/gpt-4o-mini", {"api_base": "http://127.0.0.1:9/v1", "api_key": "sk-secret-1"})
+    assert "sk-secret-1" not in repr(route)
+    assert route.headers["Authorization"] == "Bearer sk-secret-1"
