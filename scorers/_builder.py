@@ -329,7 +329,7 @@ class Scorer(Generic[InT, OutT]):
         trace_id: str | None = None,
         span_id: str | None = None,
     ) -> ScorerResult[InT, OutT]:
-        """Score one run; raises only `ScorerRunError` (besides cancellation).
+        """Score one run; every scoring failure is a `ScorerRunError` (cancellation is not).
 
         ``input`` may also be a whole `ScorerRun` (e.g. from ``utils.make_agent_run``), then
         alone. Agent scorers coerce input and output into `ScorerRunInputForAgent` /
