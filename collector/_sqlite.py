@@ -20,7 +20,10 @@ CREATE TABLE IF NOT EXISTS traces (
     trace_id BLOB PRIMARY KEY,
     first_seen REAL NOT NULL,
     span_count INTEGER NOT NULL DEFAULT 0,
-    decide_at REAL
+    decide_at REAL,
+    has_candidate INTEGER NOT NULL DEFAULT 0,
+    root_seen INTEGER NOT NULL DEFAULT 0,
+    decided INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS traces_decide ON traces(decide_at);
 CREATE INDEX IF NOT EXISTS traces_first_seen ON traces(first_seen);

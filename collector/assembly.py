@@ -66,6 +66,7 @@ def split_traces(
     """
     grouped: dict[bytes, dict[tuple[int, int], list[Any]]] = {}
     candidates: set[bytes] = set()
+    roots: set[bytes] = set()
     sources: list[ResourceSpans] = list(resource_spans)
     rejected = 0
     for ri, rs in enumerate(sources):
@@ -75,6 +76,8 @@ def split_traces(
                     rejected += 1
                     continue
                 grouped.setdefault(span.trace_id, {}).setdefault((ri, si), []).append(span)
+                if not span.parent_span_id:
+                    roots.add(span.trace_id)
                 if span.trace_id not in candidates and is_candidate(
                     span.name, [kv.key for kv in span.attributes]
                 ):
@@ -96,7 +99,8 @@ def split_traces(
             out_ss.scope.CopyFrom(src_ss.scope)
             out_ss.spans.extend(spans)
             count += len(spans)
-        chunks.append(TraceChunk(trace_id, "spans", data.SerializeToString(), count, trace_id in candidates))
+        chunks.append(TraceChunk(trace_id, "spans", data.SerializeToString(), count,
+                                 trace_id in candidates, trace_id in roots))
     return chunks, rejected
 
 

@@ -12,6 +12,8 @@ class TraceChunk:
 
     ``data`` is a ``TracesData`` (signal ``spans``) or ``LogsData`` (signal ``logs``)
     protobuf holding only that trace's spans or log records, with their resource and scope.
+    ``has_run_candidate``: a span may be a run or LLM span; ``has_root``: a span without a
+    parent (a trace's root usually ends, and is exported, last).
 
     Example:
         >>> TraceChunk(b"\\x01" * 16, "spans", b"", span_count=0, has_run_candidate=False).signal
@@ -23,6 +25,7 @@ class TraceChunk:
     data: bytes
     span_count: int
     has_run_candidate: bool
+    has_root: bool = False
 
 
 @dataclass(frozen=True)

@@ -87,6 +87,7 @@ class AssemblyConfig(BaseModel):
 
     model_config = _MODEL
     decision_wait: float = Field(default=5.0, ge=0)
+    rootless_wait: float = Field(default=30.0, ge=0)
     max_traces: int = Field(default=100_000, gt=0)
     max_spans_per_trace: int = Field(default=10_000, gt=0)
     max_trace_age: float = Field(default=600.0, gt=0)

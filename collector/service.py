@@ -95,7 +95,8 @@ class Service:
         self.ready = False
         q, a, w, e = config.queue, config.assembly, config.workers, config.export
         self.store = SqliteStore(
-            q.sqlite_path, decision_wait=a.decision_wait, max_traces=a.max_traces,
+            q.sqlite_path, decision_wait=a.decision_wait, rootless_wait=a.rootless_wait,
+            max_traces=a.max_traces,
             max_spans_per_trace=a.max_spans_per_trace, max_trace_age=a.max_trace_age,
             visibility_timeout_s=q.visibility_timeout_s, max_attempts=q.max_attempts,
         )

@@ -4,6 +4,11 @@
 (export). Invariants:
 
 * a trace chunk is on disk before `append` returns (the receiver answers after it);
+* a trace with a run candidate is decided ``decision_wait`` after its root span arrived
+  (the root ends, and is exported, last), or after its latest candidate when the root
+  has not arrived (waiting at least ``rootless_wait`` then, since more of the run may come);
+* a decided trace stays buffered (until ``max_trace_age`` or eviction, decided traces
+  first) so that late run spans are decided again with the whole trace;
 * a job key that is completed or dead-lettered (table ``done``) is never queued again;
 * `settle` with a record writes the outbox row, records the key as done and deletes the
   job in one transaction, so a result is never lost and never produced twice;
@@ -69,7 +74,9 @@ class SqliteStore:
 
     Args:
         path: the database file (directories are created).
-        decision_wait: seconds between a run span's arrival and its trace's decision.
+        decision_wait: seconds between a trace's root (or, without it, run) span arrival and
+            its decision.
+        rootless_wait: the least wait after a run span while the trace's root is missing.
         max_traces: traces buffered at most; the oldest is evicted beyond it.
         max_spans_per_trace: spans buffered per trace; later spans are dropped.
         max_trace_age: a trace is decided (or dropped) at most this long after its first span.
@@ -97,6 +104,7 @@ class SqliteStore:
         path: str,
         *,
         decision_wait: float = 5.0,
+        rootless_wait: float = 30.0,
         max_traces: int = 100_000,
         max_spans_per_trace: int = 10_000,
         max_trace_age: float = 600.0,
@@ -105,6 +113,7 @@ class SqliteStore:
     ) -> None:
         self._runner = SqliteRunner(path)
         self._decision_wait = decision_wait
+        self._rootless_wait = max(decision_wait, rootless_wait)
         self._max_traces = max_traces
         self._max_spans = max_spans_per_trace
         self._max_age = max_trace_age
@@ -160,25 +169,25 @@ class SqliteStore:
         evicted = dropped = 0
         for chunk in chunks:
             row = db.execute(
-                "SELECT span_count FROM traces WHERE trace_id = ?", (chunk.trace_id,)
+                "SELECT span_count, decide_at, has_candidate, root_seen FROM traces WHERE trace_id = ?",
+                (chunk.trace_id,),
             ).fetchone()
             if row is None:
                 while self._traces >= self._max_traces:
                     old = db.execute(
-                        "SELECT trace_id FROM traces ORDER BY first_seen LIMIT 1"
+                        "SELECT trace_id, decided FROM traces ORDER BY decided DESC, first_seen LIMIT 1"
                     ).fetchone()
                     if old is None:
                         break
                     self._drop(db, old[0])
-                    evicted += 1
+                    evicted += 0 if old[1] else 1  # a decided trace is only retained context
                 db.execute(
                     "INSERT INTO traces(trace_id, first_seen, span_count) VALUES (?, ?, 0)",
                     (chunk.trace_id, now),
                 )
                 self._traces += 1
-                span_count = 0
-            else:
-                span_count = row[0]
+                row = (0, None, 0, 0)
+            span_count, decide_at, has_candidate, root_seen = row
             if span_count + chunk.span_count > self._max_spans:
                 dropped += chunk.span_count
                 continue
@@ -186,12 +195,17 @@ class SqliteStore:
                 "INSERT INTO chunks(trace_id, signal, data) VALUES (?, ?, ?)",
                 (chunk.trace_id, chunk.signal, chunk.data),
             )
-            decide = now + self._decision_wait if chunk.has_run_candidate else None
+            has_candidate = has_candidate or chunk.has_run_candidate
+            root_seen = root_seen or chunk.has_root
+            if chunk.has_root and has_candidate:
+                decide_at = now + self._decision_wait
+            elif chunk.has_run_candidate:
+                wait = self._decision_wait if root_seen else self._rootless_wait
+                decide_at = max(decide_at or 0.0, now + wait)
             db.execute(
-                "UPDATE traces SET span_count = span_count + ?,"
-                " decide_at = CASE WHEN ? IS NULL THEN decide_at"
-                " ELSE max(coalesce(decide_at, 0), ?) END WHERE trace_id = ?",
-                (chunk.span_count, decide, decide, chunk.trace_id),
+                "UPDATE traces SET span_count = span_count + ?, decide_at = ?, has_candidate = ?,"
+                " root_seen = ? WHERE trace_id = ?",
+                (chunk.span_count, decide_at, int(has_candidate), int(root_seen), chunk.trace_id),
             )
         return AppendResult(evicted_traces=evicted, dropped_spans=dropped)
 
@@ -210,17 +224,17 @@ class SqliteStore:
 
         def work(db: sqlite3.Connection) -> tuple[list[bytes], int]:
             expired = db.execute(
-                "SELECT trace_id FROM traces WHERE decide_at IS NULL AND first_seen <= ?",
+                "SELECT trace_id, has_candidate FROM traces WHERE decide_at IS NULL AND first_seen <= ?",
                 (at - self._max_age,),
             ).fetchall()
-            for (trace_id,) in expired:
+            for trace_id, _ in expired:
                 self._drop(db, trace_id)
             rows = db.execute(
                 "SELECT trace_id FROM traces WHERE decide_at <= ? OR"
                 " (decide_at IS NOT NULL AND first_seen <= ?) ORDER BY decide_at LIMIT ?",
                 (at, at - self._max_age, limit),
             ).fetchall()
-            return [r[0] for r in rows], len(expired)
+            return [r[0] for r in rows], sum(1 for _, candidate in expired if not candidate)
 
         return await self._runner.call(work)
 
@@ -241,13 +255,17 @@ class SqliteStore:
         return await self._runner.call(work)
 
     async def finish(self, trace_id: bytes) -> None:
-        """Forget a decided trace.
+        """Mark a trace decided; it is kept as context until it ages out or is evicted.
 
         Example:
             >>> SqliteStore(":memory:").finish  # doctest: +ELLIPSIS
             <bound method SqliteStore.finish of ...>
         """
-        await self._runner.call(lambda db: self._drop(db, trace_id))
+        await self._runner.call(
+            lambda db: db.execute(
+                "UPDATE traces SET decide_at = NULL, decided = 1 WHERE trace_id = ?", (trace_id,)
+            )
+        )
 
     # -------------------------------------------------------------------- job queue
     def depth(self) -> int:
@@ -441,7 +459,7 @@ class SqliteStore:
                 in_flight=one("SELECT count(*) FROM jobs WHERE lease_until > ?", now),
                 dead=one("SELECT count(*) FROM dead_letters"),
                 outbox=one("SELECT count(*) FROM outbox"),
-                traces=one("SELECT count(*) FROM traces"),
+                traces=one("SELECT count(*) FROM traces WHERE decided = 0"),
             )
 
         return await self._runner.call(work)

@@ -26,7 +26,8 @@ async def test_buffer_decides_after_wait_and_survives_restart(tmp_path: Path) ->
     await store.start()
     now = 1000.0
     await store.append([TraceChunk(T1, "spans", b"a", 2, False)], now=now)
-    await store.append([TraceChunk(T1, "spans", b"b", 1, True), TraceChunk(T1, "logs", b"l", 0, False)], now=now + 1)
+    await store.append([TraceChunk(T1, "spans", b"b", 1, True, has_root=True),
+                        TraceChunk(T1, "logs", b"l", 0, False)], now=now + 1)
     assert (await store.due(10, now=now + 5.9))[0] == []
     await store.shutdown()
 
@@ -36,8 +37,28 @@ async def test_buffer_decides_after_wait_and_survives_restart(tmp_path: Path) ->
     chunks = await store.load(T1)
     assert [(c.signal, c.data) for c in chunks] == [("spans", b"a"), ("spans", b"b"), ("logs", b"l")]
     await store.finish(T1)
+    assert (await store.due(10, now=now + 7))[0] == []
+    assert (await store.stats()).traces == 0  # decided: kept only as context
+    await store.shutdown()
+
+
+async def test_root_gates_the_decision_and_late_runs_are_decided_again(tmp_path: Path) -> None:
+    store = SqliteStore(str(tmp_path / "q.db"), decision_wait=5.0, rootless_wait=30.0, max_trace_age=600)
+    await store.start()
+    await store.append([TraceChunk(T1, "spans", b"llm", 1, True)], now=0.0)  # root not seen yet
+    assert (await store.due(10, now=29.0))[0] == []
+    await store.append([TraceChunk(T1, "spans", b"root", 1, False, has_root=True)], now=10.0)
+    assert (await store.due(10, now=15.0))[0] == [T1]
+    await store.finish(T1)
+    # A late run span: the trace is decided again, with everything received so far.
+    await store.append([TraceChunk(T1, "spans", b"late", 1, True)], now=100.0)
+    assert (await store.due(10, now=104.0))[0] == []
+    assert (await store.due(10, now=105.0))[0] == [T1]
+    assert [c.data for c in await store.load(T1)] == [b"llm", b"root", b"late"]
+    await store.finish(T1)
+    # A decided trace ages out silently (it is not a trace lost without a decision).
+    assert await store.due(10, now=700.0) == ([], 0)
     assert await store.load(T1) == []
-    assert (await store.stats()).traces == 0
     await store.shutdown()
 
 
