@@ -193,3 +193,32 @@ async def test_judge_output_error_fails_the_step_after_two_requests(
     assert len(server.requests) == 2
     execution = caught.value.partial_result.judge["generate_score"].executions[0]
     assert execution.status == "failed" and execution.attempt_count == 2
+
+
+async def test_many_scorers_at_once_respect_the_judge_concurrency(
+        server: Any, settings: dict[str, Any]) -> None:
+    import asyncio
+
+    from scorers import set_judge_concurrency
+    from scorers._judge import get_judge_concurrency
+
+    before = get_judge_concurrency()
+    set_judge_concurrency(5)
+    try:
+        server.latency_ms = 10
+        judge = Judge(model="openai/gpt-4o-mini", instructions="i", model_settings=settings)
+        scorers = [
+            create_scorer(id=f"s{i}", description="d", judge=judge)
+            .generate_score(description="s", create_prompt=lambda run: "score")
+            .generate_reason(description="r", create_prompt=lambda score: "explain")
+            for i in range(4)
+        ]
+        server.responder = lambda body: (Reply.json({"score": 1}) if body["messages"][-1]["content"]
+                                         == "score" else Reply.text("why"))
+        results = await asyncio.gather(*(s.run(input="q", output=f"a{i}")
+                                         for i in range(10) for s in scorers))
+    finally:
+        set_judge_concurrency(before)
+    assert all(r.score == 1 and r.reason == "why" for r in results)
+    assert len(server.requests) == 80
+    assert server.max_in_flight == 5
