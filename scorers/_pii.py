@@ -17,8 +17,11 @@ _API_KEY = re.compile(
 _EMAIL = re.compile(r"\b[A-Za-z0-9._%+\-]+@[A-Za-z0-9\-]+(?:\.[A-Za-z0-9\-]+)*\.[A-Za-z]{2,}\b")
 _CARD = re.compile(r"(?<![\d-])(?:\d[ -]?){12,18}\d(?![\d-])")
 _PHONE = re.compile(
-    r"(?<![\w+])(?:\+\d{1,3}[ .\-]?)?(?:\(\d{2,4}\)[ .\-]?|\d{2,4}[ .\-])\d{3,4}[ .\-]?\d{3,4}(?!\w)"
-    r"|(?<![\w+])\+\d{8,14}(?!\w)"
+    # Not inside a longer token: no word char, "+" or "d." before; no word char or ".d" after
+    # (so IP addresses and version numbers stay as they are).
+    r"(?<![\w+])(?<!\d\.)(?:\+\d{1,3}[ .\-]?)?(?:\(\d{2,4}\)[ .\-]?|\d{2,4}[ .\-])\d{3,4}[ .\-]?\d{3,4}"
+    r"(?!\w|\.\d)"
+    r"|(?<![\w+])\+\d{8,14}(?!\w|\.\d)"
 )
 
 

@@ -165,6 +165,7 @@ def test_pii_redactor_kinds() -> None:
     assert redactor.redact("Authorization: Bearer abcdefghijklmnopqrstuvwxyz012") == (
         "Authorization: Bearer [API_KEY]")
     assert redactor.redact("score 0.75 on 2024-05-01, 12 items") == "score 0.75 on 2024-05-01, 12 items"
+    assert redactor.redact("host 192.168.100.200, call 415-555-0100.") == "host 192.168.100.200, call [PHONE]."
     with pytest.raises(ValueError):
         PIIRedactor(kinds=["ssn"])
 
