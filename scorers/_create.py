@@ -69,7 +69,8 @@ def create_scorer(
             `ScorerRunOutputForAgent` (from dicts, Mastra JSON, or plain strings).
         judge: the LLM judge for prompt steps (a `Judge` or a dict of its fields).
         prepare_run: ``run -> run`` (sync or async), applied once before the first step;
-            e.g. `filter_run`. It may return a dict of `ScorerRun` fields. If it raises (or
+            e.g. `filter_run`. It may return a dict of `ScorerRun` fields (run_id,
+            trace_id and span_id it leaves out are kept from the run). If it raises (or
             returns something else), the run fails with a `ScorerRunError` whose
             ``failed_step`` is ``"prepare_run"`` (Mastra lets that error propagate raw).
         version: part of a score's idempotency key in the daemon.

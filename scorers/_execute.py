@@ -157,9 +157,7 @@ class _State:
 
 
 def _coerce_run(scorer: Scorer[Any, Any], run: ScorerRun[Any, Any]) -> ScorerRun[Any, Any]:
-    new_input = coerce(
-        run.input, scorer._input_adapter, scorer._input_type, "run.input", scorer.id
-    )
+    new_input = coerce(run.input, scorer._input_adapter, scorer._input_type, "run.input", scorer.id)
     new_output = coerce(
         run.output, scorer._output_adapter, scorer._output_type, "run.output", scorer.id
     )
@@ -168,12 +166,21 @@ def _coerce_run(scorer: Scorer[Any, Any], run: ScorerRun[Any, Any]) -> ScorerRun
     return run.model_copy(update={"input": new_input, "output": new_output})
 
 
-def _as_run(value: Any, scorer_id: str) -> ScorerRun[Any, Any]:
+_IDENTITY_FIELDS = ("run_id", "trace_id", "span_id")
+
+
+def _as_run(value: Any, original: ScorerRun[Any, Any], scorer_id: str) -> ScorerRun[Any, Any]:
+    """What prepare_run returned, as a run. A dict replaces the run's fields, except that
+    the identity fields it leaves out (run_id, trace_id, span_id) are kept from the run."""
     if isinstance(value, ScorerRun):
         return value
     if isinstance(value, Mapping):
         try:
-            return ScorerRun.model_validate(dict(value))
+            new: ScorerRun[Any, Any] = ScorerRun.model_validate(dict(value))
+            kept = {
+                f: getattr(original, f) for f in _IDENTITY_FIELDS if f not in new.model_fields_set
+            }
+            return new.model_copy(update=kept) if kept else new
         except ValidationError as exc:
             raise ScorerInputError(
                 f'Scorer "{scorer_id}": prepare_run returned an invalid run: '
@@ -190,7 +197,7 @@ async def execute(scorer: Scorer[Any, Any], run: ScorerRun[Any, Any]) -> ScorerR
     """Run ``scorer`` on ``run``; see the module docstring for the error contract."""
     steps = scorer._steps
     if "generate_score" not in steps:
-        names = ", ".join(steps) or "none"
+        names = ", ".join(n for n in STEP_ORDER if n in steps) or "none"
         cause = ScorerDefinitionError(
             f'Cannot execute pipeline without generate_score() step (scorer "{scorer.id}", '
             f"steps: {names})"
@@ -203,7 +210,7 @@ async def execute(scorer: Scorer[Any, Any], run: ScorerRun[Any, Any]) -> ScorerR
     if scorer._prepare_run is not None:
         try:
             prepared = await scorer._prepare_run.call({"run": run})
-            run = _coerce_run(scorer, _as_run(prepared, scorer.id))
+            run = _coerce_run(scorer, _as_run(prepared, run, scorer.id))
         except Exception as exc:
             raise ScorerRunError(scorer.id, "prepare_run", [], cause=exc) from exc
 

@@ -245,10 +245,22 @@ async def test_async_prepare_run() -> None:
 
 async def test_prepare_run_returning_a_dict_is_coerced() -> None:
     scorer = create_scorer(
-        id="s", description="d", prepare_run=lambda run: {"output": "x", "runId": run.run_id}
+        id="s", description="d", prepare_run=lambda run: {"output": "x", "groundTruth": "g"}
     ).generate_score(lambda run: len(run.output))
-    result = await scorer.run(output="long output", run_id="keep")
-    assert (result.score, result.run_id) == (1.0, "keep")
+    result = await scorer.run(
+        input="dropped", output="long output", run_id="keep", trace_id="t1", span_id="s1"
+    )
+    assert (result.score, result.input, result.ground_truth) == (1.0, None, "g")
+    # identity fields the dict leaves out are kept from the run
+    assert (result.run_id, result.trace_id, result.span_id) == ("keep", "t1", "s1")
+
+
+async def test_prepare_run_dict_may_set_identity_fields() -> None:
+    scorer = create_scorer(
+        id="s", description="d", prepare_run=lambda run: {"run_id": "new", "trace_id": None}
+    ).generate_score(lambda: 1)
+    result = await scorer.run(run_id="old", trace_id="t1")
+    assert (result.run_id, result.trace_id) == ("new", None)
 
 
 async def test_prepare_run_returning_garbage_fails_with_prepare_run_step() -> None:
