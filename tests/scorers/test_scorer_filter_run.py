@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from scorers import (
     Message,
@@ -196,3 +198,59 @@ def test_filter_run_returns_a_run_filter_with_its_options() -> None:
         None,
         3,
     )
+
+
+_PART_KINDS = ["text", "reasoning", "tool-call", "image", "data-progress"]
+
+
+def _message_of(kinds: list[str], tool: str) -> Message:
+    parts: list[dict[str, Any]] = []
+    for kind in kinds:
+        if kind == "tool-call":
+            parts.append({"type": "tool-call", "toolCallId": tool, "toolName": tool})
+        elif kind == "image":
+            parts.append({"type": "image", "url": "https://example.com/x.png"})
+        elif kind == "data-progress":
+            parts.append({"type": "data-progress", "pct": 1})
+        else:
+            parts.append({"type": kind, "text": kind})
+    return Message.model_validate({"role": "assistant", "content": [], "parts": parts})
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    messages=st.lists(
+        st.tuples(
+            st.lists(st.sampled_from(_PART_KINDS), min_size=1, max_size=3),
+            st.sampled_from(["search_web", "search_docs", "fetch"]),
+        ),
+        max_size=8,
+    ),
+    part_types=st.one_of(
+        st.none(), st.lists(st.sampled_from(["te", "tool", "image", "data-"]), max_size=2)
+    ),
+    tool_names=st.one_of(
+        st.none(), st.lists(st.sampled_from(["search", "fetch", "x"]), max_size=2)
+    ),
+    limit=st.one_of(st.none(), st.integers(min_value=0, max_value=5)),
+)
+def test_filtered_output_is_an_ordered_subset_within_the_limit(
+    messages: list[tuple[list[str], str]],
+    part_types: list[str] | None,
+    tool_names: list[str] | None,
+    limit: int | None,
+) -> None:
+    output = [_message_of(kinds, tool) for kinds, tool in messages]
+    run = make_agent_run("question", output, system_messages=["sys"])
+    new = filter_run(part_types=part_types, tool_names=tool_names, max_output_messages=limit)(run)
+    kept = list(new.output)
+    positions = [next(i for i, m in enumerate(output) if m is k) for k in kept]
+    assert positions == sorted(positions)
+    if limit:
+        assert len(kept) <= limit
+    for message in kept:
+        if part_types is not None:
+            assert any(p.type.startswith(tuple(part_types)) for p in message.parts)
+        if tool_names is not None and message.tool_calls:
+            assert any(c.name.startswith(tuple(tool_names)) for c in message.tool_calls)
+    assert new.input == run.input

@@ -465,3 +465,20 @@ async def test_cancellation_is_not_wrapped() -> None:
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
+
+
+async def test_concurrent_runs_of_one_scorer_are_independent() -> None:
+    async def analyze(run: ScorerRun[Any, Any]) -> int:
+        await asyncio.sleep(0)
+        return int(run.input)
+
+    scorer = (
+        create_scorer(id="s", description="d")
+        .analyze(analyze)
+        .generate_score(lambda results: results.analyze_step_result * 2)
+        .generate_reason(lambda run, score: f"{run.input}->{score:g}")
+    )
+    results = await asyncio.gather(*(scorer.run(input=str(i), run_id=f"r{i}") for i in range(50)))
+    assert [r.score for r in results] == [float(i * 2) for i in range(50)]
+    assert [r.reason for r in results] == [f"{i}->{i * 2}" for i in range(50)]
+    assert [r.run_id for r in results] == [f"r{i}" for i in range(50)]
