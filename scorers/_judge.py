@@ -249,7 +249,15 @@ async def execute_judge_call(
     if not judge.model or judge.instructions is None:
         raise ValueError("execute_judge_call needs a judge with a model and instructions")
     await ensure_litellm()
-    route = route_for(judge.model, judge.model_settings)
+    try:
+        route = route_for(judge.model, judge.model_settings)
+    except Exception as exc:  # litellm cannot resolve the provider: nothing was sent
+        status = getattr(exc, "status_code", None)
+        status = status if isinstance(status, int) else None
+        execution = JudgeExecution(status="failed", prompt=prompt, model=judge.model,
+                                   error=_error_dict(exc, status))
+        raise JudgeError(f"Judge model {judge.model!r} cannot be used: {exc}", status_code=status,
+                         execution=execution) from exc
     messages: list[dict[str, Any]] = [
         {"role": "system", "content": judge.instructions},
         {"role": "user", "content": prompt},
@@ -276,18 +284,18 @@ async def execute_judge_call(
             value = await _structured_attempt(state, messages, spec, "system", last=True)
         return value, state.record("success", output=_to_json(value))
     except _ProviderFailure as failure:
-        exc = failure.error
-        status = getattr(exc, "status_code", None)
+        error = failure.error
+        status = getattr(error, "status_code", None)
         status = status if isinstance(status, int) else None
-        retry_after = parse_retry_after_ms(exc)
-        execution = state.record("failed", error=_error_dict(exc, status))
+        retry_after = parse_retry_after_ms(error)
+        execution = state.record("failed", error=_error_dict(error, status))
         raise JudgeError(
-            f"Judge call to {route.model} failed: {exc}",
-            retryable=any(is_provider_retryable(level) for level in iter_error_chain(exc)),
+            f"Judge call to {route.model} failed: {error}",
+            retryable=any(is_provider_retryable(level) for level in iter_error_chain(error)),
             retry_after_s=retry_after / 1000 if retry_after is not None else None,
             status_code=status,
             execution=execution,
-        ) from exc
+        ) from error
     except JudgeError:  # JudgeOutputError, already recorded
         raise
     except Exception as exc:

@@ -216,6 +216,8 @@ def _build_route(model: str, settings: dict[str, Any]) -> Route:
         headers["OpenAI-Organization"] = str(organization)
     headers.update({str(k): str(v) for k, v in (settings.get("extra_headers") or {}).items()})
     timeout = settings.get("timeout")
+    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, int | float)):
+        return route  # an httpx.Timeout or similar: litellm knows what to do with it
     route.timeout_s = float(timeout) if timeout is not None else float(litellm.request_timeout)
     route.headers, route.gen_params, route.config, route.fast = headers, gen, config, True
     return route

@@ -240,3 +240,16 @@ def test_routes_never_print_the_api_key() -> None:
     route = route_for("openai/gpt-4o-mini", {"api_base": "http://127.0.0.1:9/v1", "api_key": "sk-secret-1"})
     assert "sk-secret-1" not in repr(route)
     assert route.headers["Authorization"] == "Bearer sk-secret-1"
+
+
+async def test_unknown_provider_is_a_judge_error_without_requests(server: Any, settings: dict[str, Any],
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    from scorers.errors import JudgeError
+
+    with pytest.raises(JudgeError) as caught:
+        await execute_judge_call(judge(settings, "nosuchprovider/model"), "p", output_schema=None)
+    assert "nosuchprovider/model" in str(caught.value)
+    assert caught.value.execution is not None and caught.value.execution.attempt_count == 0
+    assert caught.value.retryable is False
+    assert server.requests == []
+    assert "Provider List" not in capsys.readouterr().out  # litellm's banner stays silent
