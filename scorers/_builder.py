@@ -17,7 +17,7 @@ from typing import Any, Generic, Literal, TypeVar
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from scorers._agent_types import ScorerRunInputForAgent, ScorerRunOutputForAgent
-from scorers._execute import execute, format_validation_error
+from scorers._execute import execute
 from scorers._judge_types import Judge
 from scorers._run import STEP_ORDER, ScorerResult, ScorerRun, StepName
 from scorers._steps import (
@@ -26,6 +26,7 @@ from scorers._steps import (
     StepDefinition,
     as_judge,
     build_step,
+    format_validation_error,
     positional_callable,
     type_adapter,
 )
@@ -316,8 +317,6 @@ class Scorer(Generic[InT, OutT]):
         fields = {"description": description, "output_schema": output_schema,
                   "create_prompt": create_prompt, "judge": judge}  # fmt: skip
         return self._with_step("generate_reason", fn, fields)
-
-    # -- running ---------------------------------------------------------------------------
 
     async def run(
         self,

@@ -20,7 +20,7 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 from scorers._agent_types import ScorerRunInputForAgent, ScorerRunOutputForAgent
 from scorers._judge_types import JudgeExecution, JudgeStepRecord, merge_judges
 from scorers._run import STEP_ORDER, NotScorable, ScorerResult, ScorerRun, StepResults
-from scorers._steps import StepDefinition
+from scorers._steps import StepDefinition, format_validation_error
 from scorers.errors import JudgeError, ScorerDefinitionError, ScorerInputError, ScorerRunError
 
 if TYPE_CHECKING:
@@ -37,29 +37,6 @@ _EMPTY_AGENT_VALUES: dict[Any, Any] = {
     ScorerRunInputForAgent: ScorerRunInputForAgent,
     ScorerRunOutputForAgent: lambda: ScorerRunOutputForAgent([]),
 }
-
-
-def format_validation_error(error: ValidationError, limit: int = 5) -> str:
-    """One line per problem, ``<field path>: <message>``, at most ``limit`` of them.
-
-    Example:
-        >>> from pydantic import BaseModel
-        >>> class Q(BaseModel):
-        ...     question: str
-        >>> try:
-        ...     Q.model_validate({})
-        ... except ValidationError as exc:
-        ...     print(format_validation_error(exc))
-        question: Field required
-    """
-    lines = []
-    for item in error.errors()[:limit]:
-        loc = ".".join(str(part) for part in item["loc"]) or "(value)"
-        lines.append(f"{loc}: {item['msg']}")
-    more = error.error_count() - limit
-    if more > 0:
-        lines.append(f"... and {more} more")
-    return "; ".join(lines)
 
 
 def coerce(

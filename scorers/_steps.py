@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, TypeAdapter
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from scorers._judge_types import Judge
 from scorers._run import StepName
@@ -53,7 +53,7 @@ class PromptStep:
             ``judge_output`` (the validated answer); returns the score.
 
     Example:
-        >>> from pydantic import BaseModel, TypeAdapter
+        >>> from pydantic import BaseModel, TypeAdapter, ValidationError
         >>> class Verdict(BaseModel):
         ...     relevant: bool
         >>> step = PromptStep(description="Judge relevance", output_schema=Verdict,
@@ -104,12 +104,40 @@ def type_adapter(target: Any, what: str, scorer_id: str) -> TypeAdapter[Any] | N
         ) from exc
 
 
+def format_validation_error(error: ValidationError, limit: int = 5) -> str:
+    """One line per problem, ``<field path>: <message>``, at most ``limit`` of them.
+
+    Example:
+        >>> from pydantic import BaseModel
+        >>> class Q(BaseModel):
+        ...     question: str
+        >>> try:
+        ...     Q.model_validate({})
+        ... except ValidationError as exc:
+        ...     print(format_validation_error(exc))
+        question: Field required
+    """
+    lines = []
+    for item in error.errors()[:limit]:
+        loc = ".".join(str(part) for part in item["loc"]) or "(value)"
+        lines.append(f"{loc}: {item['msg']}")
+    more = error.error_count() - limit
+    if more > 0:
+        lines.append(f"... and {more} more")
+    return "; ".join(lines)
+
+
 def as_judge(judge: Judge | Mapping[str, Any] | None, where: str) -> Judge | None:
     """Accept a `Judge`, a dict of its fields, or None."""
     if judge is None or isinstance(judge, Judge):
         return judge
     if isinstance(judge, Mapping):
-        return Judge.model_validate(dict(judge))
+        try:
+            return Judge.model_validate(dict(judge))
+        except ValidationError as exc:
+            raise ScorerDefinitionError(
+                f"{where}: invalid judge: {format_validation_error(exc)}"
+            ) from exc
     raise ScorerDefinitionError(f"{where}: judge must be a Judge, got {judge!r}")
 
 

@@ -77,6 +77,13 @@ def test_judge_given_as_dict_becomes_a_judge() -> None:
     assert isinstance(scorer.judge, Judge) and scorer.judge.model == "openai/gpt-4o-mini"
 
 
+def test_invalid_judge_dict_is_a_definition_error() -> None:
+    with pytest.raises(ScorerDefinitionError, match='Scorer "s1": invalid judge: .*temperature'):
+        base(judge={"model": "m", "temperature": 0.2})
+    with pytest.raises(ScorerDefinitionError, match='Scorer "s1": judge must be a Judge'):
+        base(judge="openai/gpt-4o-mini")
+
+
 def test_int_version_is_kept_as_string() -> None:
     assert base(version=2).version == "2"  # type: ignore[arg-type]
 
