@@ -103,6 +103,7 @@ class Route:
     config: Any = None
     _native: bool | None = None
     _cost_known: bool = True
+    _client_timeout: Any = None
     _optional: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def supports_native(self) -> bool:
@@ -379,11 +380,13 @@ async def send(route: Route, messages: list[dict[str, Any]],
     if extra_body:
         body.update(extra_body)
     payload = json.dumps(body).encode()
+    if route._client_timeout is None:
+        route._client_timeout = aiohttp.ClientTimeout(total=route.timeout_s)
     session = await loop_clients().get_session()
     try:
         async with session.post(
             route.url, data=payload, headers=route.headers,
-            timeout=aiohttp.ClientTimeout(total=route.timeout_s),
+            timeout=route._client_timeout,
         ) as response:
             raw = await response.read()
             status = response.status
