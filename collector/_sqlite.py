@@ -1,17 +1,21 @@
 """A SQLite connection owned by one dedicated thread; coroutines submit work to it.
 
 Every statement runs on that thread (never on the event loop). The database is in WAL
-mode with ``synchronous=FULL``: a transaction that returned is on disk.
+mode with ``synchronous=FULL``: a call that returned is on disk. Calls submitted while
+the thread is busy are group-committed: the next drain runs them all in one
+transaction, each inside its own savepoint (a failing call is rolled back alone), so
+one fsync serves many concurrent receivers and workers.
 """
 
 from __future__ import annotations
 
 import asyncio
 import sqlite3
+import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 
@@ -88,6 +92,9 @@ class SqliteRunner:
         self._path = path
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tracescore-sqlite")
         self._db: sqlite3.Connection | None = None
+        self._lock = threading.Lock()
+        self._pending: list[tuple[Callable[[sqlite3.Connection], Any], asyncio.Future[Any]]] = []
+        self._scheduled = False
 
     def _open(self) -> None:
         if self._path not in ("", ":memory:"):
@@ -108,28 +115,51 @@ class SqliteRunner:
         """
         await asyncio.get_running_loop().run_in_executor(self._executor, self._open)
 
-    def _transaction(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+    def _drain(self) -> None:
+        with self._lock:
+            batch, self._pending, self._scheduled = self._pending, [], False
         db = self._db
+        outcomes: list[tuple[asyncio.Future[Any], Any, BaseException | None]] = []
         if db is None:
-            raise RuntimeError("store is not open")
-        db.execute("BEGIN IMMEDIATE")
-        try:
-            result = fn(db)
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
-        db.execute("COMMIT")
-        return result
+            closed = RuntimeError("store is not open")
+            outcomes = [(fut, None, closed) for _, fut in batch]
+        else:
+            db.execute("BEGIN IMMEDIATE")
+            for fn, fut in batch:
+                db.execute("SAVEPOINT call")
+                try:
+                    result = fn(db)
+                except Exception as err:
+                    db.execute("ROLLBACK TO call")
+                    db.execute("RELEASE call")
+                    outcomes.append((fut, None, err))
+                else:
+                    db.execute("RELEASE call")
+                    outcomes.append((fut, result, None))
+            try:
+                db.execute("COMMIT")
+            except Exception as err:
+                db.execute("ROLLBACK")
+                outcomes = [(fut, None, err) for fut, _, _ in outcomes]
+        for fut, result, error in outcomes:
+            fut.get_loop().call_soon_threadsafe(_resolve, fut, result, error)
 
     async def call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        """Run ``fn(connection)`` in one transaction on the store's thread.
+        """Run ``fn(connection)`` on the store's thread, committed before this returns.
+
+        The call runs (and commits) even if the awaiting coroutine is cancelled.
 
         Example:
             >>> SqliteRunner(":memory:").call  # doctest: +ELLIPSIS
             <bound method SqliteRunner.call of ...>
         """
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, self._transaction, fn)
+        fut: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+        with self._lock:
+            self._pending.append((fn, fut))
+            schedule, self._scheduled = not self._scheduled, True
+        if schedule:
+            self._executor.submit(self._drain)
+        return await fut
 
     def _close(self) -> None:
         if self._db is not None:
@@ -148,3 +178,12 @@ class SqliteRunner:
         except RuntimeError:
             pass  # executor already shut down
         self._executor.shutdown(wait=True)
+
+
+def _resolve(fut: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
+    if fut.done():
+        return
+    if error is not None:
+        fut.set_exception(error)
+    else:
+        fut.set_result(result)

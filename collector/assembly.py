@@ -272,21 +272,35 @@ class TraceAssembler:
             >>> TraceAssembler.decide_due.__name__
             'decide_due'
         """
-        trace_ids, expired = await self._buffer.due(64)
+        trace_ids, expired = await self._buffer.due(256)
         if expired:
             self._metrics.traces_evicted.labels(reason="no_run").inc(expired)
-        for trace_id in trace_ids:
-            chunks = await self._buffer.load(trace_id)
-            jobs = await asyncio.to_thread(self._jobs_for, trace_id, chunks)
-            if jobs:
-                flags = await self._queue.put(jobs)
-                for job, new in zip(jobs, flags, strict=True):
-                    reason = "queued" if new else "duplicate"
-                    self._metrics.decisions.labels(scorer=job.scorer_id, reason=reason).inc()
-                if any(flags) and self._on_jobs is not None:
-                    self._on_jobs()
-            await self._buffer.finish(trace_id)
+        if not trace_ids:
+            return 0
+        # Concurrent store calls are group-committed: one transaction per step, not per trace.
+        loaded = await asyncio.gather(*(self._buffer.load(t) for t in trace_ids))
+        jobs = await asyncio.to_thread(
+            lambda: [job for t, c in zip(trace_ids, loaded, strict=True) for job in self._safe_jobs_for(t, c)]
+        )
+        if jobs:
+            flags = await self._queue.put(jobs)
+            for job, new in zip(jobs, flags, strict=True):
+                reason = "queued" if new else "duplicate"
+                self._metrics.decisions.labels(scorer=job.scorer_id, reason=reason).inc()
+            if any(flags) and self._on_jobs is not None:
+                self._on_jobs()
+        await asyncio.gather(*(self._buffer.finish(t) for t in trace_ids))
         return len(trace_ids)
+
+    def _safe_jobs_for(self, trace_id: bytes, chunks: list[TraceChunk]) -> list[ScoreJob]:
+        # A trace that cannot be decided must not block the others (nor be retried forever).
+        try:
+            return self._jobs_for(trace_id, chunks)
+        except Exception:
+            self._metrics.errors.labels(component="assembly").inc()
+            self._metrics.runs_skipped.labels(reason="trace_error").inc()
+            logger.exception("deciding trace %s failed; it is skipped", trace_id.hex())
+            return []
 
     def _jobs_for(self, trace_id: bytes, chunks: list[TraceChunk]) -> list[ScoreJob]:
         """Decode a trace, extract runs and match scorers (runs on a worker thread)."""

@@ -155,3 +155,30 @@ async def test_content_in_logs_is_joined(tmp_path: Path) -> None:
 
 def test_sampling_agrees_with_ratio_edges() -> None:
     assert sampled("00" * 16, 1.0) and not sampled("00" * 16, 0.0)
+
+
+async def test_a_trace_that_breaks_the_adapters_is_skipped(tmp_path: Path) -> None:
+    class Broken:
+        """The adapters module, except that extraction fails on one service's traces."""
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(adapters, name)
+
+        @staticmethod
+        def extract_runs(trace: Any) -> Any:
+            if trace.spans[0].service == "poison":
+                raise ValueError("adapter bug")
+            return adapters.extract_runs(trace)
+
+    store = SqliteStore(str(tmp_path / "q.db"), decision_wait=0.0)
+    await store.start()
+    metrics = Metrics()
+    entries = [RegisteredScorer(_scorer("all"), ScorerConfig(ref="x:all"))]
+    asm = TraceAssembler(store, store, ScorerRegistry(entries), metrics, Broken())
+    await asm.start()
+    await asm.consume_traces(_agent_request("poison")[0])
+    await asm.consume_traces(_agent_request("fine")[0])
+    await _poll(_queued(store, 1), "the healthy trace's job")
+    assert b'tracescore_runs_skipped_total{reason="trace_error"} 1.0' in metrics.render()
+    await asm.shutdown()
+    await store.shutdown()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from collector.assembly_types import TraceChunk
@@ -165,3 +166,27 @@ async def test_outbox_defer(tmp_path: Path) -> None:
     assert await store.pending(5) == []
     await store.shutdown()
     await store.shutdown()
+
+
+async def test_group_commit_isolates_a_failing_call(tmp_path: Path) -> None:
+    import asyncio
+    import sqlite3
+
+    from collector._sqlite import SqliteRunner
+
+    runner = SqliteRunner(str(tmp_path / "r.db"))
+    await runner.open()
+
+    def insert(key: str) -> Callable[[sqlite3.Connection], None]:
+        return lambda db: db.execute("INSERT INTO done(key, at) VALUES (?, 0)", (key,)) and None
+
+    def failing(db: sqlite3.Connection) -> None:
+        db.execute("INSERT INTO done(key, at) VALUES ('bad', 0)")
+        raise ValueError("boom")
+
+    results = await asyncio.gather(runner.call(insert("a")),
+                                   runner.call(failing), runner.call(insert("b")), return_exceptions=True)
+    assert isinstance(results[1], ValueError) and results[0] is None and results[2] is None
+    keys = await runner.call(lambda db: [r[0] for r in db.execute("SELECT key FROM done ORDER BY key")])
+    assert keys == ["a", "b"]
+    await runner.close()
