@@ -1,40 +1,17 @@
 """Fixtures for judge tests: a real OpenAI-compatible HTTP server on 127.0.0.1 (port 0).
 
 The server module lives in ``tests/support/llm_server.py`` and is loaded by path (tests
-are not a package), so other test folders and the benchmark can load it the same way.
+are not a package; see `judge_support`), so other test folders and the benchmark can
+load it the same way.
 """
 
 from __future__ import annotations
 
-import importlib.util
-import os
-import sys
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-
-_SERVER_PATH = Path(__file__).resolve().parents[2] / "support" / "llm_server.py"
-
-
-def load_llm_server() -> Any:
-    """The ``tests/support/llm_server.py`` module (loaded once, by path)."""
-    name = "tracescore_test_llm_server"
-    module = sys.modules.get(name)
-    if module is None:
-        spec = importlib.util.spec_from_file_location(name, _SERVER_PATH)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return module
-
-
-llm_server = load_llm_server()
-Reply = llm_server.Reply
+from judge_support import llm_server
 
 
 @pytest.fixture
@@ -65,10 +42,3 @@ def transport(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -
     if request.param == "litellm":
         monkeypatch.setattr(_judge_transport, "FAST_PROVIDERS", frozenset())
     return str(request.param)
-
-
-SCORE_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {"score": {"type": "number"}},
-    "required": ["score"],
-}

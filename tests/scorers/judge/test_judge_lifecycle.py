@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Reply
+from judge_support import Reply
 
 from scorers._judge import execute_judge_call
 from scorers._judge_types import Judge

@@ -7,7 +7,7 @@ import math
 from typing import Any
 
 import pytest
-from conftest import Reply
+from judge_support import Reply
 
 from scorers._judge import execute_judge_call, get_judge_concurrency, set_judge_concurrency
 from scorers._judge_types import Judge

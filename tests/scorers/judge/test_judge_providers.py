@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from conftest import SCORE_SCHEMA, Reply
+from judge_support import SCORE_SCHEMA, Reply
 
 from scorers._judge import execute_judge_call
 from scorers._judge_transport import route_for

@@ -8,7 +8,7 @@ import sys
 from typing import Any
 
 import pytest
-from conftest import SCORE_SCHEMA, Reply
+from judge_support import SCORE_SCHEMA, Reply
 from pydantic import BaseModel
 
 from scorers._judge import execute_judge_call

@@ -8,7 +8,7 @@ from email.utils import format_datetime
 from typing import Any
 
 import pytest
-from conftest import SCORE_SCHEMA, Reply
+from judge_support import SCORE_SCHEMA, Reply
 
 from scorers._judge import execute_judge_call
 from scorers._judge_types import Judge

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from conftest import Reply
+from judge_support import Reply
 from pydantic import BaseModel
 
 from scorers import Judge, ScorerRunError, create_scorer
