@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import copy
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from types import MappingProxyType
 from typing import Any, Generic, Literal, TypeVar
 
@@ -376,10 +377,11 @@ class Scorer(Generic[InT, OutT]):
         trace_id: str | None = None,
         span_id: str | None = None,
     ) -> ScorerResult[InT, OutT]:
-        """`run` for scripts: runs its own event loop. Inside a running loop, use ``await run``.
+        """`run` for scripts and notebooks: blocks until the result is ready.
 
-        Raises:
-            RuntimeError: inside a running event loop (async code, notebooks): await `run`.
+        Outside an event loop it runs its own; inside a running loop (a notebook cell,
+        async code) it runs the scorer on a fresh loop in a helper thread, so the call
+        still returns the result. Async code should prefer ``await scorer.run(...)``.
 
         Example:
             >>> from scorers import create_scorer
@@ -387,13 +389,10 @@ class Scorer(Generic[InT, OutT]):
             >>> scorer.run_sync(input="q", output="a").score
             1.0
         """
+        coroutine_args = (input, output, ground_truth, run_id, request_context, trace_id, span_id)
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            return asyncio.run(
-                self.run(input, output, ground_truth, run_id, request_context, trace_id, span_id)
-            )
-        raise RuntimeError(
-            f'Scorer "{self._id}": run_sync() cannot be called from a running event loop; '
-            "use 'await scorer.run(...)' instead"
-        )
+            return asyncio.run(self.run(*coroutine_args))
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="tracescore-run-sync") as pool:
+            return pool.submit(asyncio.run, self.run(*coroutine_args)).result()

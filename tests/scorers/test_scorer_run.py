@@ -206,10 +206,18 @@ def test_run_sync_from_a_script() -> None:
     assert scorer.run_sync(input="i", output="o").score == 0.5
 
 
-async def test_run_sync_inside_a_running_loop_is_a_clear_error() -> None:
-    scorer = create_scorer(id="s", description="d").generate_score(lambda run: 0.5)
-    with pytest.raises(RuntimeError, match=r"use 'await scorer\.run\(\.\.\.\)' instead"):
-        scorer.run_sync()
+async def test_run_sync_inside_a_running_loop_still_returns_the_result() -> None:
+    """As in a notebook cell: the caller's loop is running, run_sync uses a helper thread."""
+    outer_loop = asyncio.get_running_loop()
+    seen_loops: list[asyncio.AbstractEventLoop] = []
+
+    async def score(run: ScorerRun[Any, Any]) -> float:
+        seen_loops.append(asyncio.get_running_loop())
+        return 0.5 if run.output == "o" else 0.0
+
+    scorer = create_scorer(id="s", description="d").generate_score(score)
+    assert scorer.run_sync(input="i", output="o").score == 0.5
+    assert seen_loops and seen_loops[0] is not outer_loop
 
 
 # -- prepare_run ---------------------------------------------------------------------------
