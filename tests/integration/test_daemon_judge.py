@@ -1,0 +1,88 @@
+"""A judge scorer through the daemon against a fake OpenAI-compatible server (the network boundary)."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from daemon_harness import CaptureBackend, emit_agent_trace, wait_until
+from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcExporter
+
+from collector.config import ScorerConfig, config_from_dict
+from collector.registry import RegisteredScorer, ScorerRegistry
+from collector.service import Service
+from scorers import Judge, create_scorer
+
+SERVER_PATH = Path(__file__).parents[1] / "support" / "llm_server.py"
+
+
+def _llm_server_module() -> Any:
+    name = "tracescore_llm_server_it"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, SERVER_PATH)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+@pytest.fixture
+async def llm() -> AsyncIterator[Any]:
+    from scorers._judge_transport import aclose_judge_clients
+
+    server = await _llm_server_module().LLMTestServer().start()
+    yield server
+    await aclose_judge_clients()
+    await server.stop()
+
+
+async def test_judge_scores_carry_model_usage_and_survive_a_429(tmp_path: Path, llm: Any) -> None:
+    Reply = _llm_server_module().Reply
+    llm.script(
+        Reply.error(429, headers={"retry-after-ms": "20"}),
+        Reply.json({"score": 0.8}, usage={"prompt_tokens": 120, "completion_tokens": 7, "total_tokens": 127}),
+    )
+    judge = Judge(model="openai/gpt-4o-mini", instructions="You are a strict evaluator.",
+                  model_settings={"api_base": llm.url + "/v1", "api_key": "test-key"})
+    scorer = create_scorer(id="llm-quality", name="LLM quality", description="judged", type="agent",
+                           judge=judge, version="1").generate_score(
+        description="Rate the answer from 0 to 1",
+        create_prompt=lambda run: f"Answer: {run.output[-1].content}\nRate it from 0 to 1.",
+    )
+    backend = await CaptureBackend().start()
+    config = config_from_dict({
+        "receiver": {"grpc_endpoint": "127.0.0.1:0", "http_endpoint": "127.0.0.1:0"},
+        "assembly": {"decision_wait": 0.2},
+        "queue": {"url": f"sqlite:///{tmp_path / 'q.db'}"},
+        "export": {"endpoint": backend.endpoint, "forward_spans": False},
+    }, env={})
+    registry = ScorerRegistry([RegisteredScorer(scorer, ScorerConfig(ref="tests:llm_quality"))])
+    service = Service(config, registry)
+    await service.start()
+    try:
+        assert service.grpc is not None
+        exporter = GrpcExporter(endpoint=f"127.0.0.1:{service.grpc.port}", insecure=True)
+        trace_id, span_id = await asyncio.to_thread(emit_agent_trace, exporter)
+        await wait_until(lambda: len(backend.scores()) == 1, what="the judged score")
+        (score,) = backend.scores()
+        attrs = score.event_attributes
+        assert (score.span.trace_id.hex(), score.span.parent_span_id.hex()) == (trace_id, span_id)
+        assert attrs["gen_ai.evaluation.score.value"] == 0.8
+        assert attrs["tracescore.judge.model"] == "openai/gpt-4o-mini"
+        assert attrs["tracescore.judge.usage.input_tokens"] == 120
+        assert attrs["tracescore.judge.usage.output_tokens"] == 7
+        assert attrs["tracescore.judge.cost_usd"] > 0  # litellm prices gpt-4o-mini from its local map
+        assert len(llm.requests) == 2  # the 429, then the retried job's call
+        assert "The capital of France is Paris." in llm.requests[-1].message_text("user")
+        text = service.metrics.render().decode()
+        assert 'tracescore_decisions_total{reason="retried",scorer="llm-quality"} 1.0' in text
+        assert 'tracescore_judge_tokens_total{direction="input",model="openai/gpt-4o-mini"} 120.0' in text
+    finally:
+        await service.shutdown()
+        await backend.stop()
