@@ -98,7 +98,10 @@ def _body_messages(body: Any, key: str) -> list[Msg]:
         if isinstance(output, list):
             return parse_messages(output)
     if isinstance(body, list):
-        return parse_messages(body)
+        # a message list, or (Agents SDK streaming) a list of whole Response objects
+        return parse_messages(body) or [
+            m for item in body if isinstance(item, dict) for m in _body_messages(item, key)
+        ]
     return []
 
 

@@ -1,0 +1,52 @@
+"""More real captures (S1–S4 of every variant, see captures/README.md) give the scenario's
+exact messages; no-content variants give empty messages and no failure."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from adapters_support import norm_run, runs_from_files
+
+CAPTURES = Path(__file__).resolve().parent / "captures"
+SYSTEM = ["You are a terse assistant."]
+CALL_ID = "call_68e4854238118622674403a6"
+
+
+def _user(text: str) -> list[Any]:
+    return ["user", text, []]
+
+
+def _assistant(text: str) -> list[Any]:
+    return ["assistant", text, []]
+
+
+EXPECTED = {
+    "S1": {"system": SYSTEM, "remembered": [], "input": [_user("What is the capital of France?")],
+           "output": [_assistant("The capital of France is Paris.")]},
+    "S2": {"system": SYSTEM, "remembered": [_user("My name is Ada."), _assistant("Nice to meet you, Ada.")],
+           "input": [_user("What is my name?")], "output": [_assistant("Your name is Ada.")]},
+    "S3": {"system": SYSTEM, "remembered": [], "input": [_user("What is the weather in Paris?")],
+           "output": [["assistant", "", [[CALL_ID, "get_weather", {"city": "Paris"}]]],
+                      ["tool", CALL_ID, "sunny and 21 degrees Celsius"],
+                      _assistant("The weather in Paris is sunny and 21 degrees Celsius.")]},
+    "S4": {"system": SYSTEM, "remembered": [], "input": [_user("Count from one to five.")],
+           "output": [_assistant("One, two, three, four, five.")]},
+}
+CASES = sorted(p for p in CAPTURES.glob("*/S?.pb"))
+
+
+def test_captures_are_present() -> None:
+    assert len(CASES) == 48
+
+
+@pytest.mark.parametrize("path", CASES, ids=[f"{p.parent.name}/{p.stem}" for p in CASES])
+def test_capture(path: Path) -> None:
+    logs = path.with_name(path.stem + ".logs.pb")
+    runs = runs_from_files(path, logs if logs.exists() else None)
+    if path.parent.name.endswith("nocontent"):
+        assert runs and all(not m.content for r in runs for m in [*r.input.input_messages, *r.output])
+        return
+    assert len(runs) == 1
+    assert norm_run(runs[0]) == EXPECTED[path.stem]
