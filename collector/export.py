@@ -153,6 +153,8 @@ def make_span_exporter(cfg: ExportConfig) -> SpanExporter | None:
         return None
     headers = dict(cfg.headers) or None
     if cfg.protocol == "grpc":
+        # gRPC metadata keys must be lowercase.
+        headers = {k.lower(): v for k, v in cfg.headers.items()} or None
         from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as Grpc
 
         return Grpc(

@@ -145,7 +145,7 @@ class Forwarder:
     async def _send(self, signal: Signal, body: bytes) -> bool | None:
         """Send once: None on success, else whether a retry may help."""
         if self._channel is not None:
-            metadata = tuple(self._headers.items())
+            metadata = tuple((k.lower(), v) for k, v in self._headers.items())
             try:
                 if signal == "traces":
                     await trace_service_pb2_grpc.TraceServiceStub(self._channel).Export(

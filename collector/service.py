@@ -15,6 +15,7 @@ import importlib
 import logging
 import signal
 import ssl
+from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
@@ -197,7 +198,24 @@ class Service:
         await self.store.shutdown()
         logger.info("tracescore stopped")
 
-    async def run_until_signal(self) -> None:
+    def describe(self) -> str:
+        """One line saying where the daemon listens and where scores go.
+
+        Example:
+            >>> Service(Config(), ScorerRegistry([])).describe()
+            'tracescore: 0 scorers; OTLP not listening; scores logged (no export endpoint)'
+        """
+        listeners = []
+        if self.grpc is not None:
+            listeners.append(f"gRPC {self.config.receiver.grpc_endpoint.rpartition(':')[0]}:{self.grpc.port}")
+        if self.http is not None:
+            listeners.append(f"HTTP {self.config.receiver.http_endpoint.rpartition(':')[0]}:{self.http.port}")
+        where = ("OTLP on " + " and ".join(listeners)) if listeners else "OTLP not listening"
+        e = self.config.export
+        target = f"scores to {e.endpoint} ({e.protocol})" if e.endpoint else "scores logged (no export endpoint)"
+        return f"tracescore: {len(self.registry.entries)} scorers; {where}; {target}"
+
+    async def run_until_signal(self, on_ready: Callable[[str], None] | None = None) -> None:
         """Start, serve until SIGTERM or SIGINT, then drain and stop.
 
         Example:
@@ -210,6 +228,8 @@ class Service:
             loop.add_signal_handler(sig, stop.set)
         try:
             await self.start()
+            if on_ready is not None:
+                on_ready(self.describe())
             await stop.wait()
             logger.info("signal received: draining")
         finally:

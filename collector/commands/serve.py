@@ -64,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
         logger.warning("no scorers registered: spans are received and forwarded, nothing is scored")
     service = Service(config, registry)
     try:
-        asyncio.run(service.run_until_signal())
+        asyncio.run(service.run_until_signal(lambda line: print(line, file=sys.stderr, flush=True)))
     except OSError as err:
         print(f"tracescore: cannot start: {err}", file=sys.stderr)
         return 1

@@ -81,6 +81,7 @@ class CaptureBackend:
         self.port = port
         self.requests: list[trace_service_pb2.ExportTraceServiceRequest] = []
         self.log_requests: list[logs_service_pb2.ExportLogsServiceRequest] = []
+        self.metadata: list[dict[str, str]] = []
         self._server: grpc.aio.Server | None = None
 
     async def start(self) -> CaptureBackend:
@@ -88,6 +89,7 @@ class CaptureBackend:
 
         class Traces(trace_service_pb2_grpc.TraceServiceServicer):
             async def Export(self, request, context):  # noqa: N802
+                backend.metadata.append({k: v for k, v in context.invocation_metadata() or ()})
                 backend.requests.append(request)
                 return trace_service_pb2.ExportTraceServiceResponse()
 

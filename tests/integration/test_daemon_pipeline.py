@@ -56,7 +56,7 @@ async def backend() -> AsyncIterator[CaptureBackend]:
 
 
 async def test_scores_reach_backend_as_child_spans(tmp_path: Path, backend: CaptureBackend) -> None:
-    service = await _service(_config(tmp_path, backend.endpoint))
+    service = await _service(_config(tmp_path, backend.endpoint, headers={"X-Tenant": "acme"}))
     try:
         assert service.grpc is not None and service.http is not None
         grpc_exp = GrpcExporter(endpoint=f"127.0.0.1:{service.grpc.port}", insecure=True)
@@ -95,6 +95,8 @@ async def test_scores_reach_backend_as_child_spans(tmp_path: Path, backend: Capt
         assert names == [("billing-bot", "chat gpt-4o-mini"), ("billing-bot", "invoke_agent billing"),
                          ("support-bot", "chat gpt-4o-mini"), ("support-bot", "invoke_agent support")]
         assert {s.span.span_id.hex() for s in backend.forwarded()} >= {s1, s2}
+        # Configured headers reach the backend on score exports and forwards alike.
+        assert all(m.get("x-tenant") == "acme" for m in backend.metadata)
 
         async with aiohttp.ClientSession() as session:
             async with session.get(f"http://127.0.0.1:{service.http.port}/metrics") as resp:
