@@ -11,9 +11,17 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
+from importlib import metadata
 
 # Subcommands in the order `tracescore --help` lists them; each is collector/commands/<name>.py.
 COMMANDS: tuple[str, ...] = ("demo", "serve", "check", "inspect", "score")
+
+
+def _version() -> str:
+    try:
+        return metadata.version("tracescore")
+    except metadata.PackageNotFoundError:
+        return "unknown"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -29,6 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Score the agent runs in your OpenTelemetry traces.",
     )
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging")
+    parser.add_argument("--version", action="version", version=f"tracescore {_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMANDS:
         module = importlib.import_module(f"collector.commands.{name}")
@@ -42,7 +51,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `tracescore` console script; returns the exit code.
 
     Example:
-        >>> main(["demo", "--help"])  # doctest: +SKIP
+        >>> try:
+        ...     main(["--version"])
+        ... except SystemExit as exit:
+        ...     print("exit code", exit.code)
+        tracescore ...
+        exit code 0
     """
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     args = build_parser().parse_args(argv)

@@ -69,25 +69,3 @@ def run(args: argparse.Namespace) -> int:
         print(f"tracescore: cannot start: {err}", file=sys.stderr)
         return 1
     return 0
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Run ``serve`` on its own (``python -m collector.commands.serve``), as the CLI would.
-
-    Example:
-        >>> main(["--help"])  # doctest: +SKIP
-    """
-    import os
-
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    parser = argparse.ArgumentParser(prog="tracescore serve", description=HELP)
-    parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging")
-    add_arguments(parser)
-    args = parser.parse_args(argv)
-    level = logging.WARNING - 10 * min(args.verbose, 2)
-    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    return run(args)
-
-
-if __name__ == "__main__":
-    sys.exit(main())
