@@ -108,6 +108,7 @@ class QueueConfig(BaseModel):
     visibility_timeout_s: float = Field(default=300.0, gt=0)
     max_attempts: int = Field(default=5, gt=0)
     max_pending_jobs: int = Field(default=100_000, gt=0)
+    retention_s: float = Field(default=7 * 24 * 3600.0, gt=0)
 
     @model_validator(mode="after")
     def _scheme(self) -> QueueConfig:

@@ -15,6 +15,7 @@ import importlib
 import logging
 import signal
 import ssl
+import time
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any
@@ -158,8 +159,12 @@ class Service:
         logger.info("tracescore ready: %d scorers", len(self.registry.entries))
 
     async def _stats_loop(self) -> None:
+        last_prune = 0.0
         while True:
             try:
+                if time.monotonic() - last_prune > 600:
+                    last_prune = time.monotonic()
+                    await self.store.prune(self.config.queue.retention_s)
                 stats = await self.store.stats()
                 self.metrics.jobs.labels(state="queued").set(stats.queued)
                 self.metrics.jobs.labels(state="in_flight").set(stats.in_flight)

@@ -464,6 +464,23 @@ class SqliteStore:
 
         return await self._runner.call(work)
 
+    async def prune(self, older_than_s: float, now: float | None = None) -> int:
+        """Forget idempotency keys and dead letters older than ``older_than_s``; returns rows removed.
+
+        A batch replayed after that long would be scored again: keep it longer than any replay.
+
+        Example:
+            >>> SqliteStore(":memory:").prune  # doctest: +ELLIPSIS
+            <bound method SqliteStore.prune of ...>
+        """
+        cutoff = (time.time() if now is None else now) - older_than_s
+
+        def work(db: sqlite3.Connection) -> int:
+            removed = db.execute("DELETE FROM done WHERE at < ?", (cutoff,)).rowcount
+            return removed + db.execute("DELETE FROM dead_letters WHERE failed_at < ?", (cutoff,)).rowcount
+
+        return await self._runner.call(work)
+
     async def dead_letters(self) -> list[dict[str, object]]:
         """The dead-letter table as dicts (key, error, attempts).
 

@@ -164,6 +164,9 @@ async def test_outbox_defer(tmp_path: Path) -> None:
     items = await store.pending(5)
     await store.defer([i.item_id for i in items], 60.0)
     assert await store.pending(5) == []
+    assert await store.prune(3600.0) == 0
+    assert await store.prune(3600.0, now=time.time() + 7200) == 1  # the done key
+    assert await store.put([_job()]) == [True]  # replay protection ends with retention
     await store.shutdown()
     await store.shutdown()
 
