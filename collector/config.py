@@ -169,6 +169,9 @@ class ExportConfig(BaseModel):
     timeout_s: float = Field(default=10.0, gt=0)
     max_backoff_s: float = Field(default=30.0, gt=0)
     max_batch: int = Field(default=256, gt=0)
+    score_logs: bool = False
+    score_metrics: bool = False
+    metrics_interval_s: float = Field(default=60.0, gt=0)
     forward_queue_size: int = Field(default=1024, gt=0)
 
 

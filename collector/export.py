@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from opentelemetry import context as otel_context
@@ -196,6 +196,8 @@ class ScoreExporter:
         exporter: the SDK span exporter; None logs and drops records (no endpoint set).
         metrics: the service's instruments.
         max_batch: records per export call.
+        on_exported: called on a worker thread with the records the backend accepted
+            (the optional log and metric copies).
         backoff_s: first retry delay after a failed export (doubles up to ``max_backoff_s``).
 
     Example:
@@ -206,7 +208,9 @@ class ScoreExporter:
     def __init__(
         self, outbox: Outbox, exporter: SpanExporter | None, metrics: Metrics, *,
         max_batch: int = 256, backoff_s: float = 0.5, max_backoff_s: float = 30.0, poll_s: float = 0.5,
+        on_exported: Callable[[list[ScoreRecord]], None] | None = None,
     ) -> None:
+        self._on_exported = on_exported
         self._outbox = outbox
         self._exporter = exporter
         self._metrics = metrics
@@ -305,6 +309,11 @@ class ScoreExporter:
         if result is SpanExportResult.SUCCESS:
             await self._outbox.release(ids)
             self._metrics.scores_exported.inc(len(items))
+            if self._on_exported is not None:
+                try:
+                    await asyncio.to_thread(self._on_exported, [item.record for item in items])
+                except Exception:
+                    logger.exception("optional score copies failed")
             return len(items)
         attempts = max(item.attempts for item in items)
         delay = min(self._max_backoff, self._backoff * 2**attempts) * random.uniform(0.8, 1.2)

@@ -32,6 +32,7 @@ from collector.metrics import Metrics
 from collector.receiver_grpc import GrpcReceiver
 from collector.receiver_http import HttpReceiver
 from collector.registry import ScorerRegistry
+from collector.score_signals import ScoreSignals
 from collector.sqlite_store import SqliteStore
 from collector.worker import Worker
 from scorers import set_judge_concurrency
@@ -102,8 +103,11 @@ class Service:
             max_spans_per_trace=a.max_spans_per_trace, max_trace_age=a.max_trace_age,
             visibility_timeout_s=q.visibility_timeout_s, max_attempts=q.max_attempts,
         )
-        self.exporter = ScoreExporter(self.store, make_span_exporter(e), self.metrics, max_batch=e.max_batch,
-                                      max_backoff_s=e.max_backoff_s)
+        self.signals = ScoreSignals(e)
+        self.exporter = ScoreExporter(
+            self.store, make_span_exporter(e), self.metrics, max_batch=e.max_batch,
+            max_backoff_s=e.max_backoff_s, on_exported=self.signals.exported if self.signals.enabled else None,
+        )
         self.worker = Worker(
             self.store, registry, self.metrics, concurrency=w.concurrency,
             max_attempts=q.max_attempts,
@@ -197,6 +201,7 @@ class Service:
             await self.forwarder.shutdown(share)
         await self.worker.shutdown(share)
         await self.exporter.shutdown(share)
+        await asyncio.to_thread(self.signals.shutdown)
         if self._stats_task is not None:
             self._stats_task.cancel()
             await asyncio.gather(self._stats_task, return_exceptions=True)

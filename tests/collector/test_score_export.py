@@ -129,3 +129,13 @@ async def test_backend_outage_delays_never_loses(tmp_path: Path) -> None:
     assert await store.pending(10) == []
     assert b"tracescore_export_failures_total 2.0" in metrics.render()
     await store.shutdown()
+
+
+def test_score_signals_disabled_without_endpoint_or_flags() -> None:
+    from collector.score_signals import ScoreSignals, build_log_record
+
+    assert not ScoreSignals(ExportConfig(endpoint="http://127.0.0.1:1")).enabled
+    assert not ScoreSignals(ExportConfig(score_logs=True)).enabled  # no endpoint
+    rec = build_log_record(_record())
+    assert rec.log_record.attributes["gen_ai.evaluation.score.value"] == 0.75
+    assert format(rec.log_record.trace_id, "032x") == TRACE

@@ -12,6 +12,7 @@ import socket
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any
 
 import grpc
 from opentelemetry.proto.collector.logs.v1 import logs_service_pb2, logs_service_pb2_grpc
@@ -82,6 +83,7 @@ class CaptureBackend:
         self.requests: list[trace_service_pb2.ExportTraceServiceRequest] = []
         self.log_requests: list[logs_service_pb2.ExportLogsServiceRequest] = []
         self.metadata: list[dict[str, str]] = []
+        self.metric_requests: list[Any] = []
         self._server: grpc.aio.Server | None = None
 
     async def start(self) -> CaptureBackend:
@@ -98,7 +100,18 @@ class CaptureBackend:
                 backend.log_requests.append(request)
                 return logs_service_pb2.ExportLogsServiceResponse()
 
+        from opentelemetry.proto.collector.metrics.v1 import (
+            metrics_service_pb2,
+            metrics_service_pb2_grpc,
+        )
+
+        class Metrics(metrics_service_pb2_grpc.MetricsServiceServicer):
+            async def Export(self, request, context):  # noqa: N802
+                backend.metric_requests.append(request)
+                return metrics_service_pb2.ExportMetricsServiceResponse()
+
         self._server = grpc.aio.server()
+        metrics_service_pb2_grpc.add_MetricsServiceServicer_to_server(Metrics(), self._server)
         trace_service_pb2_grpc.add_TraceServiceServicer_to_server(Traces(), self._server)
         logs_service_pb2_grpc.add_LogsServiceServicer_to_server(Logs(), self._server)
         self.port = self._server.add_insecure_port(f"127.0.0.1:{self.port}")

@@ -196,3 +196,26 @@ async def test_http_protobuf_export_and_logs_forwarding(tmp_path: Path) -> None:
     finally:
         await service.shutdown()
         await backend.stop()
+
+
+async def test_optional_score_log_records_and_metrics(tmp_path: Path, backend: CaptureBackend) -> None:
+    data = _config(tmp_path, backend.endpoint, forward_spans=False, score_logs=True, score_metrics=True)
+    data["scorers"] = data["scorers"][:1]
+    service = await _service(data)
+    try:
+        assert service.grpc is not None
+        exporter = GrpcExporter(endpoint=f"127.0.0.1:{service.grpc.port}", insecure=True)
+        trace_id, span_id = await asyncio.to_thread(emit_agent_trace, exporter)
+        await wait_until(lambda: len(backend.log_requests) == 1, what="the score as a log record")
+        (record,) = [r for req in backend.log_requests for rl in req.resource_logs
+                     for sl in rl.scope_logs for r in sl.log_records]
+        assert record.event_name == "gen_ai.evaluation.result"
+        assert (record.trace_id.hex(), record.span_id.hex()) == (trace_id, span_id)
+        attrs = {kv.key: kv.value for kv in record.attributes}
+        assert attrs["gen_ai.evaluation.score.value"].double_value == pytest.approx(0.31)
+    finally:
+        await service.shutdown()  # flushes the metric reader
+    points = [(m.name, dp) for req in backend.metric_requests for rm in req.resource_metrics
+              for sm in rm.scope_metrics for m in sm.metrics for dp in m.histogram.data_points]
+    assert [(name, dp.count, round(dp.sum, 2)) for name, dp in points] == [("gen_ai.evaluation.score", 1, 0.31)]
+    assert {kv.key: kv.value.string_value for kv in points[0][1].attributes}["tracescore.scorer.id"] == "answer-length"
