@@ -18,273 +18,43 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Discriminator,
-    Field,
-    RootModel,
-    Tag,
-    field_validator,
-    model_validator,
+from pydantic import BaseModel, Field, RootModel, model_validator
+
+from scorers._parts import (
+    MODEL_CONFIG,
+    FilePart,
+    OtherPart,
+    Part,
+    ReasoningPart,
+    TextPart,
+    ToolCall,
+    ToolCallPart,
+    ToolResultPart,
+    coerce_part,
+    parse_json_arguments,
+    part_from_tool_call,
+    tool_call_from_part,
 )
-from pydantic.alias_generators import to_camel
 
-Role = Literal["system", "user", "assistant", "tool"]
-
-_MODEL_CONFIG = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
-
-
-def parse_json_arguments(value: Any) -> Any:
-    """Return ``value`` parsed as JSON when it is a string holding a JSON object or array.
-
-    Example:
-        >>> parse_json_arguments('{"city": "Paris"}')
-        {'city': 'Paris'}
-        >>> parse_json_arguments("not json")
-        'not json'
-    """
-    if isinstance(value, str):
-        text = value.strip()
-        if text[:1] in ("{", "["):
-            try:
-                return json.loads(text)
-            except ValueError:
-                return value
-    return value
-
-
-class ToolCall(BaseModel):
-    """One tool call made by an assistant message, with its result once known.
-
-    Example:
-        >>> ToolCall(id="c1", name="get_weather", arguments='{"city": "Paris"}').arguments
-        {'city': 'Paris'}
-        >>> ToolCall.model_validate({"toolCallId": "c1", "toolName": "t", "args": {}, "state": "result"}).state
-        'result'
-    """
-
-    model_config = _MODEL_CONFIG
-
-    id: str = ""
-    name: str = ""
-    arguments: Any = None
-    result: Any = None
-    state: str = "call"
-
-    @model_validator(mode="before")
-    @classmethod
-    def _from_mastra(cls, data: Any) -> Any:
-        if isinstance(data, dict):
-            data = dict(data)
-            if "id" not in data and "toolCallId" in data:
-                data["id"] = data.pop("toolCallId")
-            if "name" not in data and "toolName" in data:
-                data["name"] = data.pop("toolName")
-            if "arguments" not in data and "args" in data:
-                data["arguments"] = data.pop("args")
-            if "id" in data and data["id"] is None:
-                data["id"] = ""
-            if "name" in data and data["name"] is None:
-                data["name"] = ""
-        return data
-
-    @field_validator("arguments", mode="after")
-    @classmethod
-    def _parse_arguments(cls, value: Any) -> Any:
-        return parse_json_arguments(value)
-
-
-class TextPart(BaseModel):
-    """A text part of a message.
-
-    Example:
-        >>> TextPart(text="hi").type
-        'text'
-    """
-
-    model_config = _MODEL_CONFIG
-    type: Literal["text"] = "text"
-    text: str = ""
-
-
-class ReasoningPart(BaseModel):
-    """A reasoning (thinking) part of an assistant message.
-
-    Example:
-        >>> ReasoningPart(text="step by step").text
-        'step by step'
-    """
-
-    model_config = _MODEL_CONFIG
-    type: Literal["reasoning"] = "reasoning"
-    text: str = ""
-
-
-class ToolCallPart(BaseModel):
-    """A tool call inside a message (Mastra's ``tool-invocation``), with its result when known.
-
-    Example:
-        >>> ToolCallPart(tool_call_id="c1", tool_name="search", args={"q": "x"}).type
-        'tool-call'
-    """
-
-    model_config = _MODEL_CONFIG
-    type: Literal["tool-call"] = "tool-call"
-    tool_call_id: str = ""
-    tool_name: str = ""
-    args: Any = None
-    result: Any = None
-    state: str = "call"
-
-    @field_validator("args", mode="after")
-    @classmethod
-    def _parse_args(cls, value: Any) -> Any:
-        return parse_json_arguments(value)
-
-
-class ToolResultPart(BaseModel):
-    """The result of a tool call, as sent back to the model (role ``tool`` messages).
-
-    Example:
-        >>> ToolResultPart(tool_call_id="c1", tool_name="search", result="ok").is_error
-        False
-    """
-
-    model_config = _MODEL_CONFIG
-    type: Literal["tool-result"] = "tool-result"
-    tool_call_id: str = ""
-    tool_name: str = ""
-    result: Any = None
-    is_error: bool = False
-
-
-class FilePart(BaseModel):
-    """A reference to a file or image (by URL or inline data); the bytes are never kept here.
-
-    Example:
-        >>> FilePart(type="image", url="https://example.com/cat.png").type
-        'image'
-    """
-
-    model_config = _MODEL_CONFIG
-    type: Literal["file", "image"] = "file"
-    url: str | None = None
-    media_type: str | None = None
-    filename: str | None = None
-    data: str | None = None
-
-
-class OtherPart(BaseModel):
-    """Any other part type (``step-start``, ``source``, ``data-*``...), kept with its raw data.
-
-    Example:
-        >>> OtherPart(type="data-progress", data={"pct": 50}).type
-        'data-progress'
-    """
-
-    model_config = _MODEL_CONFIG
-    type: str
-    data: Any = None
-
-
-_KNOWN_PART_TAGS = {"text", "reasoning", "tool-call", "tool-result", "file", "image"}
-
-
-def _part_tag(value: Any) -> str:
-    kind = value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
-    return kind if kind in _KNOWN_PART_TAGS else "other"
-
-
-Part = Annotated[
-    Annotated[TextPart, Tag("text")]
-    | Annotated[ReasoningPart, Tag("reasoning")]
-    | Annotated[ToolCallPart, Tag("tool-call")]
-    | Annotated[ToolResultPart, Tag("tool-result")]
-    | Annotated[FilePart, Tag("file")]
-    | Annotated[FilePart, Tag("image")]
-    | Annotated[OtherPart, Tag("other")],
-    Discriminator(_part_tag),
+__all__ = [
+    "FilePart",
+    "Message",
+    "OtherPart",
+    "Part",
+    "ReasoningPart",
+    "Role",
+    "ScorerRunInputForAgent",
+    "ScorerRunOutputForAgent",
+    "TextPart",
+    "ToolCall",
+    "ToolCallPart",
+    "ToolResultPart",
+    "parse_json_arguments",
 ]
 
-
-def _coerce_part(raw: Any) -> Any:
-    """Map one Mastra / AI SDK / OpenAI-style part dict onto our part shapes."""
-    if not isinstance(raw, dict):
-        return {"type": "text", "text": str(raw)} if isinstance(raw, str) else raw
-    kind = raw.get("type")
-    if kind == "text":
-        return {"type": "text", "text": raw.get("text") or raw.get("content") or ""}
-    if kind == "reasoning":
-        text = raw.get("text") or raw.get("reasoning") or ""
-        details = raw.get("details")
-        if not text and isinstance(details, list):
-            text = "".join(
-                d.get("text", "") for d in details if isinstance(d, dict) and d.get("type") == "text"
-            )
-        return {"type": "reasoning", "text": text}
-    if kind == "tool-invocation":
-        inv = raw.get("toolInvocation") or {}
-        return {
-            "type": "tool-call",
-            "tool_call_id": inv.get("toolCallId") or "",
-            "tool_name": inv.get("toolName") or "",
-            "args": inv.get("args"),
-            "result": inv.get("result"),
-            "state": inv.get("state") or "call",
-        }
-    if kind == "tool-call":
-        return {
-            "type": "tool-call",
-            "tool_call_id": raw.get("toolCallId") or raw.get("tool_call_id") or raw.get("id") or "",
-            "tool_name": raw.get("toolName") or raw.get("tool_name") or raw.get("name") or "",
-            "args": raw.get("args", raw.get("input", raw.get("arguments"))),
-            "result": raw.get("result"),
-            "state": raw.get("state") or "call",
-        }
-    if kind == "tool-result":
-        return {
-            "type": "tool-result",
-            "tool_call_id": raw.get("toolCallId") or raw.get("tool_call_id") or raw.get("id") or "",
-            "tool_name": raw.get("toolName") or raw.get("tool_name") or raw.get("name") or "",
-            "result": raw.get("result", raw.get("output")),
-            "is_error": bool(raw.get("isError") or raw.get("is_error")),
-        }
-    if kind in ("file", "image"):
-        url = raw.get("url") or (raw.get("image") if isinstance(raw.get("image"), str) else None)
-        return {
-            "type": kind,
-            "url": url,
-            "media_type": raw.get("mediaType") or raw.get("media_type") or raw.get("mimeType"),
-            "filename": raw.get("filename"),
-        }
-    if isinstance(kind, str):
-        if kind in ("text", "reasoning", "tool-call", "tool-result", "file", "image"):
-            return raw
-        return {"type": kind, "data": {k: v for k, v in raw.items() if k != "type"}}
-    return raw
-
-
-def _tool_call_from_part(part: ToolCallPart) -> ToolCall:
-    return ToolCall(
-        id=part.tool_call_id,
-        name=part.tool_name,
-        arguments=part.args,
-        result=part.result,
-        state=part.state,
-    )
-
-
-def _part_from_tool_call(call: ToolCall) -> ToolCallPart:
-    return ToolCallPart(
-        tool_call_id=call.id,
-        tool_name=call.name,
-        args=call.arguments,
-        result=call.result,
-        state=call.state,
-    )
+Role = Literal["system", "user", "assistant", "tool"]
 
 
 class Message(BaseModel):
@@ -307,7 +77,7 @@ class Message(BaseModel):
         ('It is sunny.', 'weather', 'sunny')
     """
 
-    model_config = _MODEL_CONFIG
+    model_config = MODEL_CONFIG
 
     role: Role
     content: str = ""
@@ -344,12 +114,12 @@ class Message(BaseModel):
             data["content"] = None
         elif content is not None and not isinstance(content, str):
             data["content"] = json.dumps(content, default=str)
-        parts = [_coerce_part(p) for p in (parts_in or [])]
+        parts = [coerce_part(p) for p in (parts_in or [])]
         if legacy_invocations and not any(
             isinstance(p, dict) and p.get("type") == "tool-call" for p in parts
         ):
             parts.extend(
-                _coerce_part({"type": "tool-invocation", "toolInvocation": inv})
+                coerce_part({"type": "tool-invocation", "toolInvocation": inv})
                 for inv in legacy_invocations
                 if isinstance(inv, dict)
             )
@@ -369,9 +139,9 @@ class Message(BaseModel):
             self.parts.insert(0, TextPart(text=self.content))
         call_parts = [p for p in self.parts if isinstance(p, ToolCallPart)]
         if self.tool_calls and not call_parts:
-            self.parts.extend(_part_from_tool_call(c) for c in self.tool_calls)
+            self.parts.extend(part_from_tool_call(c) for c in self.tool_calls)
         elif call_parts and not self.tool_calls:
-            self.tool_calls = [_tool_call_from_part(p) for p in call_parts]
+            self.tool_calls = [tool_call_from_part(p) for p in call_parts]
         return self
 
 
@@ -389,7 +159,7 @@ class ScorerRunInputForAgent(BaseModel):
         []
     """
 
-    model_config = _MODEL_CONFIG
+    model_config = MODEL_CONFIG
 
     input_messages: list[Message] = Field(default_factory=list)
     remembered_messages: list[Message] = Field(default_factory=list)
