@@ -300,7 +300,19 @@ class ScoreExporter:
                 logger.info("score %s %s = %s", item.record.scorer_id, item.record.key, item.record.score)
             await self._outbox.release(ids)
             return len(items)
-        spans = [build_span(item.record) for item in items]
+        spans = []
+        for item in list(items):
+            try:
+                spans.append(build_span(item.record))
+            except (ValueError, TypeError):
+                # A record that cannot become a span would block the outbox forever.
+                logger.error("dropping unexportable score record %s", item.record.key, exc_info=True)
+                self._metrics.errors.labels(component="export").inc()
+                await self._outbox.release([item.item_id])
+                items.remove(item)
+        if not items:
+            return 0
+        ids = [item.item_id for item in items]
         try:
             result = await asyncio.to_thread(_export_suppressed, self._exporter, spans)
         except Exception:

@@ -152,6 +152,11 @@ async def test_grpc_receiver() -> None:
             with pytest.raises(grpc.aio.AioRpcError) as info:
                 await stub.Export(_request(2000), metadata=meta)
             assert info.value.code() is grpc.StatusCode.RESOURCE_EXHAUSTED
+            bomb = _request()
+            bomb.resource_spans[0].scope_spans[0].spans[0].name = "x" * (8 * 1024 * 1024)
+            with pytest.raises(grpc.aio.AioRpcError) as info:  # small on the wire, huge inflated
+                await stub.Export(bomb, metadata=meta, compression=grpc.Compression.Gzip)
+            assert info.value.code() is grpc.StatusCode.RESOURCE_EXHAUSTED
             rec.refuse = QueueFull("full", retry_after_s=1.5)
             with pytest.raises(grpc.aio.AioRpcError) as info:
                 await stub.Export(_request(), metadata=meta)

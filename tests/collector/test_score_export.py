@@ -139,3 +139,21 @@ def test_score_signals_disabled_without_endpoint_or_flags() -> None:
     rec = build_log_record(_record())
     assert rec.log_record.attributes["gen_ai.evaluation.score.value"] == 0.75
     assert format(rec.log_record.trace_id, "032x") == TRACE
+
+
+async def test_unexportable_record_is_dropped_not_blocking(tmp_path: Path) -> None:
+    store = SqliteStore(str(tmp_path / "q.db"))
+    await store.start()
+    jobs = [ScoreJob(RunRecord(TRACE, f"{i:016x}"), "quality", "3") for i in range(2)]
+    await store.put(jobs)
+    first, second = await store.take(2)
+    await store.settle(first, Done(_record(key=first.job.key, trace_id="not-hex")))
+    await store.settle(second, Done(_record(key=second.job.key, span_id=second.job.run.span_id)))
+    sink = InMemorySpanExporter()
+    metrics = Metrics()
+    exporter = ScoreExporter(store, sink, metrics)
+    assert await exporter.export_batch() == 1
+    assert await store.pending(10) == []
+    assert len(sink.get_finished_spans()) == 1
+    assert b'tracescore_errors_total{component="export"} 1.0' in metrics.render()
+    await store.shutdown()
