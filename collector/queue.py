@@ -165,6 +165,20 @@ class ScoreRecord:
 
 
 @dataclass(frozen=True)
+class OutboxItem:
+    """One outbox row: a record waiting for export.
+
+    Example:
+        >>> OutboxItem(1, ScoreRecord("k", "t", "s", "x", "q", "q"), attempts=0).item_id
+        1
+    """
+
+    item_id: int
+    record: ScoreRecord
+    attempts: int
+
+
+@dataclass(frozen=True)
 class Done:
     """Settle a job as finished; ``record`` (when not None) goes to the outbox atomically.
 

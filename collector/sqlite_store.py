@@ -4,11 +4,7 @@
 (export). Invariants:
 
 * a trace chunk is on disk before `append` returns (the receiver answers after it);
-* a trace with a run candidate is decided ``decision_wait`` after its root span arrived
-  (the root ends, and is exported, last), or after its latest candidate when the root
-  has not arrived (waiting at least ``rootless_wait`` then, since more of the run may come);
-* a decided trace stays buffered (until ``max_trace_age`` or eviction, decided traces
-  first) so that late run spans are decided again with the whole trace;
+* decision timing and retention of the trace buffer: see `collector._sqlite_buffer`;
 * a job key that is completed or dead-lettered (table ``done``) is never queued again;
 * `settle` with a record writes the outbox row, records the key as done and deletes the
   job in one transaction, so a result is never lost and never produced twice;
@@ -26,31 +22,19 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from collector._sqlite import SqliteRunner
+from collector._sqlite_buffer import BufferTables
 from collector.assembly_types import AppendResult, TraceChunk
 from collector.queue import (
     Dead,
     Done,
     LeasedJob,
+    OutboxItem,
     Retry,
     RunRecord,
     ScoreJob,
     ScoreRecord,
     Settlement,
 )
-
-
-@dataclass(frozen=True)
-class OutboxItem:
-    """One outbox row: a record waiting for export.
-
-    Example:
-        >>> OutboxItem(1, ScoreRecord("k", "t", "s", "x", "q", "q"), attempts=0).item_id
-        1
-    """
-
-    item_id: int
-    record: ScoreRecord
-    attempts: int
 
 
 @dataclass(frozen=True)
@@ -112,16 +96,11 @@ class SqliteStore:
         max_attempts: int = 5,
     ) -> None:
         self._runner = SqliteRunner(path)
-        self._decision_wait = decision_wait
-        self._rootless_wait = max(decision_wait, rootless_wait)
-        self._max_traces = max_traces
-        self._max_spans = max_spans_per_trace
-        self._max_age = max_trace_age
+        self._buffer = BufferTables(decision_wait, rootless_wait, max_traces, max_spans_per_trace, max_trace_age)
         self._visibility = visibility_timeout_s
         self._max_attempts = max_attempts
         self._depth = 0
         self._outbox = 0
-        self._traces = 0  # touched only on the store's thread
         self._started = False
 
     async def start(self) -> None:
@@ -133,15 +112,11 @@ class SqliteStore:
         """
         await self._runner.open()
         self._started = True
-        await self._runner.call(self._recover)
-        stats = await self.stats()
-        self._depth = stats.queued + stats.in_flight
-        self._outbox = stats.outbox
-        self._traces = stats.traces
-
-    def _recover(self, db: sqlite3.Connection) -> None:
         # Leases of a dead process cannot be renewed: release them now rather than waiting.
-        db.execute("UPDATE jobs SET lease = NULL, lease_until = NULL WHERE lease IS NOT NULL")
+        await self._runner.call(lambda db: db.execute("UPDATE jobs SET lease = NULL, lease_until = NULL"))
+        stats = await self.stats()
+        self._depth, self._outbox = stats.queued + stats.in_flight, stats.outbox
+        self._buffer.count = await self._runner.call(lambda db: db.execute("SELECT count(*) FROM traces").fetchone()[0])
 
     async def shutdown(self, timeout: float = 5.0) -> None:  # noqa: ASYNC109 (lifecycle contract)
         """Close the database; safe before start and twice.
@@ -163,55 +138,7 @@ class SqliteStore:
             <bound method SqliteStore.append of ...>
         """
         at = time.time() if now is None else now
-        return await self._runner.call(lambda db: self._append(db, chunks, at))
-
-    def _append(self, db: sqlite3.Connection, chunks: Sequence[TraceChunk], now: float) -> AppendResult:
-        evicted = dropped = 0
-        for chunk in chunks:
-            row = db.execute(
-                "SELECT span_count, decide_at, has_candidate, root_seen FROM traces WHERE trace_id = ?",
-                (chunk.trace_id,),
-            ).fetchone()
-            if row is None:
-                while self._traces >= self._max_traces:
-                    old = db.execute(
-                        "SELECT trace_id, decided FROM traces ORDER BY decided DESC, first_seen LIMIT 1"
-                    ).fetchone()
-                    if old is None:
-                        break
-                    self._drop(db, old[0])
-                    evicted += 0 if old[1] else 1  # a decided trace is only retained context
-                db.execute(
-                    "INSERT INTO traces(trace_id, first_seen, span_count) VALUES (?, ?, 0)",
-                    (chunk.trace_id, now),
-                )
-                self._traces += 1
-                row = (0, None, 0, 0)
-            span_count, decide_at, has_candidate, root_seen = row
-            if span_count + chunk.span_count > self._max_spans:
-                dropped += chunk.span_count
-                continue
-            db.execute(
-                "INSERT INTO chunks(trace_id, signal, data) VALUES (?, ?, ?)",
-                (chunk.trace_id, chunk.signal, chunk.data),
-            )
-            has_candidate = has_candidate or chunk.has_run_candidate
-            root_seen = root_seen or chunk.has_root
-            if chunk.has_root and has_candidate:
-                decide_at = now + self._decision_wait
-            elif chunk.has_run_candidate:
-                wait = self._decision_wait if root_seen else self._rootless_wait
-                decide_at = max(decide_at or 0.0, now + wait)
-            db.execute(
-                "UPDATE traces SET span_count = span_count + ?, decide_at = ?, has_candidate = ?,"
-                " root_seen = ? WHERE trace_id = ?",
-                (chunk.span_count, decide_at, int(has_candidate), int(root_seen), chunk.trace_id),
-            )
-        return AppendResult(evicted_traces=evicted, dropped_spans=dropped)
-
-    def _drop(self, db: sqlite3.Connection, trace_id: bytes) -> None:
-        db.execute("DELETE FROM chunks WHERE trace_id = ?", (trace_id,))
-        self._traces -= db.execute("DELETE FROM traces WHERE trace_id = ?", (trace_id,)).rowcount
+        return await self._runner.call(lambda db: self._buffer.append(db, chunks, at))
 
     async def due(self, limit: int, now: float | None = None) -> tuple[list[bytes], int]:
         """Trace ids ready for a decision, and how many run-less traces expired (dropped).
@@ -222,21 +149,7 @@ class SqliteStore:
         """
         at = time.time() if now is None else now
 
-        def work(db: sqlite3.Connection) -> tuple[list[bytes], int]:
-            expired = db.execute(
-                "SELECT trace_id, has_candidate FROM traces WHERE decide_at IS NULL AND first_seen <= ?",
-                (at - self._max_age,),
-            ).fetchall()
-            for trace_id, _ in expired:
-                self._drop(db, trace_id)
-            rows = db.execute(
-                "SELECT trace_id FROM traces WHERE decide_at <= ? OR"
-                " (decide_at IS NOT NULL AND first_seen <= ?) ORDER BY decide_at LIMIT ?",
-                (at, at - self._max_age, limit),
-            ).fetchall()
-            return [r[0] for r in rows], sum(1 for _, candidate in expired if not candidate)
-
-        return await self._runner.call(work)
+        return await self._runner.call(lambda db: self._buffer.due(db, at, limit))
 
     async def load(self, trace_id: bytes) -> list[TraceChunk]:
         """Every chunk stored for a trace, in arrival order.
@@ -246,13 +159,7 @@ class SqliteStore:
             <bound method SqliteStore.load of ...>
         """
 
-        def work(db: sqlite3.Connection) -> list[TraceChunk]:
-            rows = db.execute(
-                "SELECT signal, data FROM chunks WHERE trace_id = ? ORDER BY id", (trace_id,)
-            ).fetchall()
-            return [TraceChunk(trace_id, signal, data, 0, False) for signal, data in rows]
-
-        return await self._runner.call(work)
+        return await self._runner.call(lambda db: self._buffer.load(db, trace_id))
 
     async def finish(self, trace_id: bytes) -> None:
         """Mark a trace decided; it is kept as context until it ages out or is evicted.
@@ -261,11 +168,7 @@ class SqliteStore:
             >>> SqliteStore(":memory:").finish  # doctest: +ELLIPSIS
             <bound method SqliteStore.finish of ...>
         """
-        await self._runner.call(
-            lambda db: db.execute(
-                "UPDATE traces SET decide_at = NULL, decided = 1 WHERE trace_id = ?", (trace_id,)
-            )
-        )
+        await self._runner.call(lambda db: self._buffer.finish(db, trace_id))
 
     # -------------------------------------------------------------------- job queue
     def depth(self) -> int:
