@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from adapters._messages import Msg, msg_key, text_of, to_message
+from adapters._messages import Call, Msg, msg_key, text_of, to_message
 from adapters._runs import AgentRun
 from adapters._trace import TraceSpan
 from adapters._view import SpanView
@@ -127,30 +127,77 @@ def _sum_usage(views: Sequence[SpanView]) -> dict[str, int]:
     return total
 
 
-def _fill_tool_results(produced: list[Msg], tools: Sequence[SpanView]) -> list[Msg]:
-    # A tool call whose result no later request replayed (the run ended, or the framework
-    # does not replay): take the result from the tool's own span, matched by call id, else
-    # by name when that tool span has no id.
-    answered = {m.tool_call_id for m in produced if m.role == "tool" and m.tool_call_id}
-    unused = [t for t in tools if t.tool_result is not None]
-    out: list[Msg] = []
-    for msg in produced:
-        out.append(msg)
-        for call in msg.tool_calls if msg.role == "assistant" else ():
-            if not call.id or call.id in answered:
-                continue
-            match = next((t for t in unused if t.tool_call_id == call.id), None) or next(
-                (t for t in unused if t.tool_call_id is None and t.tool_name == call.name), None
-            )
-            if match is None:
-                continue
-            unused.remove(match)
-            answered.add(call.id)
-            result = match.tool_result
-            part = {"type": "tool-result", "tool_call_id": call.id, "tool_name": call.name, "result": result}
-            content = result if isinstance(result, str) else text_of(result)
-            out.append(Msg("tool", content, tool_call_id=call.id, name=call.name or None, parts=(part,)))
+def _prefer_reply(replayed: Sequence[Msg], reply: Sequence[Msg]) -> list[Msg]:
+    # The replayed copy of a reply is kept (it is what was sent), unless it lost detail the
+    # recorded reply has: a placeholder, or tool calls without their ids.
+    out = []
+    for i, msg in enumerate(replayed):
+        recorded = reply[i] if i < len(reply) and reply[i].role == msg.role else None
+        lossy = msg.placeholder or bool(
+            recorded is not None and recorded.tool_calls and not all(c.id for c in msg.tool_calls)
+        )
+        out.append(recorded if recorded is not None and lossy else msg)
     return out
+
+
+def _produced(used: Sequence[SpanView]) -> list[Msg]:
+    """Everything after the first request: each call's new replayed messages, then the last reply."""
+    conv = non_system(used[0].request)
+    produced: list[Msg] = []
+    prev = used[0]
+    for call in used[1:]:
+        req = non_system(call.request)
+        new = req[len(conv) :]
+        produced += _prefer_reply(new[: len(prev.response)], prev.response) + new[len(prev.response) :]
+        conv, prev = req, call
+    return produced + list(prev.response)
+
+
+def _tool_msg(call: Call, tool: SpanView) -> Msg:
+    result = tool.tool_result
+    part = {"type": "tool-result", "tool_call_id": call.id, "tool_name": call.name, "result": result}
+    content = result if isinstance(result, str) else text_of(result)
+    return Msg("tool", content, tool_call_id=call.id or None, name=call.name or None, parts=(part,))
+
+
+def _fill_tool_results(produced: list[Msg], tools: Sequence[SpanView]) -> list[Msg]:
+    # Tool results the model requests do not show (the run ended, or the framework replays
+    # only a placeholder): take them from the tools' own spans, matched by call id, else by
+    # name when that tool span has no id.
+    unused = [t for t in tools if t.tool_result is not None]
+
+    def take(call: Call) -> SpanView | None:
+        match = next((t for t in unused if call.id and t.tool_call_id == call.id), None) or next(
+            (t for t in unused if t.tool_name == call.name and (t.tool_call_id is None or not call.id)), None
+        )
+        if match is not None:
+            unused.remove(match)
+        return match
+
+    out: list[Msg] = []
+    pending: list[Call] = []
+    for msg in produced:
+        if msg.role == "assistant" and msg.tool_calls:
+            pending = list(msg.tool_calls)
+        elif msg.role == "tool" and msg.placeholder:
+            call = next((c for c in pending if c.name == msg.name), pending[0] if pending else Call("", msg.name or ""))
+            if call in pending:
+                pending.remove(call)
+            tool = take(call)
+            out.append(
+                _tool_msg(call, tool) if tool is not None else Msg("tool", "", tool_call_id=call.id or None, name=msg.name)
+            )
+            continue
+        out.append(msg)
+    answered = {m.tool_call_id for m in out if m.role == "tool" and m.tool_call_id}
+    filled: list[Msg] = []
+    for msg in out:
+        filled.append(msg)
+        for call in msg.tool_calls if msg.role == "assistant" else ():
+            if call.id and call.id not in answered and (tool := take(call)) is not None:
+                answered.add(call.id)
+                filled.append(_tool_msg(call, tool))
+    return filled
 
 
 def build_run(
@@ -185,8 +232,7 @@ def build_run(
         if first is not None:
             system += first.system + [m.content for m in first.request if m.role == "system"]
             first_request = non_system(first.request)
-            last = used[-1]
-            produced = non_system(last.request)[len(first_request) :] + list(last.response)
+            produced = _produced(used)
             if run_view is not None and run_view.response:
                 ends_open = not produced or produced[-1].role == "tool" or bool(produced[-1].tool_calls)
                 if ends_open and not any(m.content == run_view.response[-1].content for m in produced):
@@ -200,7 +246,7 @@ def build_run(
         else:
             first_request = []
             produced = [r for c in calls for r in c.response]
-    if tools:
+    if tools or any(m.placeholder for m in produced):
         produced = _fill_tool_results(produced, tools)
     remembered, inp = split_turn(first_request)
     run_input = ScorerRunInputForAgent(

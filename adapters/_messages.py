@@ -63,6 +63,9 @@ class Call:
 class Msg:
     """One normalised message; ``parts`` holds extra typed parts (reasoning, files, tool results).
 
+    ``placeholder`` marks a replayed message that only names what it stood for (Mastra
+    replays tool calls and results as ``[tool: name]`` / ``[tool-result: name]``).
+
     Example:
         >>> Msg("user", "Hi").content
         'Hi'
@@ -74,6 +77,7 @@ class Msg:
     tool_call_id: str | None = None
     name: str | None = None
     parts: tuple[dict[str, Any], ...] = ()
+    placeholder: bool = False
 
 
 def loads(value: Any, on_error: Callable[[str], None] | None = None) -> Any:

@@ -13,6 +13,7 @@ ignored, so the GenAI module does not read their partial copies as model calls.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -23,6 +24,9 @@ from adapters._view import Report, SpanView, common_context, str_attr, system_te
 
 __all__ = ["claims", "view_span"]
 
+_CALL_PLACEHOLDER = re.compile(r"\[tool: ([^\]]+)\]")
+_RESULT_PLACEHOLDER = re.compile(r"\[tool-result: ([^\]]+)\]")
+
 
 def _json(attrs: Mapping[str, Any], key: str, report: Report) -> Any:
     value = attrs.get(key)
@@ -31,13 +35,26 @@ def _json(attrs: Mapping[str, Any], key: str, report: Report) -> Any:
     return value
 
 
+def _placeholder(msg: Msg) -> Msg:
+    # Step inputs replay tool calls and results as "[tool: name]" / "[tool-result: name]".
+    if msg.role == "assistant" and not msg.tool_calls:
+        names = _CALL_PLACEHOLDER.findall(msg.content)
+        if names and _CALL_PLACEHOLDER.sub("", msg.content).strip() == "":
+            return Msg("assistant", "", tuple(Call("", n.strip()) for n in names), placeholder=True)
+    if msg.role == "tool" and not msg.tool_call_id:
+        match = _RESULT_PLACEHOLDER.fullmatch(msg.content.strip())
+        if match:
+            return Msg("tool", "", name=match.group(1).strip(), placeholder=True)
+    return msg
+
+
 def _input_messages(value: Any) -> list[Msg]:
     if isinstance(value, str):
         return [Msg("user", value)] if value else []
     if isinstance(value, dict) and isinstance(value.get("messages"), list):
         value = value["messages"]
     if isinstance(value, list):
-        return parse_messages(value)
+        return [_placeholder(m) for m in parse_messages(value)]
     return []
 
 

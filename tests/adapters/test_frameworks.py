@@ -191,3 +191,14 @@ def test_traceloop_decorated_agent_with_entity_fallback() -> None:
     assert brief(run) == {"system": [SYSTEM], "remembered": [], "input": [["user", "Weather?", []]],
                           "output": [["assistant", "It is sunny.", []]]}
     assert run.request_context["user_id"] == "u-1"
+
+
+def test_mastra_step_replay_placeholders_are_restored() -> None:
+    spans = mastra_spans()
+    step0_in = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "Weather?"}]
+    placeholder_input = [*step0_in, {"role": "assistant", "content": "[tool: get_weather]"},
+                         {"role": "tool", "content": "[tool-result: get_weather]"}]
+    spans[5] = span(6, "agent_step assistant", 2, {
+        "mastra.span.type": "model_step", "mastra.model_step.input": json.dumps(placeholder_input),
+        "mastra.model_step.output": json.dumps({"text": "It is sunny.", "toolCalls": []})})
+    assert brief(extract(request(("@mastra/otel-exporter", spans))).runs[0])["output"] == OUTPUT
