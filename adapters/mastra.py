@@ -28,10 +28,13 @@ _CALL_PLACEHOLDER = re.compile(r"\[tool: ([^\]]+)\]")
 _RESULT_PLACEHOLDER = re.compile(r"\[tool-result: ([^\]]+)\]")
 
 
-def _json(attrs: Mapping[str, Any], key: str, report: Report) -> Any:
+def _json(attrs: Mapping[str, Any], key: str) -> Any:
+    # Mastra writes strings as they are and everything else as JSON: text that merely
+    # starts like JSON ("{name} said...") stays text.
     value = attrs.get(key)
     if isinstance(value, str) and value.strip()[:1] in ("{", "["):
-        return loads(value, report)
+        parsed = loads(value)
+        return value if parsed is None else parsed
     return value
 
 
@@ -108,29 +111,29 @@ def view_span(span: TraceSpan, logs: Sequence[TraceLog], report: Report) -> Span
     if span_type == "agent_run":
         view.kind = "agent"
         view.system = system_texts(attrs.get("gen_ai.system_instructions"), report)
-        view.request = _input_messages(_json(attrs, "mastra.agent_run.input", report))
-        view.response = _output_messages(_json(attrs, "mastra.agent_run.output", report))
+        view.request = _input_messages(_json(attrs, "mastra.agent_run.input"))
+        view.response = _output_messages(_json(attrs, "mastra.agent_run.output"))
         name = str_attr(attrs, "gen_ai.agent.name", "gen_ai.agent.id")
         if name:
             view.context["agent_name"] = name
     elif span_type == "model_step":
         view.kind = "llm"
-        meta = _json(attrs, "mastra.metadata.modelMetadata", report)
+        meta = _json(attrs, "mastra.metadata.modelMetadata")
         if isinstance(meta, dict):
             if isinstance(meta.get("modelId"), str):
                 view.context.setdefault("model", meta["modelId"])
             if isinstance(meta.get("modelProvider"), str):
                 view.context.setdefault("provider", meta["modelProvider"])
-        view.request = _input_messages(_json(attrs, "mastra.model_step.input", report))
-        view.response = _output_messages(_json(attrs, "mastra.model_step.output", report))
+        view.request = _input_messages(_json(attrs, "mastra.model_step.input"))
+        view.response = _output_messages(_json(attrs, "mastra.model_step.output"))
     elif span_type == "model_generation":
         view.kind = "llm"
         view.fallback = True
         view.request = genai.messages_attr(attrs.get("gen_ai.input.messages"), report) or _input_messages(
-            _json(attrs, "mastra.model_generation.input", report)
+            _json(attrs, "mastra.model_generation.input")
         )
         view.response = genai.messages_attr(attrs.get("gen_ai.output.messages"), report) or _output_messages(
-            _json(attrs, "mastra.model_generation.output", report)
+            _json(attrs, "mastra.model_generation.output")
         )
     elif span_type in ("tool_call", "mcp_tool_call"):
         view.kind = "tool"
