@@ -109,13 +109,12 @@ class QueueConfig(BaseModel):
     max_attempts: int = Field(default=5, gt=0)
     max_pending_jobs: int = Field(default=100_000, gt=0)
     retention_s: float = Field(default=7 * 24 * 3600.0, gt=0)
+    key_prefix: str = Field(default="tracescore:", min_length=1)  # redis: keys of this deployment
 
     @model_validator(mode="after")
     def _scheme(self) -> QueueConfig:
         if not self.url.startswith(("sqlite:///", "redis://", "rediss://")):
             raise ValueError("url must start with sqlite:/// or redis://")
-        if self.kind == "redis":
-            raise ValueError("the redis queue backend is not available in this version; use sqlite:///")
         return self
 
     @property

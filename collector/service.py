@@ -26,11 +26,13 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from collector.assembly import TraceAssembler
 from collector.config import Config
 from collector.consumer import Accepted
+from collector.errors import ConfigError, Unavailable
 from collector.export import ScoreExporter, make_span_exporter
 from collector.forward import Forwarder
 from collector.metrics import Metrics
 from collector.receiver_grpc import GrpcReceiver
 from collector.receiver_http import HttpReceiver
+from collector.redis_store import RedisStore
 from collector.registry import ScorerRegistry
 from collector.score_signals import ScoreSignals
 from collector.sqlite_store import SqliteStore
@@ -77,6 +79,41 @@ class Pipeline:
         return result
 
 
+class NotReceiving:
+    """The `TraceConsumer` of a worker-only replica: its HTTP listener serves metrics and
+    health probes, and refuses OTLP data retryably (send it to a receiver).
+
+    Example:
+        >>> import asyncio
+        >>> asyncio.run(NotReceiving().consume_traces(ExportTraceServiceRequest()))
+        Traceback (most recent call last):
+        ...
+        collector.errors.Unavailable: this replica runs --role worker; send OTLP data to a receiver
+    """
+
+    async def consume_traces(self, request: ExportTraceServiceRequest) -> Accepted:
+        """Refuse (retryably).
+
+        Example:
+            >>> NotReceiving.consume_traces.__name__
+            'consume_traces'
+        """
+        raise Unavailable("this replica runs --role worker; send OTLP data to a receiver")
+
+    async def consume_logs(self, request: ExportLogsServiceRequest) -> Accepted:
+        """Refuse (retryably).
+
+        Example:
+            >>> NotReceiving.consume_logs.__name__
+            'consume_logs'
+        """
+        raise Unavailable("this replica runs --role worker; send OTLP data to a receiver")
+
+
+ROLES = ("all", "receiver", "worker")
+"""``serve --role``: receivers and assembly, workers and export, or everything."""
+
+
 class Service:
     """The whole daemon for one configuration.
 
@@ -84,25 +121,43 @@ class Service:
         config: the validated configuration.
         registry: the loaded scorers.
         adapters: the adapters module (default: ``import adapters``).
+        role: ``all``; or, on a Redis queue, ``receiver`` (receivers, assembly, forwarding)
+            or ``worker`` (workers and score export; the HTTP listener serves only probes).
 
     Example:
         >>> Service(Config(), ScorerRegistry([])).ready
         False
     """
 
-    def __init__(self, config: Config, registry: ScorerRegistry, adapters: ModuleType | Any = None) -> None:
+    def __init__(self, config: Config, registry: ScorerRegistry, adapters: ModuleType | Any = None,
+                 role: str = "all") -> None:
+        if role not in ROLES:
+            raise ConfigError(f"role must be one of {', '.join(ROLES)}, got {role!r}")
+        if role != "all" and config.queue.kind != "redis":
+            raise ConfigError(f"--role {role} needs a shared queue: set queue.url to redis://...")
+        self.role = role
         self.config = config
         self.metrics = Metrics()
         self.registry = registry
         self._adapters = adapters
         self.ready = False
         q, a, w, e = config.queue, config.assembly, config.workers, config.export
-        self.store = SqliteStore(
-            q.sqlite_path, decision_wait=a.decision_wait, rootless_wait=a.rootless_wait,
-            max_traces=a.max_traces,
-            max_spans_per_trace=a.max_spans_per_trace, max_trace_age=a.max_trace_age,
-            visibility_timeout_s=q.visibility_timeout_s, max_attempts=q.max_attempts,
-        )
+        self.store: SqliteStore | RedisStore
+        if q.kind == "redis":
+            self.store = RedisStore(
+                q.url, key_prefix=q.key_prefix, decision_wait=a.decision_wait,
+                rootless_wait=a.rootless_wait, max_traces=a.max_traces,
+                max_spans_per_trace=a.max_spans_per_trace, max_trace_age=a.max_trace_age,
+                visibility_timeout_s=q.visibility_timeout_s, max_attempts=q.max_attempts,
+                idempotency_ttl_s=q.retention_s, export_lease_s=max(30.0, 3 * e.timeout_s),
+            )
+        else:
+            self.store = SqliteStore(
+                q.sqlite_path, decision_wait=a.decision_wait, rootless_wait=a.rootless_wait,
+                max_traces=a.max_traces,
+                max_spans_per_trace=a.max_spans_per_trace, max_trace_age=a.max_trace_age,
+                visibility_timeout_s=q.visibility_timeout_s, max_attempts=q.max_attempts,
+            )
         self.signals = ScoreSignals(e)
         self.exporter = ScoreExporter(
             self.store, make_span_exporter(e), self.metrics, max_batch=e.max_batch,
@@ -112,6 +167,7 @@ class Service:
             self.store, registry, self.metrics, concurrency=w.concurrency,
             max_attempts=q.max_attempts,
             max_attribute_chars=e.max_attribute_chars, on_result=self.exporter.notify,
+            **({"poll_s": 0.01} if q.kind == "redis" else {}),  # a Redis take waits on the stream
         )
         self.forwarder = Forwarder(e, self.metrics) if e.endpoint and e.forward_spans else None
         self.assembler: TraceAssembler | None = None
@@ -136,20 +192,24 @@ class Service:
             max_pending_jobs=cfg.queue.max_pending_jobs, retry_after_s=cfg.receiver.retry_after_s,
             tick_s=min(0.5, max(0.02, cfg.assembly.decision_wait / 4)), on_jobs=self.worker.notify,
         )
+        receives, works = self.role in ("all", "receiver"), self.role in ("all", "worker")
         await self.store.start()
-        await self.exporter.start()
-        await self.worker.start()
-        await self.assembler.start()
-        if self.forwarder is not None:
-            await self.forwarder.start()
-        pipeline = Pipeline(self.assembler, self.forwarder)
+        if works:
+            await self.exporter.start()
+            await self.worker.start()
+        pipeline: Pipeline | NotReceiving = NotReceiving()
+        if receives:
+            await self.assembler.start()
+            if self.forwarder is not None:
+                await self.forwarder.start()
+            pipeline = Pipeline(self.assembler, self.forwarder)
         token = cfg.receiver.token()
         tls = cfg.receiver.tls()
         ssl_context = None
         if tls is not None:
             ssl_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
             ssl_context.load_cert_chain(cfg.receiver.tls_cert_file, cfg.receiver.tls_key_file)
-        if cfg.receiver.grpc_endpoint:
+        if cfg.receiver.grpc_endpoint and receives:
             self.grpc = GrpcReceiver(cfg.receiver.grpc_endpoint, pipeline, self.metrics, token=token,
                                      max_body_bytes=cfg.receiver.max_body_bytes, tls=tls)
             await self.grpc.start()
@@ -213,7 +273,7 @@ class Service:
 
         Example:
             >>> Service(Config(), ScorerRegistry([])).describe()
-            'tracescore: 0 scorers; OTLP not listening; scores logged (no export endpoint)'
+            'tracescore: 0 scorers; OTLP not listening; scores NOT exported (no export endpoint; -v logs them)'
         """
         listeners = []
         if self.grpc is not None:
@@ -222,7 +282,8 @@ class Service:
             listeners.append(f"HTTP {self.config.receiver.http_endpoint.rpartition(':')[0]}:{self.http.port}")
         where = ("OTLP on " + " and ".join(listeners)) if listeners else "OTLP not listening"
         e = self.config.export
-        target = f"scores to {e.endpoint} ({e.protocol})" if e.endpoint else "scores logged (no export endpoint)"
+        target = (f"scores to {e.endpoint} ({e.protocol})" if e.endpoint
+                  else "scores NOT exported (no export endpoint; -v logs them)")
         return f"tracescore: {len(self.registry.entries)} scorers; {where}; {target}"
 
     async def run_until_signal(self, on_ready: Callable[[str], None] | None = None) -> None:

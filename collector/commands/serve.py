@@ -16,16 +16,21 @@ logger = logging.getLogger(__name__)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add ``--config`` and ``--scorer``.
+    """Add ``--config``, ``--scorer`` and ``--role``.
 
     Example:
         >>> p = argparse.ArgumentParser(); add_arguments(p)
         >>> p.parse_args(["--scorer", "m:s", "--scorer", "m:t"]).scorer
         ['m:s', 'm:t']
+        >>> p.parse_args(["--role", "worker"]).role, p.parse_args([]).role
+        ('worker', 'all')
     """
     parser.add_argument("--config", "-c", metavar="FILE", help="TOML configuration file")
     parser.add_argument("--scorer", action="append", default=[], metavar="REF",
                         help="scorer to run (module:attr or path/file.py:attr); repeatable")
+    parser.add_argument("--role", choices=("all", "receiver", "worker"), default="all",
+                        help="receiver: receive and assemble; worker: score and export "
+                             "(both need a redis:// queue.url); all: everything (default)")
 
 
 def build(args: argparse.Namespace) -> tuple[Config, ScorerRegistry]:
@@ -57,15 +62,15 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         config, registry = build(args)
+        service = Service(config, registry, role=getattr(args, "role", "all"))
     except ConfigError as err:
         print(f"tracescore: {err}", file=sys.stderr)
         return 2
     if not registry.entries:
         logger.warning("no scorers registered: spans are received and forwarded, nothing is scored")
-    service = Service(config, registry)
     try:
         asyncio.run(service.run_until_signal(lambda line: print(line, file=sys.stderr, flush=True)))
-    except OSError as err:
+    except (OSError, RuntimeError) as err:  # a port in use: OSError (aiohttp), RuntimeError (grpc)
         print(f"tracescore: cannot start: {err}", file=sys.stderr)
         return 1
     return 0

@@ -1,0 +1,95 @@
+"""Connection plumbing of the Redis backend: the client, the errors that mean "unreachable",
+and the backoff every component uses while Redis is away.
+
+redis-py reconnects a pooled connection on its next command after a failure, so a
+component survives an outage by catching `UNREACHABLE`, waiting (`Backoff`) and trying
+again; nothing has to be rebuilt. Writes are not retried blindly by the client (a lost
+reply to an append could otherwise store a chunk twice): each caller decides.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+
+import redis.asyncio as aioredis
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+UNREACHABLE: tuple[type[Exception], ...] = (RedisConnectionError, RedisTimeoutError, OSError)
+"""Errors meaning Redis cannot be reached right now (including "loading the dataset")."""
+
+
+def connect(url: str, *, socket_timeout_s: float = 10.0) -> aioredis.Redis:
+    """A pooled asyncio client for ``url`` (bytes replies; no client-side retries).
+
+    Example:
+        >>> client = connect("redis://127.0.0.1:6379/0")
+        >>> client.connection_pool.connection_kwargs["socket_connect_timeout"]
+        2.0
+    """
+    return aioredis.Redis.from_url(
+        url, decode_responses=False, socket_timeout=socket_timeout_s,
+        socket_connect_timeout=2.0, health_check_interval=15, retry_on_timeout=False,
+    )
+
+
+class Backoff:
+    """Jittered exponential waits between attempts, reset by a success; logs rate-limited.
+
+    Args:
+        what: named in the warning (``"taking jobs"``).
+        logger: where the warning goes.
+        base_s: the first wait.
+        cap_s: the longest wait.
+
+    Example:
+        >>> b = Backoff("demo", logging.getLogger("demo"), base_s=0.1, cap_s=0.4)
+        >>> [round(b.next_delay() / 0.1) for _ in range(4)]  # doctest: +SKIP
+        [1, 2, 4, 4]
+        >>> b.reset(); b.failures
+        0
+    """
+
+    def __init__(self, what: str, logger: logging.Logger, *, base_s: float = 0.05, cap_s: float = 2.0) -> None:
+        self._what = what
+        self._logger = logger
+        self._base = base_s
+        self._cap = cap_s
+        self.failures = 0
+        self._last_log = 0.0
+
+    def next_delay(self) -> float:
+        """The wait before the next attempt (grows with each call).
+
+        Example:
+            >>> 0 < Backoff("x", logging.getLogger("x")).next_delay() <= 0.06
+            True
+        """
+        delay = min(self._cap, self._base * 2 ** min(self.failures, 16))
+        self.failures += 1
+        return delay * random.uniform(0.8, 1.2)
+
+    def reset(self) -> None:
+        """Forget past failures (after a success).
+
+        Example:
+            >>> Backoff("x", logging.getLogger("x")).reset()
+        """
+        if self.failures:
+            self._logger.info("redis reachable again (%s)", self._what)
+        self.failures = 0
+
+    async def wait(self, err: BaseException) -> None:
+        """Log (at most every 5 s) and sleep before the next attempt.
+
+        Example:
+            >>> asyncio.run(Backoff("x", logging.getLogger("x"), base_s=0.001).wait(OSError("down")))
+        """
+        now = time.monotonic()
+        if now - self._last_log >= 5.0:
+            self._last_log = now
+            self._logger.warning("redis unreachable while %s (retrying): %s", self._what, err)
+        await asyncio.sleep(self.next_delay())

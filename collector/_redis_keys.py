@@ -1,0 +1,209 @@
+"""Every Redis key and name the Redis backend uses, built from one deployment prefix.
+
+All keys of one deployment start with ``queue.key_prefix`` (default ``tracescore:``), so
+several deployments (or tests) share one Redis without touching each other, and
+``RedisKeys.pattern`` finds everything a deployment wrote. The backend expects a single
+Redis server (not Cluster): its Lua scripts touch per-trace keys they compute themselves.
+
+Layout (``P`` is the prefix)::
+
+    P jobs              stream     queued and leased score jobs (consumer group ``workers``)
+    P delayed           zset       job keys handed back with a delay, scored by due time
+    P delayed:data      hash       job key -> "attempts|job JSON" of delayed jobs
+    P dead              stream     dead letters: key, job, error JSON, attempts, failed_at
+    P idem:{job key}    string     "queued" | "done" | "dead", with a TTL (SET NX on enqueue)
+    P outbox            zset       outbox item id -> time it may be (re)exported
+    P outbox:data       hash       outbox item id -> ScoreRecord JSON
+    P outbox:attempts   hash       outbox item id -> failed export attempts
+    P outbox:seq        string     the last outbox item id (INCR)
+    P traces:open       zset       undecided trace ids (hex), scored by first arrival
+    P traces:decided    zset       decided trace ids kept as context, by first arrival
+    P decide            zset       trace ids waiting for a decision, scored by decision time
+    P meta:{trace id}   hash       first_seen, spans, candidate, root, claim
+    P chunks:{trace id} list       the trace's chunks: one signal byte + serialised protobuf
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+GROUP = "workers"
+"""The consumer group every worker reads the job stream with."""
+
+IDEM_QUEUED, IDEM_DONE, IDEM_DEAD = "queued", "done", "dead"
+"""Values of an idempotency key: the job waits or runs, it was completed, it was dead-lettered."""
+
+SIGNAL_SPANS, SIGNAL_LOGS = b"s", b"l"
+"""The first byte of a stored trace chunk: a ``TracesData`` or a ``LogsData``."""
+
+
+@dataclass(frozen=True)
+class RedisKeys:
+    """The keys of one deployment.
+
+    Example:
+        >>> keys = RedisKeys("ts:")
+        >>> keys.jobs, keys.idem("t/s/q/1"), keys.chunks("ab")
+        ('ts:jobs', 'ts:idem:t/s/q/1', 'ts:chunks:ab')
+        >>> keys.pattern
+        'ts:*'
+    """
+
+    prefix: str = "tracescore:"
+
+    @property
+    def jobs(self) -> str:
+        """The job stream.
+
+        Example:
+            >>> RedisKeys("p:").jobs
+            'p:jobs'
+        """
+        return self.prefix + "jobs"
+
+    @property
+    def delayed(self) -> str:
+        """Jobs handed back with a delay (zset of job keys by due time).
+
+        Example:
+            >>> RedisKeys("p:").delayed
+            'p:delayed'
+        """
+        return self.prefix + "delayed"
+
+    @property
+    def delayed_data(self) -> str:
+        """The payloads of delayed jobs (hash).
+
+        Example:
+            >>> RedisKeys("p:").delayed_data
+            'p:delayed:data'
+        """
+        return self.prefix + "delayed:data"
+
+    @property
+    def dead(self) -> str:
+        """The dead-letter stream.
+
+        Example:
+            >>> RedisKeys("p:").dead
+            'p:dead'
+        """
+        return self.prefix + "dead"
+
+    @property
+    def idem_prefix(self) -> str:
+        """The prefix of idempotency keys (scripts append the job key).
+
+        Example:
+            >>> RedisKeys("p:").idem_prefix
+            'p:idem:'
+        """
+        return self.prefix + "idem:"
+
+    def idem(self, job_key: str) -> str:
+        """The idempotency key of a job.
+
+        Example:
+            >>> RedisKeys("p:").idem("k")
+            'p:idem:k'
+        """
+        return self.idem_prefix + job_key
+
+    @property
+    def outbox(self) -> str:
+        """Outbox item ids by the time they may be exported (zset).
+
+        Example:
+            >>> RedisKeys("p:").outbox
+            'p:outbox'
+        """
+        return self.prefix + "outbox"
+
+    @property
+    def outbox_data(self) -> str:
+        """Outbox records by item id (hash).
+
+        Example:
+            >>> RedisKeys("p:").outbox_data
+            'p:outbox:data'
+        """
+        return self.prefix + "outbox:data"
+
+    @property
+    def outbox_attempts(self) -> str:
+        """Failed export attempts by item id (hash).
+
+        Example:
+            >>> RedisKeys("p:").outbox_attempts
+            'p:outbox:attempts'
+        """
+        return self.prefix + "outbox:attempts"
+
+    @property
+    def outbox_seq(self) -> str:
+        """The outbox item id counter.
+
+        Example:
+            >>> RedisKeys("p:").outbox_seq
+            'p:outbox:seq'
+        """
+        return self.prefix + "outbox:seq"
+
+    @property
+    def traces_open(self) -> str:
+        """Undecided traces by first arrival (zset).
+
+        Example:
+            >>> RedisKeys("p:").traces_open
+            'p:traces:open'
+        """
+        return self.prefix + "traces:open"
+
+    @property
+    def traces_decided(self) -> str:
+        """Decided traces kept as context, by first arrival (zset).
+
+        Example:
+            >>> RedisKeys("p:").traces_decided
+            'p:traces:decided'
+        """
+        return self.prefix + "traces:decided"
+
+    @property
+    def decide(self) -> str:
+        """Traces by decision time: the shared decision timer (zset).
+
+        Example:
+            >>> RedisKeys("p:").decide
+            'p:decide'
+        """
+        return self.prefix + "decide"
+
+    def meta(self, trace_hex: str) -> str:
+        """A trace's bookkeeping hash.
+
+        Example:
+            >>> RedisKeys("p:").meta("ab")
+            'p:meta:ab'
+        """
+        return self.prefix + "meta:" + trace_hex
+
+    def chunks(self, trace_hex: str) -> str:
+        """A trace's chunk list.
+
+        Example:
+            >>> RedisKeys("p:").chunks("ab")
+            'p:chunks:ab'
+        """
+        return self.prefix + "chunks:" + trace_hex
+
+    @property
+    def pattern(self) -> str:
+        """A SCAN/KEYS pattern matching every key of the deployment.
+
+        Example:
+            >>> RedisKeys("p:").pattern
+            'p:*'
+        """
+        return self.prefix + "*"

@@ -1,0 +1,262 @@
+"""`RedisTraceBuffer`: the durable per-trace span buffer and the shared decision timer in Redis.
+
+Every receiver of a deployment appends to the same buffer, so the spans of one trace that
+reach different receivers (behind a load balancer) are decided as one trace. Invariants
+(the same as the SQLite buffer's):
+
+* `append` stores the chunks and moves the trace's decision time in one script before it
+  returns (the receiver answers success after it); Redis being unreachable raises
+  `collector.errors.Unavailable`, so receivers answer a retryable code, never success;
+* a trace with a run candidate is decided ``decision_wait`` after its root span arrived,
+  or ``rootless_wait`` after its latest candidate while the root is missing, and at the
+  latest ``max_trace_age`` after its first span;
+* the decision timer is the ``decide`` sorted set: it outlives any receiver, and `due`
+  claims due traces atomically (pushing their time ``claim_s`` ahead), so two receivers
+  never decide one trace at once, and a receiver that dies mid-decision leaves the trace
+  to be decided by another when the claim runs out;
+* `finish` clears the timer only if it still holds that claim: spans of a new run that
+  arrived during the decision get their own decision;
+* a decided trace stays buffered as context (evicted first) until ``max_trace_age``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import redis.asyncio as aioredis
+from redis.exceptions import ResponseError
+
+from collector._redis_conn import UNREACHABLE, Backoff
+from collector._redis_keys import SIGNAL_LOGS, SIGNAL_SPANS, RedisKeys
+from collector.assembly_types import AppendResult, TraceChunk
+from collector.errors import QueueFull, Unavailable
+
+logger = logging.getLogger(__name__)
+
+# KEYS: open, decided, decide, then (meta, chunks) per chunk
+# ARGV: now, decision_wait, rootless_wait, max_traces, max_spans, max_age, prefix, ttl_ms,
+#       then (trace hex, span count, candidate, root, data) per chunk
+_APPEND = """
+local now, wait, rootless = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local max_traces, max_spans, max_age = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+local prefix, ttl = ARGV[7], ARGV[8]
+local evicted, dropped = 0, 0
+for i = 0, (#KEYS - 3) / 2 - 1 do
+  local meta, chunks = KEYS[4 + 2 * i], KEYS[5 + 2 * i]
+  local a = 9 + 5 * i
+  local tid, n = ARGV[a], tonumber(ARGV[a + 1])
+  local cand, root = ARGV[a + 2] == '1', ARGV[a + 3] == '1'
+  local m = redis.call('HMGET', meta, 'first_seen', 'spans', 'candidate', 'root', 'decide_at')
+  if not m[1] then
+    while redis.call('ZCARD', KEYS[1]) + redis.call('ZCARD', KEYS[2]) >= max_traces do
+      local old = redis.call('ZPOPMIN', KEYS[2])
+      if #old == 0 then
+        old = redis.call('ZPOPMIN', KEYS[1])
+        if #old == 0 then break end
+        evicted = evicted + 1
+      end
+      redis.call('DEL', prefix .. 'meta:' .. old[1], prefix .. 'chunks:' .. old[1])
+      redis.call('ZREM', KEYS[3], old[1])
+    end
+    redis.call('HSET', meta, 'first_seen', ARGV[1], 'spans', 0, 'candidate', 0, 'root', 0)
+    redis.call('ZADD', KEYS[1], ARGV[1], tid)
+    m = {ARGV[1], '0', '0', '0', false}
+  end
+  local spans = tonumber(m[2])
+  if spans + n > max_spans then
+    dropped = dropped + n
+  else
+    redis.call('RPUSH', chunks, ARGV[a + 4])
+    local has_cand = m[3] == '1' or cand
+    local root_seen = m[4] == '1' or root
+    local decide_at = nil
+    if root and has_cand then
+      decide_at = now + wait
+    elseif cand then
+      decide_at = now + rootless
+      if root_seen then decide_at = now + wait end
+      if m[5] and tonumber(m[5]) > decide_at then decide_at = tonumber(m[5]) end
+    end
+    if decide_at then
+      local cap = tonumber(m[1]) + max_age
+      if decide_at > cap then decide_at = cap end
+      redis.call('ZADD', KEYS[3], decide_at, tid)
+      redis.call('HSET', meta, 'decide_at', tostring(decide_at))
+    end
+    redis.call('HSET', meta, 'spans', spans + n, 'candidate', has_cand and '1' or '0',
+               'root', root_seen and '1' or '0')
+  end
+  redis.call('PEXPIRE', meta, ttl)
+  redis.call('PEXPIRE', chunks, ttl)
+end
+return {evicted, dropped}
+"""
+
+# KEYS: open, decided, decide; ARGV: now, limit, claim until, max_age, prefix
+_DUE = """
+local now, cutoff, prefix = tonumber(ARGV[1]), tonumber(ARGV[1]) - tonumber(ARGV[4]), ARGV[5]
+local expired = 0
+for z = 1, 2 do
+  for _, tid in ipairs(redis.call('ZRANGEBYSCORE', KEYS[z], '-inf', cutoff, 'LIMIT', 0, 256)) do
+    if not redis.call('ZSCORE', KEYS[3], tid) then
+      local meta = prefix .. 'meta:' .. tid
+      if z == 1 and redis.call('HGET', meta, 'candidate') ~= '1' then expired = expired + 1 end
+      redis.call('DEL', meta, prefix .. 'chunks:' .. tid)
+      redis.call('ZREM', KEYS[z], tid)
+    end
+  end
+end
+local due = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now, 'LIMIT', 0, ARGV[2])
+for _, tid in ipairs(due) do
+  redis.call('ZADD', KEYS[3], ARGV[3], tid)
+  redis.call('HSET', prefix .. 'meta:' .. tid, 'claim', ARGV[3])
+end
+return {due, expired}
+"""
+
+# KEYS: open, decided, decide, meta; ARGV: trace hex
+_FINISH = """
+local claim = redis.call('HGET', KEYS[4], 'claim')
+local score = redis.call('ZSCORE', KEYS[3], ARGV[1])
+if not score or not claim or tonumber(score) == tonumber(claim) then
+  redis.call('ZREM', KEYS[3], ARGV[1])
+  redis.call('HDEL', KEYS[4], 'decide_at')
+end
+redis.call('HDEL', KEYS[4], 'claim')
+local first = redis.call('ZSCORE', KEYS[1], ARGV[1])
+if first then
+  redis.call('ZREM', KEYS[1], ARGV[1])
+  redis.call('ZADD', KEYS[2], first, ARGV[1])
+end
+return 1
+"""
+
+
+class RedisTraceBuffer:
+    """Trace chunks and decision times in Redis, shared by every receiver.
+
+    Args:
+        client: the asyncio Redis client.
+        keys: the deployment's keys.
+        decision_wait: seconds between a trace's root (or, without it, run) span and its decision.
+        rootless_wait: the least wait after a run span while the trace's root is missing.
+        max_traces: traces buffered at most; decided ones, then the oldest, are evicted beyond it.
+        max_spans_per_trace: spans buffered per trace; later spans are dropped.
+        max_trace_age: a trace is decided (or dropped) at most this long after its first span.
+        claim_s: how long a trace claimed by `due` stays with its claimer.
+
+    Example:
+        >>> import asyncio, uuid
+        >>> from collector._redis_conn import connect
+        >>> async def demo():
+        ...     client = connect("redis://127.0.0.1:6379/0")
+        ...     keys = RedisKeys(f"doctest-{uuid.uuid4().hex}:")
+        ...     buffer = RedisTraceBuffer(client, keys, decision_wait=5.0)
+        ...     await buffer.append([TraceChunk(b"\\x01" * 16, "spans", b"x", 1, True, True)], now=0.0)
+        ...     due = await buffer.due(10, now=5.0)
+        ...     await client.delete(*[k async for k in client.scan_iter(keys.pattern)])
+        ...     await client.aclose()
+        ...     return due
+        >>> asyncio.run(demo())  # doctest: +SKIP
+        ([b'\\x01\\x01\\x01\\x01\\x01\\x01\\x01\\x01\\x01\\x01\\x01\\x01\\x01\\x01\\x01\\x01'], 0)
+    """
+
+    def __init__(
+        self, client: aioredis.Redis, keys: RedisKeys, *, decision_wait: float = 5.0,
+        rootless_wait: float = 30.0, max_traces: int = 100_000, max_spans_per_trace: int = 10_000,
+        max_trace_age: float = 600.0, claim_s: float = 30.0,
+    ) -> None:
+        self._r = client
+        self._k = keys
+        self._wait = decision_wait
+        self._rootless = max(decision_wait, rootless_wait)
+        self._max_traces = max_traces
+        self._max_spans = max_spans_per_trace
+        self._max_age = max_trace_age
+        self._claim = claim_s
+        self._ttl_ms = int((2 * max_trace_age + 60) * 1000)
+        self._append = client.register_script(_APPEND)
+        self._due = client.register_script(_DUE)
+        self._finish = client.register_script(_FINISH)
+        self._backoff = Backoff("deciding traces", logger)
+
+    async def append(self, chunks: Sequence[TraceChunk], now: float | None = None) -> AppendResult:
+        """Store trace chunks durably; returns what was evicted or dropped.
+
+        Raises:
+            Unavailable: Redis cannot be reached (nothing, or not all, was stored).
+            QueueFull: Redis refused the write for lack of memory.
+
+        Example:
+            >>> RedisTraceBuffer.append.__name__
+            'append'
+        """
+        at = time.time() if now is None else now
+        keys = [self._k.traces_open, self._k.traces_decided, self._k.decide]
+        args: list[Any] = [at, self._wait, self._rootless, self._max_traces, self._max_spans,
+                           self._max_age, self._k.prefix, self._ttl_ms]
+        for chunk in chunks:
+            tid = chunk.trace_id.hex()
+            keys += [self._k.meta(tid), self._k.chunks(tid)]
+            signal = SIGNAL_SPANS if chunk.signal == "spans" else SIGNAL_LOGS
+            args += [tid, chunk.span_count, int(chunk.has_run_candidate), int(chunk.has_root),
+                     signal + chunk.data]
+        try:
+            evicted, dropped = await self._append(keys=keys, args=args)
+        except UNREACHABLE as err:
+            raise Unavailable(f"the trace buffer (Redis) is unreachable: {err}") from err
+        except ResponseError as err:
+            if "OOM" in str(err):
+                raise QueueFull("the trace buffer (Redis) is out of memory") from err
+            raise
+        return AppendResult(evicted_traces=int(evicted), dropped_spans=int(dropped))
+
+    async def due(self, limit: int, now: float | None = None) -> tuple[list[bytes], int]:
+        """Claim traces ready for a decision; also drops aged-out traces (and counts lost ones).
+
+        While Redis is unreachable this waits with backoff and returns nothing.
+
+        Example:
+            >>> RedisTraceBuffer.due.__name__
+            'due'
+        """
+        at = time.time() if now is None else now
+        try:
+            ids, expired = await self._due(
+                keys=[self._k.traces_open, self._k.traces_decided, self._k.decide],
+                args=[at, limit, at + self._claim, self._max_age, self._k.prefix],
+            )
+        except UNREACHABLE as err:
+            await self._backoff.wait(err)
+            return [], 0
+        self._backoff.reset()
+        return [bytes.fromhex(t.decode()) for t in ids], int(expired)
+
+    async def load(self, trace_id: bytes) -> list[TraceChunk]:
+        """Every chunk stored for a trace, in arrival order.
+
+        Example:
+            >>> RedisTraceBuffer.load.__name__
+            'load'
+        """
+        rows: Any = await self._r.lrange(self._k.chunks(trace_id.hex()), 0, -1)  # type: ignore[misc]
+        return [
+            TraceChunk(trace_id, "spans" if row[:1] == SIGNAL_SPANS else "logs", bytes(row[1:]), 0, False)
+            for row in rows
+        ]
+
+    async def finish(self, trace_id: bytes) -> None:
+        """Mark a trace decided (unless new run spans arrived since it was claimed).
+
+        Example:
+            >>> RedisTraceBuffer.finish.__name__
+            'finish'
+        """
+        tid = trace_id.hex()
+        await self._finish(
+            keys=[self._k.traces_open, self._k.traces_decided, self._k.decide, self._k.meta(tid)],
+            args=[tid],
+        )

@@ -1,0 +1,79 @@
+"""End to end on the Redis queue: receiver and worker roles wired by `Service`, one process."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import aiohttp
+import pytest
+from daemon_harness import CaptureBackend, emit_agent_trace, wait_until
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
+
+from collector.config import config_from_dict
+from collector.errors import ConfigError
+from collector.redis_store import RedisStore
+from collector.registry import ScorerRegistry
+from collector.service import Service
+
+SCORERS = Path(__file__).parent / "scorers_for_tests.py"
+REDIS_URL = os.environ.get("TRACESCORE_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+
+
+def _config(prefix: str, backend: str, url: str = REDIS_URL) -> dict:
+    return {
+        "receiver": {"grpc_endpoint": "127.0.0.1:0", "http_endpoint": "127.0.0.1:0"},
+        "assembly": {"decision_wait": 0.2},
+        "queue": {"url": url, "key_prefix": prefix},
+        "export": {"endpoint": backend, "timeout_s": 2.0, "max_backoff_s": 0.5},
+        "scorers": [{"ref": f"{SCORERS}:answer_length"}],
+    }
+
+
+@pytest.fixture
+async def setup() -> AsyncIterator[tuple[str, CaptureBackend]]:
+    prefix = f"test-{uuid.uuid4().hex[:12]}:"
+    backend = await CaptureBackend().start()
+    yield prefix, backend
+    await backend.stop()
+    cleaner = RedisStore(REDIS_URL, key_prefix=prefix)
+    await cleaner.delete_all()
+    await cleaner.shutdown()
+
+
+async def test_receiver_and_worker_roles_score_through_redis(setup: tuple[str, CaptureBackend]) -> None:
+    prefix, backend = setup
+    config = config_from_dict(_config(prefix, backend.endpoint), env={})
+    receiver = Service(config, ScorerRegistry.load(config.scorers), role="receiver")
+    worker = Service(config, ScorerRegistry.load(config.scorers), role="worker")
+    await receiver.start()
+    await worker.start()
+    try:
+        assert receiver.http is not None and worker.http is not None
+        assert worker.grpc is None and receiver.worker._task is None  # roles start only their parts
+        url = f"http://127.0.0.1:{receiver.http.port}/v1/traces"
+        trace_id, span_id = await asyncio.to_thread(emit_agent_trace, HttpExporter(endpoint=url))
+        await wait_until(lambda: len(backend.scores()) == 1, what="the score")
+        (score,) = backend.scores()
+        assert (score.span.trace_id.hex(), score.span.parent_span_id.hex()) == (trace_id, span_id)
+        # A worker replica refuses OTLP data retryably (its listener serves probes and metrics).
+        worker_url = f"http://127.0.0.1:{worker.http.port}/v1/traces"
+        async with aiohttp.ClientSession() as session:
+            async with session.post(worker_url, data=b"", headers={"Content-Type": "application/x-protobuf"}) as resp:
+                assert resp.status == 503 and "Retry-After" in resp.headers
+            async with session.get(f"http://127.0.0.1:{worker.http.port}/readyz") as resp:
+                assert resp.status == 200
+    finally:
+        await receiver.shutdown()
+        await worker.shutdown()
+
+
+def test_split_roles_need_a_shared_queue(tmp_path: Path) -> None:
+    config = config_from_dict({"queue": {"url": f"sqlite:///{tmp_path / 'q.db'}"}}, env={})
+    with pytest.raises(ConfigError, match="redis"):
+        Service(config, ScorerRegistry([]), role="worker")
+    with pytest.raises(ConfigError, match="role"):
+        Service(config, ScorerRegistry([]), role="bogus")

@@ -1,0 +1,98 @@
+"""Redis-only behaviour of the store: shared decision timer, claims, outages, key isolation."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import uuid
+from collections.abc import AsyncIterator
+
+import pytest
+
+from collector.assembly_types import TraceChunk
+from collector.errors import Unavailable
+from collector.queue import Done, RunRecord, ScoreJob, ScoreRecord
+from collector.redis_store import RedisStore
+
+REDIS_URL = os.environ.get("TRACESCORE_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+T1 = b"\x01" * 16
+
+
+@pytest.fixture
+async def prefix() -> AsyncIterator[str]:
+    name = f"test-{uuid.uuid4().hex[:12]}:"
+    yield name
+    cleaner = RedisStore(REDIS_URL, key_prefix=name)
+    await cleaner.delete_all()
+    await cleaner.shutdown()
+
+
+async def _open(prefix: str, **options: object) -> RedisStore:
+    store = RedisStore(REDIS_URL, key_prefix=prefix, block_ms=0, **options)  # type: ignore[arg-type]
+    await store.client.ping()  # fail loudly when Redis is missing
+    await store.start()
+    return store
+
+
+async def test_two_receivers_share_one_trace_and_one_timer(prefix: str) -> None:
+    a, b = await _open(prefix, decision_wait=5.0), await _open(prefix, decision_wait=5.0)
+    try:
+        await a.append([TraceChunk(T1, "spans", b"child", 1, True)], now=100.0)
+        await b.append([TraceChunk(T1, "spans", b"root", 1, False, has_root=True)], now=101.0)
+        # Both receivers race for the due trace: exactly one claims it.
+        claims = await asyncio.gather(a.due(10, now=106.0), b.due(10, now=106.0))
+        assert sorted(len(ids) for ids, _ in claims) == [0, 1]
+        assert [c.data for c in await b.load(T1)] == [b"child", b"root"]
+        # A run span arriving during the decision gets a decision of its own.
+        await b.append([TraceChunk(T1, "spans", b"late run", 1, True)], now=106.5)
+        await a.finish(T1)
+        assert (await a.due(10, now=111.4))[0] == []
+        assert (await b.due(10, now=111.5))[0] == [T1]
+    finally:
+        await a.shutdown()
+        await b.shutdown()
+
+
+async def test_a_claim_that_is_never_finished_runs_out(prefix: str) -> None:
+    """The decision timer survives the receiver that claimed the trace (a crash mid-decision)."""
+    crashed = await _open(prefix, decision_wait=1.0)
+    await crashed.append([TraceChunk(T1, "spans", b"run", 1, True, has_root=True)], now=0.0)
+    assert (await crashed.due(10, now=1.0))[0] == [T1]
+    await crashed.shutdown()  # never finished
+    other = await _open(prefix, decision_wait=1.0)
+    try:
+        assert (await other.due(10, now=2.0))[0] == []  # still claimed
+        assert (await other.due(10, now=31.5))[0] == [T1]
+    finally:
+        await other.shutdown()
+
+
+async def test_unreachable_redis_refuses_retryably_and_components_keep_running(prefix: str) -> None:
+    store = RedisStore("redis://127.0.0.1:1/0", key_prefix=prefix, block_ms=0)
+    await store.start()  # not fatal
+    try:
+        with pytest.raises(Unavailable):
+            await store.append([TraceChunk(T1, "spans", b"x", 1, True)])
+        assert await store.take(5) == []
+        assert await store.due(5) == ([], 0)
+        assert await store.pending(5) == []
+    finally:
+        await store.shutdown()
+
+
+async def test_deployments_with_other_prefixes_do_not_see_each_other(prefix: str) -> None:
+    other_prefix = f"test-{uuid.uuid4().hex[:12]}:"
+    mine, other = await _open(prefix), await _open(other_prefix)
+    try:
+        job = ScoreJob(RunRecord(trace_id="ab" * 16, span_id="cd" * 8), "q", "1")
+        assert await mine.put([job]) == [True]
+        assert await other.put([job]) == [True]
+        (leased,) = await mine.take(5)
+        record = ScoreRecord(job.key, "ab" * 16, "cd" * 8, "ef" * 8, "q", "q", score=1.0)
+        await mine.settle(leased, Done(record))
+        assert await other.pending(5) == [] and len(await mine.pending(5)) == 1
+        assert await mine.refresh() == 1 and await other.refresh() == 1
+    finally:
+        await other.delete_all()
+        await mine.shutdown()
+        await other.shutdown()
