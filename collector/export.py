@@ -239,7 +239,8 @@ class ScoreExporter:
             'start'
         """
         if self._exporter is None:
-            logger.warning("no export endpoint configured: scores are logged, not exported")
+            logger.warning("no export endpoint configured (export.endpoint or OTEL_EXPORTER_OTLP_ENDPOINT):"
+                           " scores are not exported, only logged at INFO (-v)")
         self._wake = asyncio.Event()
         self._task = asyncio.create_task(self._loop(), name="tracescore-export")
 
@@ -297,7 +298,9 @@ class ScoreExporter:
         ids = [item.item_id for item in items]
         if self._exporter is None:
             for item in items:
-                logger.info("score %s %s = %s", item.record.scorer_id, item.record.key, item.record.score)
+                rec = item.record
+                logger.info("score %s on trace %s span %s: %s %s", rec.scorer_id, rec.trace_id, rec.span_id,
+                            rec.score if rec.error_type is None else rec.error_type, rec.reason or "")
             await self._outbox.release(ids)
             return len(items)
         spans = []

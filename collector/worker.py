@@ -254,6 +254,18 @@ class Worker:
         self._metrics.decisions.labels(scorer=job.scorer_id, reason="scored").inc()
         return Done(self._record(leased, entry, result, start_ns))
 
+    def _count_failed_judge_call(self, err: BaseException) -> None:
+        seen: BaseException | None = err
+        while seen is not None:
+            execution = getattr(seen, "execution", None)
+            model = getattr(execution, "model", None)
+            if model:
+                self._metrics.judge_attempts.labels(model=model).inc(
+                    int(getattr(execution, "attempt_count", 1) or 1))
+                self._metrics.judge_errors.labels(model=model).inc()
+                return
+            seen = seen.__cause__
+
     def _count_judge(self, result: Any) -> None:
         models, tin, tout, cost, attempts, errors = _judge_summary(result)
         model = models[0] if len(models) == 1 else ("mixed" if models else "")
@@ -295,6 +307,7 @@ class Worker:
     def _failed(self, leased: LeasedJob, entry: RegisteredScorer, err: Exception, start_ns: int) -> Settlement:
         job = leased.job
         retryable, retry_after = _retryable(err)
+        self._count_failed_judge_call(err)
         if retryable and leased.attempt < self._max_attempts:
             delay = retry_after if retry_after is not None else self._retry_base * 2 ** (leased.attempt - 1)
             self._metrics.decisions.labels(scorer=job.scorer_id, reason="retried").inc()
@@ -304,5 +317,6 @@ class Worker:
         self._metrics.decisions.labels(scorer=job.scorer_id, reason="failed").inc()
         logger.warning("scorer %s failed on %s: %s", job.scorer_id, job.key, err)
         partial = getattr(err, "partial_result", None)
+        self._count_judge(partial)
         record = self._record(leased, entry, partial, start_ns, error=err)
         return Dead(record.error_type or type(err).__name__, str(err), record)

@@ -83,6 +83,8 @@ async def test_judge_scores_carry_model_usage_and_survive_a_429(tmp_path: Path, 
         text = service.metrics.render().decode()
         assert 'tracescore_decisions_total{reason="retried",scorer="llm-quality"} 1.0' in text
         assert 'tracescore_judge_tokens_total{direction="input",model="openai/gpt-4o-mini"} 120.0' in text
+        assert 'tracescore_judge_attempts_total{model="openai/gpt-4o-mini"} 2.0' in text
+        assert 'tracescore_judge_errors_total{model="openai/gpt-4o-mini"} 1.0' in text
     finally:
         await service.shutdown()
         await backend.stop()
