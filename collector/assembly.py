@@ -272,7 +272,8 @@ class TraceAssembler:
             >>> TraceAssembler.decide_due.__name__
             'decide_due'
         """
-        trace_ids, expired = await self._buffer.due(256)
+        # Bounded batch: a decided trace is held in memory whole (up to max_spans_per_trace spans).
+        trace_ids, expired = await self._buffer.due(64)
         if expired:
             self._metrics.traces_evicted.labels(reason="no_run").inc(expired)
         if not trace_ids:
