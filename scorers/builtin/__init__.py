@@ -1,0 +1,46 @@
+"""Built-in scorers: ports of Mastra's prebuilt scorers, each a factory returning a `Scorer`.
+
+Every factory builds a normal agent scorer (``create_scorer(..., type="agent")``), so runs
+accept agent messages as well as plain strings (a string input is one user message, a
+string output one assistant message). Scores are rounded to two decimals. Code-based
+scorers need nothing else; LLM-judged ones take a ``judge`` (a `Judge`, a dict of its
+fields, or a model string) and import litellm only when a judge call runs. Step results
+are pydantic models (JSON objects), never bare lists or numbers.
+
+Example:
+    >>> from scorers.builtin import content_similarity, checks
+    >>> content_similarity().run_sync(input="Hello world", output="hello world!").score
+    0.95
+    >>> checks.includes("world").run_sync(input="Hi", output="Hello world").score
+    1.0
+"""
+
+from scorers.builtin import checks
+from scorers.builtin._keywords import (
+    completeness,
+    element_covered,
+    extract_elements,
+    extract_keywords,
+    keyword_coverage,
+)
+from scorers.builtin._similarity import content_similarity, dice_similarity, textual_difference
+from scorers.builtin._tone import Sentiment, analyze_sentiment, tone_consistency
+from scorers.builtin._tool_calls import tool_call_accuracy_code
+
+__all__ = [
+    # code-based scorers
+    "completeness",
+    "content_similarity",
+    "keyword_coverage",
+    "textual_difference",
+    "tone_consistency",
+    "tool_call_accuracy_code",
+    "checks",
+    # NLP helpers
+    "analyze_sentiment",
+    "dice_similarity",
+    "element_covered",
+    "extract_elements",
+    "extract_keywords",
+    "Sentiment",
+]
