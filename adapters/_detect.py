@@ -139,22 +139,57 @@ def extract_runs(trace: AssembledTrace) -> Extraction:
     tree = SpanTree(trace.spans)
     skipped: list[Skip] = list(tree.skipped)
     views = _views(trace, tree, skipped)
-    agent_ids = {sid for sid, v in views.items() if v.kind == "agent"}
-    effective: set[str] = set()
-    for sid in agent_ids:
-        if views[sid].weak and any(d in agent_ids and not views[d].weak for d in tree.descendants(sid)):
-            continue
-        effective.add(sid)
+    strong = {sid for sid, v in views.items() if v.kind == "agent" and not v.weak}
+    weak = {sid for sid, v in views.items() if v.kind == "agent" and v.weak}
     nearest_agent: dict[str, str | None] = {}
     top_of: dict[str, str | None] = {}
     for sid in views:
-        chain = [a for a in tree.ancestors(sid) if a in effective]
+        chain = [a for a in tree.ancestors(sid) if a in strong]
         nearest_agent[sid] = chain[0] if chain else None
         top_of[sid] = chain[-1] if chain else None
-    tops = [s.span_id for s in tree.spans if s.span_id in effective and top_of[s.span_id] is None]
+    tops = [s.span_id for s in tree.spans if s.span_id in strong and top_of[s.span_id] is None]
+    tool_ids = [s.span_id for s in tree.spans if s.span_id in views and views[s.span_id].kind == "tool"]
+    kept = _distinct_llm_calls(tree, views, skipped)
+    runs: list[AgentRun] = []
+    for top in tops:
+        mine = [views[s] for s in kept if top_of[s] == top]
+        mine = [v for v in mine if not v.fallback] or mine
+        own = [v for v in mine if nearest_agent[v.span.span_id] == top] or mine
+        tools = [views[s] for s in tool_ids if top_of[s] == top]
+        _add_run(runs, skipped, tree.by_id[top], views[top], own, tools)
+    # Outside strong agents: conversations, anchored on their lowest common ancestor, or on
+    # the top-most weak agent span above it (the Agents SDK trace root without agent.name).
+    free = [views[s] for s in kept if top_of[s] is None and not views[s].fallback]
+    groups = _group_calls(free)
+    anchors: list[str] = []
+    for group in groups:
+        ids = [c.span.span_id for c in group]
+        anchor = tree.lowest_common_ancestor(ids) if len(ids) > 1 else ids[0]
+        above = [a for a in ([anchor, *tree.ancestors(anchor)] if anchor else []) if a in weak and top_of[a] is None]
+        anchors.append(above[-1] if above else (anchor or ids[-1]))
+    covered: set[str] = set()
+    for group, anchor in zip(groups, anchors, strict=True):
+        if anchor in covered and anchors.count(anchor) > 1:  # two conversations, one anchor
+            anchor = group[-1].span.span_id
+        below = set(tree.descendants(anchor))
+        covered.update(below, tree.ancestors(anchor), (anchor,))
+        view = views.get(anchor)
+        single_call = view is not None and view.kind == "llm" and len(group) == 1
+        run_view = view if view is not None and (view.kind == "agent" or single_call) else None
+        tools = [views[s] for s in tool_ids if s in below and top_of[s] is None]
+        _add_run(runs, skipped, tree.by_id[anchor], run_view, group, tools)
+    for sid in (s.span_id for s in tree.spans if s.span_id in weak):
+        if sid not in covered and top_of[sid] is None and views[sid].has_content:
+            covered.update(tree.descendants(sid))
+            _add_run(runs, skipped, tree.by_id[sid], views[sid], [], [])
+    runs.sort(key=lambda r: (r.start_ns, r.span_id))
+    return Extraction(runs=runs, skipped=skipped)
+
+
+def _distinct_llm_calls(tree: SpanTree, views: dict[str, SpanView], skipped: list[Skip]) -> list[str]:
+    """LLM span ids in start order, without inner spans repeating their LLM parent's call."""
     llm_ids = [s.span_id for s in tree.spans if s.span_id in views and views[s.span_id].kind == "llm"]
     llm_set = set(llm_ids)
-    tool_ids = [s.span_id for s in tree.spans if s.span_id in views and views[s.span_id].kind == "tool"]
     kept: list[str] = []
     for sid in llm_ids:
         outer = next((a for a in tree.ancestors(sid) if a in llm_set), None)
@@ -166,31 +201,18 @@ def extract_runs(trace: AssembledTrace) -> Extraction:
             skipped.append(Skip(sid, "duplicate_llm_call"))
             continue
         kept.append(sid)
-    runs: list[AgentRun] = []
-    for top in tops:
-        mine = [views[s] for s in kept if top_of[s] == top]
-        mine = [v for v in mine if not v.fallback] or mine
-        own = [v for v in mine if nearest_agent[v.span.span_id] == top] or mine
-        tools = [views[s] for s in tool_ids if top_of[s] == top]
-        try:
-            runs.append(build_run(tree.by_id[top], views[top], own, tools))
-        except Exception:
-            skipped.append(Skip(top, "run_error"))
-    free = [views[s] for s in kept if top_of[s] is None and not views[s].fallback]
-    groups = _group_calls(free)
-    anchors = [
-        (tree.lowest_common_ancestor([c.span.span_id for c in g]) if len(g) > 1 else g[0].span.span_id)
-        for g in groups
-    ]
-    for group, anchor in zip(groups, anchors, strict=True):
-        if anchor is None or (len(group) > 1 and anchors.count(anchor) > 1):
-            anchor = group[-1].span.span_id
-        below = set(tree.descendants(anchor))
-        tools = [views[s] for s in tool_ids if s in below and top_of[s] is None]
-        try:
-            run_view = views.get(anchor) if anchor in views and views[anchor].kind == "llm" else None
-            runs.append(build_run(tree.by_id[anchor], run_view if len(group) == 1 else None, group, tools))
-        except Exception:
-            skipped.append(Skip(anchor, "run_error"))
-    runs.sort(key=lambda r: (r.start_ns, r.span_id))
-    return Extraction(runs=runs, skipped=skipped)
+    return kept
+
+
+def _add_run(
+    runs: list[AgentRun],
+    skipped: list[Skip],
+    span: TraceSpan,
+    view: SpanView | None,
+    calls: Sequence[SpanView],
+    tools: Sequence[SpanView],
+) -> None:
+    try:
+        runs.append(build_run(span, view, calls, tools))
+    except Exception:  # a bug in run building must not lose the trace's other runs
+        skipped.append(Skip(span.span_id, "run_error"))

@@ -163,7 +163,9 @@ def view_span(span: TraceSpan, logs: Sequence[TraceLog], report: Report) -> Span
         view.tool_call_id = str_attr(attrs, "tool_call.id", "tool.id")
         view.tool_result = attrs.get("output.value")
         return view
-    if kind_attr not in ("LLM", "") and not has_messages:
+    if kind_attr not in ("LLM", ""):
+        # CHAIN / RETRIEVER / ... spans: LangChain copies the graph state's messages onto
+        # them, but they are not model calls
         return None
     view = SpanView(span=span, convention="openinference", kind="llm", context=ctx, usage=_usage(attrs))
     view.request = oi_messages(attrs, "llm.input_messages.")

@@ -148,3 +148,21 @@ def test_agent_with_only_input_and_output_values() -> None:
     assert brief(run)["input"] == [["user", "Plan a trip", []]]
     assert brief(run)["output"] == [["assistant", "Go to Rome.", []]]
     assert (run.request_context["session_id"], run.request_context["user_id"]) == ("s-1", "u-1")
+
+
+def test_langgraph_chain_spans_with_state_messages_and_agent_nodes() -> None:
+    state = oi_msgs("llm.input_messages", [USER])
+    spans = [
+        span(1, "LangGraph", None, {"openinference.span.kind": "CHAIN", **state}),
+        span(2, "agent", 1, {"openinference.span.kind": "AGENT", **state}),
+        span(3, "call_model", 2, {"openinference.span.kind": "CHAIN", **state}),
+        llm(4, 3, [SYS, USER], [TOOLCALL], name="ChatOpenAI"),
+        span(5, "tools", 1, {"openinference.span.kind": "CHAIN"}),
+        span(6, "get_weather", 5, {"openinference.span.kind": "TOOL", "tool.name": "get_weather",
+                                   "output.value": "sunny"}),
+        span(7, "agent", 1, {"openinference.span.kind": "AGENT", **state}),
+        llm(8, 7, [SYS, USER, TOOLCALL, TOOLRES], [FINAL], name="ChatOpenAI"),
+    ]
+    runs = extract(request(("openinference.instrumentation.langchain", spans))).runs
+    assert [r.span_id for r in runs] == [sid(1)]
+    assert brief(runs[0])["output"] == EXPECTED_OUTPUT
