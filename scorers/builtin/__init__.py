@@ -23,6 +23,7 @@ from scorers.builtin._keywords import (
     extract_keywords,
     keyword_coverage,
 )
+from scorers.builtin._llm_answer import answer_relevancy, answer_similarity
 from scorers.builtin._similarity import content_similarity, dice_similarity, textual_difference
 from scorers.builtin._tone import Sentiment, analyze_sentiment, tone_consistency
 from scorers.builtin._tool_calls import tool_call_accuracy_code
@@ -36,6 +37,9 @@ __all__ = [
     "tone_consistency",
     "tool_call_accuracy_code",
     "checks",
+    # LLM-judged scorers
+    "answer_relevancy",
+    "answer_similarity",
     # NLP helpers
     "analyze_sentiment",
     "dice_similarity",

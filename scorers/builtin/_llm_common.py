@@ -1,0 +1,126 @@
+"""Shared pieces of the LLM-judged built-in scorers: verdict models, context, prompts.
+
+Every LLM-judged factory takes ``judge`` (a `Judge`, a dict of its fields, or a model
+string such as ``"openai/gpt-4o-mini"``); the scorer's default instructions are used when
+the judge gives none. Steps that ask the judge are `PromptStep`s with pydantic output
+schemas, so every step result is a JSON object. When a run lacks what the scorer needs
+(no answer, no ground truth, no context), the first prompt step returns `not_scorable`
+with the reason instead of spending judge calls on an empty prompt (Mastra scores 0 or
+throws there; each factory documents which).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, field_validator
+
+from scorers._create import create_scorer
+from scorers._steps import PromptStep
+from scorers.builtin._common import JudgeOption, check_scale, resolve_judge
+from scorers.errors import ScorerDefinitionError
+from scorers.utils import round_to_two_decimals
+
+ContextOption = Sequence[str] | None
+ContextExtractor = Callable[[Any], Sequence[str]]
+
+
+def _lower(value: Any) -> Any:
+    return value.strip().lower() if isinstance(value, str) else value
+
+
+class Statements(BaseModel):
+    """Statements extracted from a text by the judge."""
+
+    statements: list[str] = Field(default_factory=list)
+
+
+class Claims(BaseModel):
+    """Factual claims extracted from a text by the judge."""
+
+    claims: list[str] = Field(default_factory=list)
+
+
+class Verdict(BaseModel):
+    """One yes / no / unsure verdict of the judge, with its reason (case-insensitive)."""
+
+    verdict: Literal["yes", "no", "unsure"]
+    reason: str = ""
+
+    _normalise = field_validator("verdict", mode="before")(lambda cls, v: _lower(v))
+
+
+class Verdicts(BaseModel):
+    """The judge's verdicts, one per statement, claim, opinion or context piece."""
+
+    verdicts: list[Verdict] = Field(default_factory=list)
+
+
+def count(verdicts: Sequence[Verdict], value: str) -> int:
+    """How many verdicts are ``value``."""
+    return sum(1 for v in verdicts if v.verdict == value)
+
+
+def scaled(value: float, scale: float) -> float:
+    """``value * scale`` rounded to two decimals (Mastra's final score)."""
+    return round_to_two_decimals(value * scale)
+
+
+def bullet(items: Sequence[Any]) -> str:
+    """``items`` as a JSON list (what the prompts show the judge)."""
+    return json.dumps(list(items), ensure_ascii=False, default=str)
+
+
+def verdict_lines(verdicts: Sequence[Verdict], subjects: Sequence[str] | None = None) -> str:
+    """One line per verdict: ``- <subject>: <verdict> (<reason>)``."""
+    lines = []
+    for i, v in enumerate(verdicts):
+        subject = subjects[i] if subjects is not None and i < len(subjects) else f"#{i + 1}"
+        lines.append(f"- {subject}: {v.verdict}" + (f" ({v.reason})" if v.reason else ""))
+    return "\n".join(lines) or "(no verdicts)"
+
+
+def check_context(context: ContextOption, extractor: ContextExtractor | None, scorer: str) -> list[str] | None:
+    """Validate a static context (a non-empty list of strings) and/or an extractor."""
+    if extractor is not None and not callable(extractor):
+        raise ScorerDefinitionError(f"{scorer}: context_extractor must be callable")
+    if context is None:
+        return None
+    if isinstance(context, str) or not all(isinstance(c, str) for c in context):
+        raise ScorerDefinitionError(f"{scorer}: context must be a list of strings")
+    if not context:
+        raise ScorerDefinitionError(f"{scorer}: context cannot be empty if provided")
+    return list(context)
+
+
+def run_context(run: Any, context: list[str] | None, extractor: ContextExtractor | None) -> list[str]:
+    """The context of one run: the extractor's (when given), else the static context."""
+    if extractor is not None:
+        return [str(c) for c in extractor(run) or []]
+    return list(context or [])
+
+
+def reason_prompt(what: str, scale: float, details: str) -> str:
+    """The common generate_reason prompt: explain ``score`` from ``details``."""
+    return (
+        f"Explain the {what} score, where 0 is the lowest and {scale:g} is the highest.\n"
+        "Base the explanation only on the verdicts and facts below; be concise (one or two sentences)"
+        ' and start with "The score is <score> because".\n\n'
+        f"{details}"
+    )
+
+
+def builder(id: str, name: str, description: str, judge: JudgeOption | None, instructions: str, scale: float = 1.0) -> Any:
+    """``create_scorer`` for an LLM-judged built-in (agent type, resolved judge)."""
+    check_scale(scale, name)
+    return create_scorer(
+        id=id, name=name, description=description, type="agent",
+        judge=resolve_judge(judge, instructions, name),
+    )  # fmt: skip
+
+
+def prompt(description: str, create_prompt: Callable[..., Any], schema: Any = None) -> PromptStep:
+    """A `PromptStep` (shorthand)."""
+    return PromptStep(description=description, create_prompt=create_prompt, output_schema=schema)
