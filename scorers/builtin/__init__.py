@@ -24,6 +24,8 @@ from scorers.builtin._keywords import (
     keyword_coverage,
 )
 from scorers.builtin._llm_answer import answer_relevancy, answer_similarity
+from scorers.builtin._llm_claims import context_recall, faithfulness, hallucination
+from scorers.builtin._llm_opinions import bias, toxicity
 from scorers.builtin._similarity import content_similarity, dice_similarity, textual_difference
 from scorers.builtin._tone import Sentiment, analyze_sentiment, tone_consistency
 from scorers.builtin._tool_calls import tool_call_accuracy_code
@@ -40,6 +42,11 @@ __all__ = [
     # LLM-judged scorers
     "answer_relevancy",
     "answer_similarity",
+    "faithfulness",
+    "hallucination",
+    "context_recall",
+    "bias",
+    "toxicity",
     # NLP helpers
     "analyze_sentiment",
     "dice_similarity",
