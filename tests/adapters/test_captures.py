@@ -38,7 +38,7 @@ CASES = sorted(p for p in CAPTURES.glob("*/S?.pb"))
 
 
 def test_captures_are_present() -> None:
-    assert len(CASES) == 69
+    assert len(CASES) == 73
 
 
 @pytest.mark.parametrize("path", CASES, ids=[f"{p.parent.name}/{p.stem}" for p in CASES])
@@ -50,3 +50,12 @@ def test_capture(path: Path) -> None:
         return
     assert len(runs) == 1
     assert norm_run(runs[0]) == EXPECTED[path.stem]
+
+
+LOG_CASES = [p for p in CASES if p.with_name(p.stem + ".logs.pb").exists() and p.parent.name != "mastra-exporter"]
+
+
+@pytest.mark.parametrize("path", LOG_CASES, ids=[f"{p.parent.name}/{p.stem}" for p in LOG_CASES])
+def test_log_carried_content_without_its_logs_is_empty(path: Path) -> None:
+    runs = runs_from_files(path)
+    assert runs and all(not m.content for r in runs for m in [*r.input.input_messages, *r.output])

@@ -23,7 +23,16 @@ CONTENT_MODES = {"openai-v2": "span_only", "openai-v2-events": "event_only", "op
 
 
 def instrument(variant: str, tp: Any, lp: Any) -> None:
-    if variant.startswith("openai-v2"):
+    if variant == "openai-v2-legacy":  # 2.1b0 on SDK 1.33: semconv 1.28 per-message log events
+        os.environ["OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"] = "true"
+        from opentelemetry._events import set_event_logger_provider
+        from opentelemetry.instrumentation.openai_v2 import OpenAIInstrumentor as LegacyInstrumentor
+        from opentelemetry.sdk._events import EventLoggerProvider
+
+        events = EventLoggerProvider(lp)
+        set_event_logger_provider(events)
+        LegacyInstrumentor().instrument(tracer_provider=tp, event_logger_provider=events)
+    elif variant.startswith("openai-v2"):
         os.environ["OTEL_SEMCONV_STABILITY_OPT_IN"] = "gen_ai_latest_experimental"
         os.environ["OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"] = CONTENT_MODES[variant]
         from opentelemetry.instrumentation.openai_v2 import OpenAIInstrumentor
@@ -154,7 +163,12 @@ def main(variant: str, scenario: str, outdir: str) -> None:
     from opentelemetry.exporter.otlp.proto.common._log_encoder import encode_logs
     from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
     from opentelemetry.sdk._logs import LoggerProvider
-    from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogRecordProcessor
+    from opentelemetry.sdk._logs.export import SimpleLogRecordProcessor
+
+    try:
+        from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter
+    except ImportError:  # SDK < 1.39
+        from opentelemetry.sdk._logs.export import InMemoryLogExporter as InMemoryLogRecordExporter
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
