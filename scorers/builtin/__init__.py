@@ -25,6 +25,7 @@ from scorers.builtin._keywords import (
 )
 from scorers.builtin._llm_answer import answer_relevancy, answer_similarity
 from scorers.builtin._llm_claims import context_recall, faithfulness, hallucination
+from scorers.builtin._llm_context import context_precision, context_relevance, noise_sensitivity
 from scorers.builtin._llm_opinions import bias, toxicity
 from scorers.builtin._similarity import content_similarity, dice_similarity, textual_difference
 from scorers.builtin._tone import Sentiment, analyze_sentiment, tone_consistency
@@ -45,6 +46,9 @@ __all__ = [
     "faithfulness",
     "hallucination",
     "context_recall",
+    "context_precision",
+    "context_relevance",
+    "noise_sensitivity",
     "bias",
     "toxicity",
     # NLP helpers
