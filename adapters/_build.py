@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from adapters._messages import Call, Msg, msg_key, text_of, to_message
+from adapters._messages import Call, Msg, link_tool_results, msg_key, text_of, to_message
 from adapters._runs import AgentRun
 from adapters._trace import TraceSpan
 from adapters._view import SpanView
@@ -248,6 +248,8 @@ def build_run(
             produced = [r for c in calls for r in c.response]
     if tools or any(m.placeholder for m in produced):
         produced = _fill_tool_results(produced, tools)
+    linked = link_tool_results([*first_request, *produced])
+    first_request, produced = linked[: len(first_request)], linked[len(first_request) :]
     remembered, inp = split_turn(first_request)
     run_input = ScorerRunInputForAgent(
         input_messages=[to_message(m) for m in inp],

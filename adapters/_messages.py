@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from scorers._agent_types import Message, ToolCall
 
-__all__ = ["Call", "Msg", "loads", "msg_key", "parse_messages", "text_of", "to_message"]
+__all__ = ["Call", "Msg", "link_tool_results", "loads", "msg_key", "parse_messages", "text_of", "to_message"]
 
 _ROLES = {
     "system": "system",
@@ -290,6 +290,29 @@ def parse_messages(items: Any) -> list[Msg]:
         return out
     for raw in items:
         _parse_one(raw, out)
+    return out
+
+
+def link_tool_results(msgs: list[Msg]) -> list[Msg]:
+    """Give tool results without a call id the id of the call they answer (calls are answered in order).
+
+    Example:
+        >>> msgs = link_tool_results([Msg("assistant", "", (Call("c1", "w"),)), Msg("tool", "sunny")])
+        >>> (msgs[1].tool_call_id, msgs[1].name)
+        ('c1', 'w')
+    """
+    out: list[Msg] = []
+    pending: list[Call] = []
+    for msg in msgs:
+        if msg.role == "assistant" and msg.tool_calls:
+            pending = [c for c in msg.tool_calls if c.id]
+        elif msg.role == "tool" and msg.tool_call_id:
+            pending = [c for c in pending if c.id != msg.tool_call_id]
+        elif msg.role == "tool" and pending and not msg.placeholder:
+            call = next((c for c in pending if msg.name and c.name == msg.name), pending[0])
+            pending.remove(call)
+            msg = replace(msg, tool_call_id=call.id, name=msg.name or call.name or None)
+        out.append(msg)
     return out
 
 

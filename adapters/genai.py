@@ -159,6 +159,8 @@ class _EventMessages:
             message = data.get("message")
             if not isinstance(message, dict):
                 message = {k: data[k] for k in ("content", "tool_calls") if k in data}
+            elif "tool_calls" not in message and isinstance(data.get("tool_calls"), list):
+                message = {**message, "tool_calls": data["tool_calls"]}  # OpenLLMetry puts them beside it
             message = {"role": "assistant", **message}
             self.response.extend(parse_messages([message]))
             self.seen = self.legacy = True

@@ -38,7 +38,7 @@ CASES = sorted(p for p in CAPTURES.glob("*/S?.pb"))
 
 
 def test_captures_are_present() -> None:
-    assert len(CASES) == 73
+    assert len(CASES) == 77
 
 
 @pytest.mark.parametrize("path", CASES, ids=[f"{p.parent.name}/{p.stem}" for p in CASES])
@@ -49,7 +49,10 @@ def test_capture(path: Path) -> None:
         assert runs and all(not m.content for r in runs for m in [*r.input.input_messages, *r.output])
         return
     assert len(runs) == 1
-    assert norm_run(runs[0]) == EXPECTED[path.stem]
+    expected = dict(EXPECTED[path.stem])
+    if f"{path.parent.name}/{path.stem}" == "traceloop-events/S4":
+        expected["output"] = []  # the library records no completion text when streaming in events mode
+    assert norm_run(runs[0]) == expected
 
 
 LOG_CASES = [p for p in CASES if p.with_name(p.stem + ".logs.pb").exists() and p.parent.name != "mastra-exporter"]

@@ -254,3 +254,21 @@ def test_system_instructions_as_plain_text_and_structured_list() -> None:
 def test_embeddings_are_not_runs() -> None:
     s = span(1, "embeddings text-embedding-3-small", None, {"gen_ai.operation.name": "embeddings"})
     assert extract(request(("x", [s]))).runs == []
+
+
+def test_tool_results_without_ids_answer_calls_in_order() -> None:
+    s = span(1, "openai.chat", None, {"gen_ai.operation.name": "chat"})
+    logs = log_request(
+        (1, "gen_ai.user.message", {}, {"content": "Weather?"}),
+        (1, "gen_ai.assistant.message", {}, {"tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": "{}"}},
+            {"id": "c2", "type": "function", "function": {"name": "get_time", "arguments": "{}"}}]}),
+        (1, "gen_ai.tool.message", {}, {"content": "sunny"}),
+        (1, "gen_ai.tool.message", {}, {"content": "noon"}),
+        (1, "gen_ai.choice", {}, {"index": 0, "message": {"content": None}, "finish_reason": "tool_calls",
+                                  "tool_calls": [{"id": "c3", "type": "function",
+                                                  "function": {"name": "get_date", "arguments": "{}"}}]}),
+    )
+    run = extract(request(("x", [s])), logs).runs[0]
+    assert [m[1] for m in brief(run)["remembered"] if m[0] == "tool"] == ["c1", "c2"]
+    assert brief(run)["output"] == [["assistant", "", [["c3", "get_date", {}]]]]

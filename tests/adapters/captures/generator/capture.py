@@ -48,6 +48,10 @@ def instrument(variant: str, tp: Any, lp: Any) -> None:
         from opentelemetry.instrumentation.openai import OpenAIInstrumentor as LLMetryInstrumentor
 
         LLMetryInstrumentor().instrument(tracer_provider=tp)
+    elif variant == "traceloop-events":  # OpenLLMetry's events path: gen_ai.* log records
+        from opentelemetry.instrumentation.openai import OpenAIInstrumentor as LLMetryInstrumentor
+
+        LLMetryInstrumentor(use_attributes=False).instrument(tracer_provider=tp, logger_provider=lp)
 
 
 def plain(scenario: str, tracer: Any) -> None:
