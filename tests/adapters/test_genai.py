@@ -272,3 +272,19 @@ def test_tool_results_without_ids_answer_calls_in_order() -> None:
     run = extract(request(("x", [s])), logs).runs[0]
     assert [m[1] for m in brief(run)["remembered"] if m[0] == "tool"] == ["c1", "c2"]
     assert brief(run)["output"] == [["assistant", "", [["c3", "get_date", {}]]]]
+
+
+def test_streaming_chunk_events_are_not_messages() -> None:
+    chunks = [("gen_ai.content.completion.chunk", {}), ("llm.content.completion.chunk", {}),
+              ("First Token Stream Event", {})]
+    current = chat(1, None, gen_msgs(("system", SYSTEM), ("user", "Count from one to five.")),
+                   gen_msgs(("assistant", "One, two, three, four, five.")), **{"gen_ai.is_streaming": True})
+    current.events.extend(span(9, "x", events=chunks).events)
+    legacy = span(2, "openai.chat", None, {
+        "llm.request.type": "chat", "llm.is_streaming": True, "gen_ai.prompt.0.role": "user",
+        "gen_ai.prompt.0.content": "Count from one to five.", "gen_ai.completion.0.role": "assistant",
+        "gen_ai.completion.0.content": "One, two, three, four, five."}, events=chunks, trace_id="cd" * 16)
+    for s in (current, legacy):
+        run = extract(request(("opentelemetry.instrumentation.openai.v1", [s]))).runs[0]
+        assert brief(run)["output"] == [["assistant", "One, two, three, four, five.", []]]
+        assert brief(run)["input"] == [["user", "Count from one to five.", []]]
