@@ -23,6 +23,7 @@ from scorers.builtin._keywords import (
     extract_keywords,
     keyword_coverage,
 )
+from scorers.builtin._llm_alignment import prompt_alignment, tool_call_accuracy_llm
 from scorers.builtin._llm_answer import answer_relevancy, answer_similarity
 from scorers.builtin._llm_claims import context_recall, faithfulness, hallucination
 from scorers.builtin._llm_context import context_precision, context_relevance, noise_sensitivity
@@ -49,6 +50,8 @@ __all__ = [
     "context_precision",
     "context_relevance",
     "noise_sensitivity",
+    "prompt_alignment",
+    "tool_call_accuracy_llm",
     "bias",
     "toxicity",
     # NLP helpers
