@@ -28,6 +28,8 @@ from scorers.builtin._llm_answer import answer_relevancy, answer_similarity
 from scorers.builtin._llm_claims import context_recall, faithfulness, hallucination
 from scorers.builtin._llm_context import context_precision, context_relevance, noise_sensitivity
 from scorers.builtin._llm_opinions import bias, toxicity
+from scorers.builtin._llm_rubric import multi_turn_judge, parse_rubric, rubric
+from scorers.builtin._llm_summarization import summarization
 from scorers.builtin._similarity import content_similarity, dice_similarity, textual_difference
 from scorers.builtin._tone import Sentiment, analyze_sentiment, tone_consistency
 from scorers.builtin._tool_calls import tool_call_accuracy_code
@@ -52,6 +54,9 @@ __all__ = [
     "noise_sensitivity",
     "prompt_alignment",
     "tool_call_accuracy_llm",
+    "rubric",
+    "multi_turn_judge",
+    "summarization",
     "bias",
     "toxicity",
     # NLP helpers
@@ -60,5 +65,6 @@ __all__ = [
     "element_covered",
     "extract_elements",
     "extract_keywords",
+    "parse_rubric",
     "Sentiment",
 ]
