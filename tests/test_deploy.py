@@ -16,15 +16,14 @@ from scorers.utils import make_agent_run
 DEPLOY = Path(__file__).parents[1] / "deploy"
 
 
-def test_scale_out_config_is_valid_and_its_example_scorer_loads(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_scale_out_config_is_valid_and_its_example_scorer_loads(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     text = (DEPLOY / "tracescore.scale.toml").read_text()
     # In the containers the example scorer is mounted at /etc/tracescore; here it is in deploy/.
-    local = DEPLOY / "local.scale.toml"
+    local = tmp_path / "tracescore.scale.toml"
     local.write_text(text.replace("/etc/tracescore/example_scorers.py", str(DEPLOY / "example_scorers.py")))
-    try:
-        config = load_config(local, env={})
-    finally:
-        local.unlink()
+    config = load_config(local, env={})
     assert config.queue.url.startswith("redis://")
     assert config.receiver.grpc_endpoint == "0.0.0.0:4317"
     monkeypatch.setenv("TRACESCORE_TOKEN", "s3cret")
