@@ -4,8 +4,9 @@ Owned by the adapters. Shapes understood by `parse_messages`: OTel GenAI parts
 (``{role, parts:[{type: text|tool_call|tool_call_response|reasoning|blob|uri|file}]}``),
 OpenAI chat (``content`` string or parts, ``tool_calls[].function``), Vercel AI SDK / Mastra
 (``tool-call`` / ``tool-result`` parts, ``args``/``input``, ``result``/``output``), Anthropic
-(``tool_use`` / ``tool_result``) and OpenAI Responses items (``function_call`` /
-``function_call_output``). Tool results always become role ``tool`` messages, whatever role
+(``tool_use`` / ``tool_result``), Bedrock Converse content blocks as Strands records them
+(``{"text"}``, ``{"toolUse"}``, ``{"toolResult"}``) and OpenAI Responses items
+(``function_call`` / ``function_call_output``). Tool results always become role ``tool`` messages, whatever role
 carried them (pydantic-ai v5 sends them as ``user``). Invariant: `Msg.role` is one of
 system / user / assistant / tool.
 """
@@ -164,18 +165,18 @@ def _call_from(raw: Any) -> Call | None:
     else:
         name = _first(raw, "name", "toolName", "tool_name")
         args = _first(raw, "arguments", "args", "input")
-    call_id = _first(raw, "id", "toolCallId", "tool_call_id", "call_id")
+    call_id = _first(raw, "id", "toolCallId", "tool_call_id", "call_id", "toolUseId")
     if call_id is None and name is None:
         return None
     return Call(id=_str(call_id), name=_str(name), arguments=args)
 
 
 def _result_msg(raw: dict[str, Any]) -> Msg:
-    call_id = _str(_first(raw, "id", "toolCallId", "tool_call_id", "tool_use_id", "call_id"))
+    call_id = _str(_first(raw, "id", "toolCallId", "tool_call_id", "tool_use_id", "call_id", "toolUseId"))
     name = _first(raw, "name", "toolName", "tool_name")
     result = _unwrap_result(_first(raw, "response", "result", "output", "content"))
     if isinstance(result, list) and all(
-        isinstance(p, dict) and p.get("type") in _TEXT_TYPES for p in result
+        isinstance(p, dict) and (p.get("type") in _TEXT_TYPES or ("type" not in p and "text" in p)) for p in result
     ):
         result = text_of(result)
     part = {"type": "tool-result", "tool_call_id": call_id, "tool_name": _str(name), "result": result}
@@ -230,6 +231,14 @@ def _parse_one(raw: Any, out: list[Msg]) -> None:
             if not isinstance(part, dict):
                 continue
             ptype = part.get("type")
+            if ptype is None and isinstance(part.get("toolUse"), dict):  # Bedrock Converse blocks
+                part, ptype = {**part["toolUse"], "arguments": part["toolUse"].get("input")}, "tool_call"
+            elif ptype is None and isinstance(part.get("toolResult"), dict):
+                part, ptype = part["toolResult"], "tool_result"
+            elif ptype is None and isinstance(part.get("reasoningContent"), dict):
+                reasoning = part["reasoningContent"].get("reasoningText")
+                part = {"text": reasoning.get("text") if isinstance(reasoning, dict) else ""}
+                ptype = "reasoning"
             if ptype in _CALL_TYPES:
                 call = _call_from(part)
                 if call is not None:

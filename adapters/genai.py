@@ -117,6 +117,16 @@ def indexed_messages(attrs: Mapping[str, Any], prefix: str) -> list[Msg]:
     return parse_messages(raws)
 
 
+def _blocks(value: Any) -> Any:
+    # Strands writes message content as a JSON list of content blocks inside the string.
+    if isinstance(value, str) and value.startswith("[{"):
+        parsed = loads(value)
+        keys = {"type", "text", "toolUse", "toolResult", "reasoningContent", "image", "document"}
+        if isinstance(parsed, list) and parsed and all(isinstance(p, dict) and keys & set(p) for p in parsed):
+            return parsed
+    return value
+
+
 def _event_payload(attributes: Mapping[str, Any], body: Any) -> dict[str, Any]:
     data: dict[str, Any] = dict(attributes)
     packed = data.pop("gen_ai.event.content", None)  # Azure AI Inference / Semantic Kernel
@@ -130,10 +140,13 @@ def _event_payload(attributes: Mapping[str, Any], body: Any) -> dict[str, Any]:
         parsed = loads(body)
         if isinstance(parsed, dict):
             data.update(parsed)
-    for key in ("tool_calls", "message", "content"):
+    for key in ("tool_calls", "message"):
         value = data.get(key)
-        if isinstance(value, str) and value.strip()[:1] in ("[", "{") and key != "content":
-            data[key] = loads(value)
+        if isinstance(value, str) and value.strip()[:1] in ("[", "{"):
+            parsed = loads(value)
+            data[key] = parsed if parsed is not None else value
+    if "content" in data:
+        data["content"] = _blocks(data["content"])
     return data
 
 
@@ -157,6 +170,8 @@ class _EventMessages:
         elif name == "gen_ai.choice":
             data = _event_payload(attributes, body)
             message = data.get("message")
+            if isinstance(message, (str, list)):  # Strands: the reply text or its content blocks
+                message = {"content": _blocks(message)}
             if not isinstance(message, dict):
                 message = {k: data[k] for k in ("content", "tool_calls") if k in data}
             elif "tool_calls" not in message and isinstance(data.get("tool_calls"), list):
@@ -214,6 +229,8 @@ def view_span(span: TraceSpan, logs: Sequence[TraceLog], report: Report) -> Span
         kind = "agent"
     elif op == "execute_tool":
         kind = "tool"
+    elif op and op not in LLM_OPERATIONS and not (current or legacy):
+        return None  # a named step that is not a model call (Strands' execute_event_loop_cycle...)
     elif op in LLM_OPERATIONS or current or legacy or events.seen:
         kind = "llm"
     elif "gen_ai.request.model" in attrs or "gen_ai.system" in attrs or "gen_ai.provider.name" in attrs:

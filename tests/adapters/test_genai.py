@@ -288,3 +288,27 @@ def test_streaming_chunk_events_are_not_messages() -> None:
         run = extract(request(("opentelemetry.instrumentation.openai.v1", [s]))).runs[0]
         assert brief(run)["output"] == [["assistant", "One, two, three, four, five.", []]]
         assert brief(run)["input"] == [["user", "Count from one to five.", []]]
+
+
+def test_strands_content_blocks_and_loop_cycle_spans() -> None:
+    call = json.dumps([{"toolUse": {"toolUseId": "c1", "name": "get_weather", "input": {"city": "Paris"}}}])
+    result = json.dumps([{"toolResult": {"toolUseId": "c1", "status": "success", "content": [{"text": "sunny"}]}}])
+    user = json.dumps([{"text": "Weather?"}])
+    spans = [
+        span(1, "invoke_agent bot", None, {"gen_ai.operation.name": "invoke_agent"}, events=[
+            ("gen_ai.user.message", {"content": user}), ("gen_ai.choice", {"message": "It is sunny.\n"})]),
+        span(2, "execute_event_loop_cycle", 1, {"gen_ai.operation.name": "execute_event_loop_cycle"},
+             events=[("gen_ai.user.message", {"content": user}), ("gen_ai.choice", {"message": call})]),
+        span(3, "chat", 2, {"gen_ai.operation.name": "chat"}, events=[
+            ("gen_ai.system.message", {"content": json.dumps([{"text": SYSTEM}])}),
+            ("gen_ai.user.message", {"content": user}), ("gen_ai.choice", {"message": call})]),
+        span(4, "chat", 2, {"gen_ai.operation.name": "chat"}, events=[
+            ("gen_ai.user.message", {"content": user}), ("gen_ai.assistant.message", {"content": call}),
+            ("gen_ai.tool.message", {"content": result}),
+            ("gen_ai.choice", {"message": json.dumps([{"text": "It is sunny."}])})]),
+    ]
+    runs = extract(request(("strands.telemetry.tracer", spans))).runs
+    assert len(runs) == 1 and runs[0].span_id == sid(1)
+    assert brief(runs[0]) == {"system": [SYSTEM], "remembered": [], "input": [["user", "Weather?", []]], "output": [
+        ["assistant", "", [["c1", "get_weather", {"city": "Paris"}]]], ["tool", "c1", "sunny"],
+        ["assistant", "It is sunny.", []]]}
