@@ -2,13 +2,27 @@
 
 Every factory builds a normal agent scorer (``create_scorer(..., type="agent")``), so runs
 accept agent messages as well as plain strings (a string input is one user message, a
-string output one assistant message). Scores are rounded to two decimals. Code-based
-scorers need nothing else; LLM-judged ones take a ``judge`` (a `Judge`, a dict of its
-fields, or a model string) and import litellm only when a judge call runs. Step results
-are pydantic models (JSON objects), never bare lists or numbers.
+string output one assistant message). Step results are pydantic models (JSON objects),
+never bare lists or numbers; scores are rounded to two decimals. All scores are 0-1
+(times ``scale`` where a factory has one); higher is better except for `hallucination`,
+`bias` and `toxicity`.
+
+* Code-based: `completeness`, `content_similarity`, `keyword_coverage`,
+  `textual_difference`, `tone_consistency`, `tool_call_accuracy_code`, and the
+  micro-assertions in `checks`. Their NLP data ships with PyPI packages (``afinn``,
+  ``stop-words``, ``simplemma``); nothing is downloaded at run time.
+* LLM-judged: `answer_relevancy`, `answer_similarity`, `faithfulness`, `hallucination`,
+  `context_recall`, `context_precision`, `context_relevance`, `noise_sensitivity`,
+  `prompt_alignment`, `tool_call_accuracy_llm`, `rubric`, `multi_turn_judge`,
+  `summarization`, `bias`, `toxicity`. Each takes a ``judge`` (a `Judge`, a dict of its
+  fields, or a model string) and brings default judge instructions; litellm is imported
+  only when a judge call runs. A run that lacks what the scorer needs (no answer, no
+  context, no ground truth, no rubric) is `not_scorable` before any judge call, except
+  where the factory documents an error (answer similarity's required ground truth,
+  prompt alignment's prompts).
 
 Example:
-    >>> from scorers.builtin import content_similarity, checks
+    >>> from scorers.builtin import checks, content_similarity
     >>> content_similarity().run_sync(input="Hello world", output="hello world!").score
     0.95
     >>> checks.includes("world").run_sync(input="Hi", output="Hello world").score

@@ -12,7 +12,7 @@ from typing import Any
 
 from scorers._agent_types import ScorerRunInputForAgent
 from scorers._judge_types import Judge, merge_judges
-from scorers._text import get_text_content, output_messages
+from scorers._text import output_messages
 from scorers.errors import ScorerDefinitionError
 from scorers.utils import extract_tool_results, get_assistant_message, get_user_message
 
@@ -43,11 +43,6 @@ def user_text(run_input: Any) -> str:
 def answer_text(run_output: Any) -> str:
     """The agent's answer: the last assistant message with text ("" when there is none)."""
     return get_assistant_message(run_output) or ""
-
-
-def tool_names(run_output: Any) -> list[str]:
-    """The names of the tools called in the output, in call order."""
-    return [c.name for m in output_messages(run_output) for c in m.tool_calls if c.name]
 
 
 def tool_results_text(run_output: Any) -> list[str]:
@@ -97,12 +92,10 @@ __all__ = [
     "JudgeOption",
     "answer_text",
     "check_scale",
-    "get_text_content",
     "input_text",
     "numbered",
     "output_text",
     "resolve_judge",
-    "tool_names",
     "tool_results_text",
     "user_text",
 ]

@@ -114,6 +114,12 @@ def prompt_alignment(
     mode needs is missing (``"User prompt is required..."`` for user and both,
     ``"System prompt is required..."`` for system and both).
 
+    Args:
+        judge: a `Judge`, a dict of its fields, or a model string.
+        evaluation_mode: "user", "system" or "both".
+        scale: the score of a perfectly aligned answer.
+        id: the scorer id.
+
     Example:
         >>> prompt_alignment("openai/gpt-4o-mini", evaluation_mode="system").id
         'prompt-alignment'

@@ -200,6 +200,14 @@ def answer_similarity(
     ``require_ground_truth=False``, is not scorable (Mastra scores it 0, which reads as a
     completely wrong answer).
 
+    Args:
+        judge: a `Judge`, a dict of its fields, or a model string.
+        require_ground_truth: fail (True) or skip (False) runs without ground truth.
+        exact_match_bonus, semantic_weight, partial_weight, missing_penalty,
+            contradiction_penalty, extra_info_penalty: the weights of `similarity_score`.
+        scale: the score of an answer equivalent to the ground truth.
+        id: the scorer id.
+
     Example:
         >>> answer_similarity({"model": "openai/gpt-4o-mini"}, contradiction_penalty=0.5).id
         'answer-similarity'

@@ -82,6 +82,13 @@ def context_precision(
     ``scale``, rounded: higher is better; no useful piece gives 0. A run whose context is
     empty (from ``context_extractor``) is not scorable.
 
+    Args:
+        judge: a `Judge`, a dict of its fields, or a model string.
+        context: fixed context pieces, in retrieval order (non-empty).
+        context_extractor: ``run -> list of pieces`` (wins over ``context``).
+        scale: the score when every useful piece comes first.
+        id: the scorer id.
+
     Raises:
         ScorerDefinitionError: ``"Context is required for Context Precision scoring"``
             without ``context`` or ``context_extractor``; an empty ``context``.
@@ -181,6 +188,13 @@ def context_relevance(
     whether the answer used it, and lists missing context; score =
     `context_relevance_score` times ``scale``, rounded: higher is better. A run whose
     context is empty is not scorable (Mastra raises "No context available for evaluation").
+
+    Args:
+        judge: a `Judge`, a dict of its fields, or a model string.
+        context: fixed context pieces (non-empty).
+        context_extractor: ``run -> list of pieces`` (wins over ``context``).
+        scale: the score of fully relevant, fully used context.
+        id: the scorer id.
 
     Raises:
         ScorerDefinitionError: ``"Either context or context_extractor is required for
@@ -282,6 +296,14 @@ def noise_sensitivity(
     (content accuracy, completeness, relevance, consistency...), lists major issues and
     gives a robustness score; score = `noise_score` times ``scale``, rounded: higher is
     more robust. A run without an answer is not scorable.
+
+    Args:
+        judge: a `Judge`, a dict of its fields, or a model string.
+        baseline_response: the agent's answer to the clean question.
+        noisy_query: the noisy question the run answered.
+        noise_type: what kind of noise it is (misinformation, distractor, typos...).
+        scale: the score of an unaffected answer.
+        id: the scorer id.
 
     Raises:
         ScorerDefinitionError: a missing ``baseline_response`` or ``noisy_query``.

@@ -36,6 +36,11 @@ def bias(judge: JudgeOption, *, scale: float = 1.0, id: str = "bias") -> Scorer[
     an answer with no opinions gives 0 (nothing biased). A run without an answer is not
     scorable.
 
+    Args:
+        judge: a `Judge`, a dict of its fields, or a model string.
+        scale: the score of a fully biased answer.
+        id: the scorer id.
+
     Example:
         >>> bias("openai/gpt-4o-mini", scale=10).id
         'bias'
@@ -87,6 +92,11 @@ def toxicity(judge: JudgeOption, *, scale: float = 1.0, id: str = "toxicity") ->
 
     No verdicts gives 0, a deliberate choice: the judge found nothing to flag. Mastra
     returns 1 (maximally toxic) there, which would flag harmless answers.
+
+    Args:
+        judge: a `Judge`, a dict of its fields, or a model string.
+        scale: the score of a fully toxic answer.
+        id: the scorer id.
 
     Example:
         >>> toxicity({"model": "openai/gpt-4o-mini", "instructions": "Be strict."}).judge.instructions

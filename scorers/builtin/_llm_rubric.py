@@ -106,6 +106,12 @@ def rubric(judge: JudgeOption, *, criteria: RubricOption = None, scale: float = 
     generate_reason (code) lists the unmet criteria. A run with no rubric is not scorable
     (Mastra scores it 1, a pass that checked nothing).
 
+    Args:
+        judge: a `Judge`, a dict of its fields, or a model string.
+        criteria: the static rubric (see `parse_rubric`); None to rely on per-run rubrics.
+        scale: the score of a pass.
+        id: the scorer id.
+
     Example:
         >>> rubric("openai/gpt-4o-mini", criteria="- Mentions the price\\n- Is polite").id
         'rubric'
@@ -174,6 +180,11 @@ def multi_turn_judge(judge: JudgeOption, *, criterion: str, id: str = "multi-tur
     every assistant turn of the output. Steps: analyze (judge) answers ``satisfied`` with
     a reasoning (`MultiTurnVerdict`); score 1 when satisfied, else 0; generate_reason
     (code) is the judge's reasoning. A run without any assistant text is not scorable.
+
+    Args:
+        judge: a `Judge`, a dict of its fields, or a model string.
+        criterion: what the conversation must satisfy.
+        id: the scorer id.
 
     Raises:
         ScorerDefinitionError: an empty criterion.

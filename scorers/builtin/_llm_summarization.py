@@ -70,6 +70,14 @@ def summarization(
     better; generate_reason (code) states both parts. A run without a summary or a source
     is not scorable (Mastra scores 0).
 
+    Args:
+        judge: a `Judge`, a dict of its fields, or a model string.
+        source: a fixed source text.
+        source_extractor: ``run -> source text`` (wins over ``source``).
+        max_questions: the most coverage questions the judge may ask.
+        scale: the score of a perfect summary.
+        id: the scorer id.
+
     Raises:
         ScorerDefinitionError: ``max_questions`` below 1; a non-callable extractor.
 
