@@ -13,27 +13,65 @@ import asyncio
 import logging
 import random
 import time
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
+import redis
 import redis.asyncio as aioredis
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+from redis.driver_info import DriverInfo
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 UNREACHABLE: tuple[type[Exception], ...] = (RedisConnectionError, RedisTimeoutError, OSError)
 """Errors meaning Redis cannot be reached right now (including "loading the dataset")."""
 
+T = TypeVar("T")
+
 
 def connect(url: str, *, socket_timeout_s: float = 10.0) -> aioredis.Redis:
     """A pooled asyncio client for ``url`` (bytes replies; no client-side retries).
 
+    redis-py retries a command after a connection error by default; that could apply a
+    non-idempotent write (an append) twice, so retries are left to the callers. The driver
+    version is given, so that opening a connection does not read package metadata from
+    disk on the event loop.
+
     Example:
         >>> client = connect("redis://127.0.0.1:6379/0")
-        >>> client.connection_pool.connection_kwargs["socket_connect_timeout"]
-        2.0
+        >>> client.connection_pool.connection_kwargs["socket_connect_timeout"], client.get_retry().get_retries()
+        (2.0, 0)
     """
     return aioredis.Redis.from_url(
         url, decode_responses=False, socket_timeout=socket_timeout_s,
-        socket_connect_timeout=2.0, health_check_interval=15, retry_on_timeout=False,
+        socket_connect_timeout=2.0, health_check_interval=15, retry=Retry(NoBackoff(), 0),
+        driver_info=DriverInfo(name="redis-py", lib_version=redis.__version__),
     )
+
+
+async def retry_unreachable(call: Callable[[], Awaitable[T]], backoff: Backoff, within_s: float) -> T:
+    """Await ``call()``, again (with backoff) while Redis is unreachable, for up to ``within_s``.
+
+    Only for idempotent calls (reads, SET NX, ownership-checked scripts).
+
+    Example:
+        >>> async def ok() -> int:
+        ...     return 1
+        >>> asyncio.run(retry_unreachable(ok, Backoff("x", logging.getLogger("x")), 1.0))
+        1
+    """
+    deadline = time.monotonic() + within_s
+    while True:
+        try:
+            result = await call()
+        except UNREACHABLE as err:
+            if time.monotonic() > deadline:
+                raise
+            await backoff.wait(err)
+            continue
+        backoff.reset()
+        return result
 
 
 class Backoff:

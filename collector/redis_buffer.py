@@ -29,7 +29,7 @@ from typing import Any
 import redis.asyncio as aioredis
 from redis.exceptions import ResponseError
 
-from collector._redis_conn import UNREACHABLE, Backoff
+from collector._redis_conn import UNREACHABLE, Backoff, retry_unreachable
 from collector._redis_keys import SIGNAL_LOGS, SIGNAL_SPANS, RedisKeys
 from collector.assembly_types import AppendResult, TraceChunk
 from collector.errors import QueueFull, Unavailable
@@ -182,6 +182,7 @@ class RedisTraceBuffer:
         self._due = client.register_script(_DUE)
         self._finish = client.register_script(_FINISH)
         self._backoff = Backoff("deciding traces", logger)
+        self._read_backoff = Backoff("reading a trace", logger)
 
     async def append(self, chunks: Sequence[TraceChunk], now: float | None = None) -> AppendResult:
         """Store trace chunks durably; returns what was evicted or dropped.
@@ -236,13 +237,16 @@ class RedisTraceBuffer:
         return [bytes.fromhex(t.decode()) for t in ids], int(expired)
 
     async def load(self, trace_id: bytes) -> list[TraceChunk]:
-        """Every chunk stored for a trace, in arrival order.
+        """Every chunk stored for a trace, in arrival order (retried through short outages).
 
         Example:
             >>> RedisTraceBuffer.load.__name__
             'load'
         """
-        rows: Any = await self._r.lrange(self._k.chunks(trace_id.hex()), 0, -1)  # type: ignore[misc]
+        key = self._k.chunks(trace_id.hex())
+        rows: Any = await retry_unreachable(
+            lambda: self._r.lrange(key, 0, -1), self._read_backoff, self._claim / 3  # type: ignore[arg-type]
+        )
         return [
             TraceChunk(trace_id, "spans" if row[:1] == SIGNAL_SPANS else "logs", bytes(row[1:]), 0, False)
             for row in rows
@@ -256,7 +260,5 @@ class RedisTraceBuffer:
             'finish'
         """
         tid = trace_id.hex()
-        await self._finish(
-            keys=[self._k.traces_open, self._k.traces_decided, self._k.decide, self._k.meta(tid)],
-            args=[tid],
-        )
+        keys = [self._k.traces_open, self._k.traces_decided, self._k.decide, self._k.meta(tid)]
+        await retry_unreachable(lambda: self._finish(keys=keys, args=[tid]), self._read_backoff, self._claim / 3)

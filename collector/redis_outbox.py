@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 import redis.asyncio as aioredis
 
-from collector._redis_conn import UNREACHABLE, Backoff
+from collector._redis_conn import UNREACHABLE, Backoff, retry_unreachable
 from collector._redis_keys import RedisKeys
 from collector.queue import OutboxItem, ScoreRecord
 
@@ -110,20 +110,15 @@ class RedisOutbox:
         if not item_ids:
             return
         ids = [str(i) for i in item_ids]
-        deadline = time.monotonic() + self._lease
-        while True:
-            try:
-                async with self._r.pipeline(transaction=True) as pipe:
-                    pipe.zrem(self._k.outbox, *ids)
-                    pipe.hdel(self._k.outbox_data, *ids)
-                    pipe.hdel(self._k.outbox_attempts, *ids)
-                    await pipe.execute()
-                break
-            except UNREACHABLE as err:
-                if time.monotonic() > deadline:
-                    raise
-                await self._release_backoff.wait(err)
-        self._release_backoff.reset()
+
+        async def delete() -> None:
+            async with self._r.pipeline(transaction=True) as pipe:
+                pipe.zrem(self._k.outbox, *ids)
+                pipe.hdel(self._k.outbox_data, *ids)
+                pipe.hdel(self._k.outbox_attempts, *ids)
+                await pipe.execute()
+
+        await retry_unreachable(delete, self._release_backoff, self._lease)
 
     async def defer(self, item_ids: Sequence[int], delay_s: float) -> None:
         """Postpone records whose export failed, counting the attempt.

@@ -29,7 +29,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from collector._redis_conn import UNREACHABLE, Backoff
+from collector._redis_conn import UNREACHABLE, Backoff, retry_unreachable
 from collector._redis_keys import GROUP, RedisKeys
 from collector.queue import Dead, Done, LeasedJob, Retry, RunRecord, ScoreJob, Settlement
 
@@ -199,6 +199,7 @@ class RedisJobQueue:
         self._last_reclaim = 0.0
         self._take_backoff = Backoff("taking jobs", logger)
         self._settle_backoff = Backoff("settling a job", logger)
+        self._put_backoff = Backoff("queueing jobs", logger)
         self.depth_cache = 0
 
     async def create_group(self) -> None:
@@ -235,7 +236,9 @@ class RedisJobQueue:
         args: list[Any] = [self._k.idem_prefix, self._ttl_ms]
         for job in jobs:
             args += [job.key, job_json(job)]
-        flags = [bool(f) for f in await self._put(keys=[self._k.jobs], args=args)]
+        # Safe to repeat: a key already set makes the second attempt a no-op.
+        reply = await retry_unreachable(lambda: self._put(keys=[self._k.jobs], args=args), self._put_backoff, 10.0)
+        flags = [bool(f) for f in reply]
         self.depth_cache += sum(flags)
         return flags
 
@@ -324,16 +327,10 @@ class RedisJobQueue:
                 k.idem(job.key)]
         args: list[Any] = [GROUP, entry_id, consumer, deliveries, kind, now, self._ttl_ms, record, job.key,
                 job_json(job), leased.attempt, error, due_at]
-        deadline = time.monotonic() + self._visibility_ms / 1000
-        while True:
-            try:
-                result = await self._settle(keys=keys, args=args)
-                break
-            except UNREACHABLE as err:
-                if time.monotonic() > deadline:
-                    raise
-                await self._settle_backoff.wait(err)
-        self._settle_backoff.reset()
+        # Safe to repeat: a settled entry is no longer pending, so a second attempt is a no-op.
+        result = await retry_unreachable(
+            lambda: self._settle(keys=keys, args=args), self._settle_backoff, self._visibility_ms / 1000
+        )
         if result == -1:
             logger.info("lease of job %s lost to another worker; result dropped", job.key)
         elif kind != "retry":

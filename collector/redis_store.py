@@ -7,8 +7,9 @@ receiver and worker process of a deployment (same ``queue.url`` and ``key_prefix
 shares one buffer, one queue and one outbox. Keys are listed in `collector._redis_keys`.
 
 `depth` never blocks: a background task refreshes it from Redis (stream length, delayed
-jobs, outbox size), so a receiver refuses data once the queue passes its high-water mark
-even when the jobs were queued by other processes.
+jobs, outbox size, traces awaiting a decision), so a receiver refuses data once the queue
+passes its high-water mark (``queue.max_pending_jobs``) even when the jobs were queued by
+other processes.
 """
 
 from __future__ import annotations
@@ -125,7 +126,9 @@ class RedisStore:
         await self.client.aclose()
 
     async def refresh(self) -> int:
-        """Read the queue's depth from Redis now (jobs waiting, in flight or delayed, plus outbox).
+        """Read the depth from Redis now: jobs waiting, in flight or delayed, unexported records,
+        and traces waiting for a decision (each will become jobs), so backpressure starts
+        before a burst of traces turns into a burst of jobs.
 
         Example:
             >>> RedisStore.refresh.__name__
@@ -135,8 +138,9 @@ class RedisStore:
             pipe.xlen(self.keys.jobs)
             pipe.zcard(self.keys.delayed)
             pipe.zcard(self.keys.outbox)
-            jobs, delayed, outbox = await pipe.execute()
-        self.queue.depth_cache = int(jobs) + int(delayed) + int(outbox)
+            pipe.zcard(self.keys.decide)
+            jobs, delayed, outbox, deciding = await pipe.execute()
+        self.queue.depth_cache = int(jobs) + int(delayed) + int(outbox) + int(deciding)
         return self.queue.depth_cache
 
     async def _refresh_loop(self) -> None:

@@ -149,7 +149,7 @@ class Service:
                 rootless_wait=a.rootless_wait, max_traces=a.max_traces,
                 max_spans_per_trace=a.max_spans_per_trace, max_trace_age=a.max_trace_age,
                 visibility_timeout_s=q.visibility_timeout_s, max_attempts=q.max_attempts,
-                idempotency_ttl_s=q.retention_s, export_lease_s=max(30.0, 3 * e.timeout_s),
+                idempotency_ttl_s=q.retention_s, export_lease_s=max(5.0, 3 * e.timeout_s + 2),
             )
         else:
             self.store = SqliteStore(

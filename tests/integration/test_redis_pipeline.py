@@ -47,8 +47,10 @@ async def setup() -> AsyncIterator[tuple[str, CaptureBackend]]:
 async def test_receiver_and_worker_roles_score_through_redis(setup: tuple[str, CaptureBackend]) -> None:
     prefix, backend = setup
     config = config_from_dict(_config(prefix, backend.endpoint), env={})
-    receiver = Service(config, ScorerRegistry.load(config.scorers), role="receiver")
-    worker = Service(config, ScorerRegistry.load(config.scorers), role="worker")
+    registry = await asyncio.to_thread(ScorerRegistry.load, config.scorers)  # imports scorer files
+    # Building a Service imports exporter modules (blocking): done off the loop.
+    receiver = await asyncio.to_thread(Service, config, registry, role="receiver")
+    worker = await asyncio.to_thread(Service, config, registry, role="worker")
     await receiver.start()
     await worker.start()
     try:
