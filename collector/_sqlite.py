@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-import threading
+from collections import deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -92,9 +92,8 @@ class SqliteRunner:
         self._path = path
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tracescore-sqlite")
         self._db: sqlite3.Connection | None = None
-        self._lock = threading.Lock()
-        self._pending: list[tuple[Callable[[sqlite3.Connection], Any], asyncio.Future[Any]]] = []
-        self._scheduled = False
+        # deque append/popleft are atomic: the loop never waits on a lock held by the thread.
+        self._pending: deque[tuple[Callable[[sqlite3.Connection], Any], asyncio.Future[Any]]] = deque()
 
     def _open(self) -> None:
         if self._path not in ("", ":memory:"):
@@ -116,8 +115,11 @@ class SqliteRunner:
         await asyncio.get_running_loop().run_in_executor(self._executor, self._open)
 
     def _drain(self) -> None:
-        with self._lock:
-            batch, self._pending, self._scheduled = self._pending, [], False
+        batch = []
+        while self._pending:
+            batch.append(self._pending.popleft())
+        if not batch:
+            return  # an earlier drain already ran these calls
         db = self._db
         outcomes: list[tuple[asyncio.Future[Any], Any, BaseException | None]] = []
         if db is None:
@@ -153,12 +155,10 @@ class SqliteRunner:
             >>> SqliteRunner(":memory:").call  # doctest: +ELLIPSIS
             <bound method SqliteRunner.call of ...>
         """
-        fut: asyncio.Future[T] = asyncio.get_running_loop().create_future()
-        with self._lock:
-            self._pending.append((fn, fut))
-            schedule, self._scheduled = not self._scheduled, True
-        if schedule:
-            self._executor.submit(self._drain)
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[T] = loop.create_future()
+        self._pending.append((fn, fut))
+        loop.run_in_executor(self._executor, self._drain)
         return await fut
 
     def _close(self) -> None:
@@ -177,7 +177,7 @@ class SqliteRunner:
             await asyncio.get_running_loop().run_in_executor(self._executor, self._close)
         except RuntimeError:
             pass  # executor already shut down
-        self._executor.shutdown(wait=True)
+        await asyncio.to_thread(self._executor.shutdown, True)  # joins the (idle) thread
 
 
 def _resolve(fut: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:

@@ -43,7 +43,7 @@ def _config(tmp_path: Path, backend: str, **export: object) -> dict:
 
 async def _service(data: dict) -> Service:
     config = config_from_dict(data, env={})
-    service = Service(config, ScorerRegistry.load(config.scorers))
+    service = Service(config, await asyncio.to_thread(ScorerRegistry.load, config.scorers))
     await service.start()
     return service
 
