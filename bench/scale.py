@@ -1,0 +1,250 @@
+"""Scale-out on Redis: function-scorer runs/s end to end with 1 and 2 worker processes.
+
+For each worker count the script starts, as separate processes, one ``tracescore serve
+--role receiver`` and N ``--role worker`` on one Redis (a fresh key prefix per round,
+deleted afterwards), plus an in-process OTLP/gRPC backend that timestamps every score
+span it receives. The client posts R runs (agent traces: ``invoke_agent`` root + ``chat``
+child) as OTLP/HTTP protobuf requests and reports
+
+* runs/s end to end: runs / (last score received - first request sent);
+* latency per run from "run span received" (the receiver's 200 for the request holding
+  it: the spans are stored in Redis then) to "score exported" (the backend received the
+  score span), p50 and p99. It includes ``decision_wait`` (printed) and export batching.
+
+    .venv/bin/python bench/scale.py --runs 4000 --workers 1 2
+
+Every process (client, receiver, workers, Redis) shares this machine's cores, so the
+2-worker figure is bounded by the CPUs left, not by the queue.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import secrets
+import signal
+import socket
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import grpc
+from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from collector.redis_store import RedisStore  # noqa: E402
+
+SCORER = '''
+from scorers import create_scorer
+length = create_scorer(id="length", description="answer length", type="agent", version="1").generate_score(
+    lambda run: min(1.0, len(run.output[-1].content) / 100) if len(run.output) else 0.0)
+'''
+MESSAGES_IN = json.dumps([{"role": "user", "parts": [{"type": "text", "content": "What is the capital of France?"}]}])
+MESSAGES_OUT = json.dumps([{"role": "assistant", "parts": [{"type": "text", "content": "Paris."}]}])
+
+
+def _kv(key: str, value: str) -> KeyValue:
+    return KeyValue(key=key, value=AnyValue(string_value=value))
+
+
+def make_request(traces: int) -> tuple[bytes, list[bytes]]:
+    """One request with ``traces`` fresh agent traces, and their trace ids."""
+    spans, ids = [], []
+    now = time.time_ns()
+    for _ in range(traces):
+        trace_id, root_id, chat_id = secrets.token_bytes(16), secrets.token_bytes(8), secrets.token_bytes(8)
+        ids.append(trace_id)
+        messages = [_kv("gen_ai.input.messages", MESSAGES_IN), _kv("gen_ai.output.messages", MESSAGES_OUT)]
+        spans.append(Span(trace_id=trace_id, span_id=chat_id, parent_span_id=root_id, name="chat gpt-4o-mini",
+                          start_time_unix_nano=now, end_time_unix_nano=now + 1000,
+                          attributes=[_kv("gen_ai.operation.name", "chat"), *messages]))
+        spans.append(Span(trace_id=trace_id, span_id=root_id, name="invoke_agent bench",
+                          start_time_unix_nano=now, end_time_unix_nano=now + 2000,
+                          attributes=[_kv("gen_ai.operation.name", "invoke_agent"),
+                                      _kv("gen_ai.agent.name", "bench"), *messages]))
+    resource = ResourceSpans(scope_spans=[ScopeSpans(spans=spans)])
+    resource.resource.attributes.append(_kv("service.name", "bench"))
+    body = trace_service_pb2.ExportTraceServiceRequest(resource_spans=[resource]).SerializeToString()
+    return body, ids
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time a process used so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class Backend(trace_service_pb2_grpc.TraceServiceServicer):
+    """An OTLP/gRPC trace backend recording when each score span arrived (by scored trace)."""
+
+    def __init__(self) -> None:
+        self.arrived: dict[bytes, float] = {}
+        self.received = 0
+
+    async def Export(self, request, context):  # noqa: N802
+        now = time.perf_counter()
+        for rs in request.resource_spans:
+            for ss in rs.scope_spans:
+                for span in ss.spans:
+                    if span.name.startswith("evaluation "):
+                        self.received += 1
+                        self.arrived.setdefault(span.trace_id, now)
+        return trace_service_pb2.ExportTraceServiceResponse()
+
+
+async def wait_ready(session: aiohttp.ClientSession, port: int, proc: asyncio.subprocess.Process) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if proc.returncode is not None:
+            raise SystemExit(f"a daemon process exited during start ({proc.returncode})")
+        try:
+            async with session.get(f"http://127.0.0.1:{port}/readyz") as resp:
+                if resp.status == 200:
+                    return
+        except aiohttp.ClientError:
+            pass
+        await asyncio.sleep(0.05)
+    raise SystemExit("a daemon process was not ready after 60 s")
+
+
+def write_config(folder: Path, name: str, redis_url: str, prefix: str, backend_port: int,
+                 decision_wait: float, concurrency: int) -> tuple[Path, int]:
+    port = free_port()
+    path = folder / f"{name}.toml"
+    path.write_text(
+        f'[receiver]\ngrpc_endpoint = ""\nhttp_endpoint = "127.0.0.1:{port}"\n'
+        f'[assembly]\ndecision_wait = {decision_wait}\n'
+        f'[queue]\nurl = "{redis_url}"\nkey_prefix = "{prefix}"\nmax_pending_jobs = 10000000\n'
+        f'[workers]\nconcurrency = {concurrency}\n'
+        f'[export]\nendpoint = "http://127.0.0.1:{backend_port}"\nforward_spans = false\n'
+        f'[[scorers]]\nref = "{folder / "bench_scorers.py"}:length"\n'
+    )
+    return path, port
+
+
+async def run_round(args: argparse.Namespace, workers: int, folder: Path, runs_wanted: int,
+                    rate: float | None) -> dict[str, Any]:
+    prefix = f"bench-{uuid.uuid4().hex[:10]}:"
+    backend = Backend()
+    server = grpc.aio.server()
+    trace_service_pb2_grpc.add_TraceServiceServicer_to_server(backend, server)
+    backend_port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    procs: list[asyncio.subprocess.Process] = []
+    ports: list[int] = []
+    for name, role in [("receiver", "receiver")] + [(f"worker{i}", "worker") for i in range(workers)]:
+        config, port = write_config(folder, name, args.redis_url, prefix, backend_port,
+                                    args.decision_wait, args.concurrency)
+        procs.append(await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "collector.cli", "serve", "--config", str(config), "--role", role,
+            cwd=ROOT, env=env, stderr=asyncio.subprocess.DEVNULL))
+        ports.append(port)
+    requests = [make_request(args.traces_per_request) for _ in range(runs_wanted // args.traces_per_request)]
+    runs = len(requests) * args.traces_per_request
+    acked: dict[bytes, float] = {}
+    url = f"http://127.0.0.1:{ports[0]}/v1/traces"
+    try:
+        async with aiohttp.ClientSession() as session:
+            await asyncio.gather(*(wait_ready(session, p, proc) for p, proc in zip(ports, procs, strict=True)))
+            queue = list(reversed(list(enumerate(requests))))
+
+            async def client() -> None:
+                while queue:
+                    k, (body, ids) = queue.pop()
+                    if rate:  # paced: request k leaves at its slot
+                        await asyncio.sleep(max(0.0, started + k * args.traces_per_request / rate
+                                                - time.perf_counter()))
+                    for _ in range(100):
+                        async with session.post(url, data=body,
+                                                headers={"Content-Type": "application/x-protobuf"}) as resp:
+                            await resp.read()
+                            if resp.status == 200:
+                                now = time.perf_counter()
+                                acked.update((t, now) for t in ids)
+                                break
+                        await asyncio.sleep(0.1)
+                    else:
+                        raise SystemExit("a request was refused 100 times")
+
+            cpu0 = [cpu_seconds(proc.pid) for proc in procs]
+            started = time.perf_counter()
+            await asyncio.gather(*(client() for _ in range(args.concurrency_clients)))
+            ingest_s = time.perf_counter() - started
+            deadline = time.monotonic() + 600
+            while len(backend.arrived) < runs:
+                if time.monotonic() > deadline:
+                    raise SystemExit(f"only {len(backend.arrived)} of {runs} runs scored within 600 s")
+                await asyncio.sleep(0.05)
+            cpu = [cpu_seconds(proc.pid) - start_cpu for proc, start_cpu in zip(procs, cpu0, strict=True)]
+    finally:
+        for proc in procs:
+            if proc.returncode is None:
+                proc.send_signal(signal.SIGTERM)
+        await asyncio.gather(*(proc.wait() for proc in procs))
+        await server.stop(0.5)
+        store = RedisStore(args.redis_url, key_prefix=prefix)
+        await store.delete_all()
+        await store.shutdown()
+    last = max(backend.arrived.values())
+    latencies = sorted(backend.arrived[t] - acked[t] for t in acked)
+    return {
+        "runs": runs, "ingest_s": ingest_s, "total_s": last - started, "runs_per_s": runs / (last - started),
+        "p50_ms": statistics.median(latencies) * 1e3,
+        "p99_ms": latencies[max(0, int(len(latencies) * 0.99) - 1)] * 1e3,
+        "resent": backend.received - len(backend.arrived),
+        "cpu": " ".join(f"{c:.1f}" for c in cpu),
+    }
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/0")
+    parser.add_argument("--runs", type=int, default=4000)
+    parser.add_argument("--traces-per-request", type=int, default=20)
+    parser.add_argument("--concurrency-clients", type=int, default=8)
+    parser.add_argument("--concurrency", type=int, default=64, help="jobs in flight per worker process")
+    parser.add_argument("--decision-wait", type=float, default=0.2)
+    parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--rate", type=float, default=300.0,
+                        help="runs/s offered in the latency rounds (below capacity)")
+    parser.add_argument("--rate-seconds", type=float, default=8.0)
+    args = parser.parse_args()
+    folder = Path(tempfile.mkdtemp(prefix="tracescore-scale-"))
+    (folder / "bench_scorers.py").write_text(SCORER)
+    print(f"Redis {args.redis_url}; {args.runs} runs in requests of {args.traces_per_request}, "
+          f"{args.concurrency_clients} clients; decision_wait {args.decision_wait} s; "
+          f"worker concurrency {args.concurrency}; {os.cpu_count()} CPUs shared by every process")
+    print("throughput: every run offered at once (latency is mostly time queued)")
+    for workers in args.workers:
+        r = await run_round(args, workers, folder, args.runs, None)
+        print(f"  workers {workers}: {r['runs_per_s']:6.0f} runs/s end to end ({r['runs']} runs in "
+              f"{r['total_s']:.2f} s; ingest {r['ingest_s']:.2f} s)  received->exported "
+              f"p50 {r['p50_ms']:.0f} ms  p99 {r['p99_ms']:.0f} ms  re-sent {r['resent']}; "
+              f"CPU s receiver/workers {r['cpu']}")
+    print(f"latency: {args.rate:.0f} runs/s offered for {args.rate_seconds:.0f} s")
+    for workers in args.workers:
+        r = await run_round(args, workers, folder, int(args.rate * args.rate_seconds), args.rate)
+        print(f"  workers {workers}: received->exported p50 {r['p50_ms']:.0f} ms  p99 {r['p99_ms']:.0f} ms "
+              f"(decision_wait {args.decision_wait} s included); re-sent {r['resent']}; "
+              f"CPU s receiver/workers {r['cpu']}")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
