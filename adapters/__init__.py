@@ -3,7 +3,7 @@
 Decode OTLP (`spans_from_resource_spans`, `logs_from_resource_logs`, `assemble`, or the
 file readers `read_trace_file` / `read_logs_file`), then `extract_runs` on each
 `AssembledTrace`. Conventions: OpenTelemetry GenAI (current and earlier), OpenInference
-(incl. the OpenAI Agents SDK), OpenLLMetry / Traceloop, Vercel AI SDK, Mastra, pydantic-ai.
+(incl. the OpenAI Agents SDK), OpenLLMetry / Traceloop, Vercel AI SDK, Mastra, pydantic-ai, Google ADK.
 Pure functions of the trace: no I/O (except the file readers), no clock.
 """
 
@@ -60,6 +60,7 @@ _MARKER_KEYS = frozenset(
         "pydantic_ai.all_messages",
         "all_messages_events",
         "ai.operationId",
+        "gcp.vertex.agent.llm_request",
     }
 )
 _MARKER_PREFIXES = ("gen_ai.prompt.", "gen_ai.completion.", "llm.input_messages.", "llm.output_messages.")

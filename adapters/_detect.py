@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from adapters import genai, mastra, openinference, pydantic_ai, traceloop, vercel
+from adapters import adk, genai, mastra, openinference, pydantic_ai, traceloop, vercel
 from adapters._build import build_run, continues, non_system
 from adapters._messages import msg_key
 from adapters._runs import AgentRun, Extraction, Skip
@@ -31,6 +31,7 @@ _MODULES: tuple[ViewFn, ...] = (
     mastra.view_span,
     vercel.view_span,
     pydantic_ai.view_span,
+    adk.view_span,
     openinference.view_span,
     traceloop.view_span,
     genai.view_span,

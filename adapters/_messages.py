@@ -38,6 +38,8 @@ _ROLES = {
 _TEXT_TYPES = frozenset({"text", "input_text", "output_text", "refusal"})
 _REASONING_TYPES = frozenset({"reasoning", "thinking", "redacted_thinking"})
 _CALL_TYPES = frozenset({"tool_call", "tool-call", "tool_use", "function_call", "function"})
+_GEMINI_CALL = ("function_call", "functionCall")
+_GEMINI_RESULT = ("function_response", "functionResponse")
 _RESULT_TYPES = frozenset(
     {"tool_call_response", "tool-result", "tool_result", "function_call_output", "function_response"}
 )
@@ -231,7 +233,15 @@ def _parse_one(raw: Any, out: list[Msg]) -> None:
             if not isinstance(part, dict):
                 continue
             ptype = part.get("type")
-            if ptype is None and isinstance(part.get("toolUse"), dict):  # Bedrock Converse blocks
+            gemini_call = next((part[k] for k in _GEMINI_CALL if isinstance(part.get(k), dict)), None)
+            gemini_result = next((part[k] for k in _GEMINI_RESULT if isinstance(part.get(k), dict)), None)
+            if ptype is None and gemini_call is not None:  # Gemini / Google ADK parts
+                part, ptype = {**gemini_call, "arguments": gemini_call.get("args")}, "tool_call"
+            elif ptype is None and gemini_result is not None:
+                part, ptype = gemini_result, "tool_result"
+            elif ptype is None and part.get("thought") is True and isinstance(part.get("text"), str):
+                part, ptype = {"text": part["text"]}, "reasoning"
+            elif ptype is None and isinstance(part.get("toolUse"), dict):  # Bedrock Converse blocks
                 part, ptype = {**part["toolUse"], "arguments": part["toolUse"].get("input")}, "tool_call"
             elif ptype is None and isinstance(part.get("toolResult"), dict):
                 part, ptype = part["toolResult"], "tool_result"
