@@ -11,7 +11,9 @@ from pathlib import Path
 import aiohttp
 import pytest
 from daemon_harness import CaptureBackend, emit_agent_trace, wait_until
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from collector.config import config_from_dict
 from collector.errors import ConfigError
@@ -19,14 +21,40 @@ from collector.redis_store import RedisStore
 from collector.registry import ScorerRegistry
 from collector.service import Service
 
+PROTOBUF = {"Content-Type": "application/x-protobuf"}
+
+
+async def _services(config_data: dict, *roles: str) -> list[Service]:
+    config = config_from_dict(config_data, env={})
+    registry = await asyncio.to_thread(ScorerRegistry.load, config.scorers)  # imports scorer files
+    # Building a Service imports exporter modules (blocking): done off the loop.
+    services = [await asyncio.to_thread(Service, config, registry, role=role) for role in roles]
+    for service in services:
+        await service.start()
+    return services
+
+
+def _decisions(service: Service, reason: str) -> float:
+    value = service.metrics.registry.get_sample_value(
+        "tracescore_decisions_total", {"scorer": "answer-length", "reason": reason})
+    return value or 0.0
+
+
+async def _post(service: Service, body: bytes) -> None:
+    assert service.http is not None
+    async with aiohttp.ClientSession() as session:
+        async with session.post(f"http://127.0.0.1:{service.http.port}/v1/traces", data=body,
+                                headers=PROTOBUF) as resp:
+            assert resp.status == 200, await resp.text()
+
 SCORERS = Path(__file__).parent / "scorers_for_tests.py"
 REDIS_URL = os.environ.get("TRACESCORE_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 
 
-def _config(prefix: str, backend: str, url: str = REDIS_URL) -> dict:
+def _config(prefix: str, backend: str, url: str = REDIS_URL, decision_wait: float = 0.2) -> dict:
     return {
         "receiver": {"grpc_endpoint": "127.0.0.1:0", "http_endpoint": "127.0.0.1:0"},
-        "assembly": {"decision_wait": 0.2},
+        "assembly": {"decision_wait": decision_wait},
         "queue": {"url": url, "key_prefix": prefix},
         "export": {"endpoint": backend, "timeout_s": 2.0, "max_backoff_s": 0.5},
         "scorers": [{"ref": f"{SCORERS}:answer_length"}],
@@ -46,13 +74,7 @@ async def setup() -> AsyncIterator[tuple[str, CaptureBackend]]:
 
 async def test_receiver_and_worker_roles_score_through_redis(setup: tuple[str, CaptureBackend]) -> None:
     prefix, backend = setup
-    config = config_from_dict(_config(prefix, backend.endpoint), env={})
-    registry = await asyncio.to_thread(ScorerRegistry.load, config.scorers)  # imports scorer files
-    # Building a Service imports exporter modules (blocking): done off the loop.
-    receiver = await asyncio.to_thread(Service, config, registry, role="receiver")
-    worker = await asyncio.to_thread(Service, config, registry, role="worker")
-    await receiver.start()
-    await worker.start()
+    receiver, worker = await _services(_config(prefix, backend.endpoint), "receiver", "worker")
     try:
         assert receiver.http is not None and worker.http is not None
         assert worker.grpc is None and receiver.worker._task is None  # roles start only their parts
@@ -79,3 +101,43 @@ def test_split_roles_need_a_shared_queue(tmp_path: Path) -> None:
         Service(config, ScorerRegistry([]), role="worker")
     with pytest.raises(ConfigError, match="role"):
         Service(config, ScorerRegistry([]), role="bogus")
+
+
+async def test_spans_of_one_trace_at_two_receivers_are_scored_as_one_run(
+    setup: tuple[str, CaptureBackend],
+) -> None:
+    prefix, backend = setup
+    memory = InMemorySpanExporter()
+    trace_id, agent_span = await asyncio.to_thread(emit_agent_trace, memory)
+    chat, root = memory.get_finished_spans()  # the child ends (and is exported) first
+    a, b, worker = await _services(_config(prefix, backend.endpoint), "receiver", "receiver", "worker")
+    try:
+        await _post(a, encode_spans([chat]).SerializeToString())  # behind a load balancer:
+        await _post(b, encode_spans([root]).SerializeToString())  # the root reaches another replica
+        await wait_until(lambda: len(backend.scores()) == 1, what="the score")
+        (score,) = backend.scores()
+        assert (score.span.trace_id.hex(), score.span.parent_span_id.hex()) == (trace_id, agent_span)
+        assert _decisions(a, "queued") + _decisions(b, "queued") == 1  # decided once, by one of them
+        assert _decisions(a, "duplicate") + _decisions(b, "duplicate") == 0
+    finally:
+        for service in (a, b, worker):
+            await service.shutdown()
+
+
+async def test_a_pending_decision_survives_its_receiver(setup: tuple[str, CaptureBackend]) -> None:
+    prefix, backend = setup
+    memory = InMemorySpanExporter()
+    trace_id, _ = await asyncio.to_thread(emit_agent_trace, memory)
+    data = _config(prefix, backend.endpoint, decision_wait=1.0)
+    (first,) = await _services(data, "receiver")
+    await _post(first, encode_spans(memory.get_finished_spans()).SerializeToString())
+    await first.shutdown()  # gone before the decision was due
+    assert _decisions(first, "queued") == 0
+    second, worker = await _services(data, "receiver", "worker")
+    try:
+        await wait_until(lambda: len(backend.scores()) == 1, what="the score of the pending trace")
+        assert backend.scores()[0].span.trace_id.hex() == trace_id
+        assert _decisions(second, "queued") == 1
+    finally:
+        await second.shutdown()
+        await worker.shutdown()
