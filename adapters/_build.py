@@ -234,8 +234,12 @@ def build_run(
             first_request = non_system(first.request)
             produced = _produced(used)
             if run_view is not None and run_view.response:
+                # the agent span's own answer, when the model calls do not end with it: the run
+                # ended on a tool step, or a later call did not replay the conversation
                 ends_open = not produced or produced[-1].role == "tool" or bool(produced[-1].tool_calls)
-                if ends_open and not any(m.content == run_view.response[-1].content for m in produced):
+                broken = any(c.span.start_ns > used[-1].span.start_ns and c not in used for c in calls)
+                final = run_view.response[-1].content.strip()
+                if (ends_open or broken) and not any(m.content.strip() == final for m in produced):
                     produced += list(run_view.response)
         elif run_view is not None:
             system += [m.content for m in run_view.request if m.role == "system"]

@@ -257,6 +257,8 @@ def view_span(span: TraceSpan, logs: Sequence[TraceLog], report: Report) -> Span
         view.response = events.response
     if not view.system:
         view.system = events.system
+    if kind == "agent" and not view.has_content and not str_attr(attrs, "gen_ai.agent.name"):
+        view.weak = True  # a nameless wrapper (the Agents SDK trace, an ADK workflow): yields to agents below
     if kind == "tool":
         view.tool_name = str_attr(attrs, "gen_ai.tool.name")
         view.tool_call_id = str_attr(attrs, "gen_ai.tool.call.id")
