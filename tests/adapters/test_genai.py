@@ -312,3 +312,15 @@ def test_strands_content_blocks_and_loop_cycle_spans() -> None:
     assert brief(runs[0]) == {"system": [SYSTEM], "remembered": [], "input": [["user", "Weather?", []]], "output": [
         ["assistant", "", [["c1", "get_weather", {"city": "Paris"}]]], ["tool", "c1", "sunny"],
         ["assistant", "It is sunny.", []]]}
+
+
+def test_nameless_agent_wrapper_yields_to_the_named_agent() -> None:
+    spans = [
+        span(1, "Agent workflow", None, {"gen_ai.operation.name": "invoke_agent"}),
+        span(2, "invoke_agent terse_agent", 1, {
+            "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "terse_agent",
+            "gen_ai.input.messages": gen_msgs(("user", "Hi")), "gen_ai.output.messages": gen_msgs(("assistant", "Yo"))}),
+        chat(3, 2, gen_msgs(("user", "Hi")), gen_msgs(("assistant", "Yo"))),
+    ]
+    runs = extract(request(("x", spans))).runs
+    assert [(r.span_id, r.request_context["agent_name"]) for r in runs] == [(sid(2), "terse_agent")]
