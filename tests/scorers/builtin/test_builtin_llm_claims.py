@@ -94,3 +94,14 @@ def test_context_definition_errors(factory: Any) -> None:
         factory("openai/gpt-4o-mini", context="one string")
     with pytest.raises(ScorerDefinitionError, match="context_extractor must be callable"):
         factory("openai/gpt-4o-mini", context_extractor="nope")
+
+
+async def test_faithfulness_result_serialises_with_object_step_results(server: Any, judge: Judge) -> None:
+    """Mastra's preprocess returns a bare array, which its score store rejects (#12876)."""
+    import json
+
+    server.responder = by_prefix(replies(["a"], verdicts("yes")))
+    result = await faithfulness(judge, context=["c"]).run(input="q", output="a")
+    data = json.loads(result.model_dump_json())
+    assert data["preprocess_step_result"] == {"claims": ["a"]}
+    assert data["analyze_step_result"] == {"verdicts": [{"verdict": "yes", "reason": "r0"}]}
