@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import time
 from typing import Literal
 
 import aiohttp
@@ -40,6 +41,7 @@ class Forwarder:
         cfg: the ``[export]`` section (endpoint, protocol, headers, queue size, timeout).
         metrics: the service's instruments.
         max_tries: sends per request before it is dropped.
+        senders: requests in flight to the endpoint at most.
 
     Example:
         >>> import asyncio
@@ -48,12 +50,15 @@ class Forwarder:
         (True, False)
     """
 
-    def __init__(self, cfg: ExportConfig, metrics: Metrics, *, max_tries: int = 3) -> None:
+    def __init__(self, cfg: ExportConfig, metrics: Metrics, *, max_tries: int = 3, senders: int = 8) -> None:
         self._cfg = cfg
         self._metrics = metrics
         self._max_tries = max_tries
+        self._senders = senders
         self._queue: asyncio.Queue[tuple[Signal, bytes]] = asyncio.Queue(cfg.forward_queue_size)
-        self._task: asyncio.Task[None] | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._last_warning = 0.0
+        self._unreported = 0
         self._channel: grpc.aio.Channel | None = None
         self._session: aiohttp.ClientSession | None = None
         self._headers = dict(cfg.headers)
@@ -89,7 +94,8 @@ class Forwarder:
             self._session = aiohttp.ClientSession(
                 timeout=aiohttp.ClientTimeout(total=self._cfg.timeout_s), auto_decompress=True
             )
-        self._task = asyncio.create_task(self._loop(), name="tracescore-forward")
+        self._tasks = [asyncio.create_task(self._loop(), name=f"tracescore-forward-{i}")
+                       for i in range(self._senders)]
 
     async def shutdown(self, timeout: float = 5.0) -> None:  # noqa: ASYNC109 (lifecycle contract)
         """Send what is queued for up to ``timeout`` seconds, then close; safe twice.
@@ -98,18 +104,16 @@ class Forwarder:
             >>> Forwarder.shutdown.__name__
             'shutdown'
         """
-        if self._task is not None:
+        if self._tasks:
             try:
                 async with asyncio.timeout(timeout):
                     await self._queue.join()
             except TimeoutError:
                 logger.warning("dropping %d requests not forwarded before shutdown", self._queue.qsize())
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
-            self._task = None
+            for task in self._tasks:
+                task.cancel()
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+            self._tasks = []
         if self._channel is not None:
             await self._channel.close()
             self._channel = None
@@ -139,8 +143,17 @@ class Forwarder:
                 break
             await asyncio.sleep(delay * random.uniform(0.8, 1.2))
             delay *= 2
-        logger.warning("dropped a %s request the export endpoint did not accept", signal)
+        self._warn_dropped(signal)
         return "dropped_error"
+
+    def _warn_dropped(self, signal: Signal) -> None:
+        # Rate-limited: a backend outage would otherwise log once per request.
+        self._unreported += 1
+        now = time.monotonic()
+        if now - self._last_warning >= 10.0:
+            logger.warning("dropped %d forwarded requests the export endpoint did not accept (last: %s)",
+                           self._unreported, signal)
+            self._last_warning, self._unreported = now, 0
 
     async def _send(self, signal: Signal, body: bytes) -> bool | None:
         """Send once: None on success, else whether a retry may help."""
