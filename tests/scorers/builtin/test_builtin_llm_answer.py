@@ -132,3 +132,15 @@ async def test_answer_similarity_missing_ground_truth(server: Any, judge: Judge)
     lenient = await answer_similarity(judge, require_ground_truth=False).run(input="q", output="a")
     assert lenient.score is None and lenient.not_scorable is not None
     assert server.requests == []
+
+
+async def test_answer_relevancy_through_litellm_transport(server: Any, judge: Judge, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same scorer through ``litellm.acompletion`` (not the shared aiohttp fast path)."""
+    from scorers import _judge_transport
+
+    monkeypatch.setattr(_judge_transport, "_routes", {})
+    monkeypatch.setattr(_judge_transport, "FAST_PROVIDERS", frozenset())
+    server.responder = by_prefix(RELEVANCY)
+    result = await answer_relevancy(judge).run(input="Capital of France?", output="Paris.")
+    assert result.score == 0.58
+    assert len(server.requests) == 3
