@@ -162,7 +162,7 @@ class ExportConfig(BaseModel):
     model_config = _MODEL
     endpoint: str = ""
     protocol: Literal["grpc", "http/protobuf"] = "grpc"
-    headers: dict[str, str] = Field(default_factory=dict)
+    headers: dict[str, SecretStr] = Field(default_factory=dict)  # often credentials: never printed
     forward_spans: bool = True
     max_attribute_chars: int = Field(default=4096, gt=0)
     timeout_s: float = Field(default=10.0, gt=0)
@@ -172,6 +172,17 @@ class ExportConfig(BaseModel):
     score_metrics: bool = False
     metrics_interval_s: float = Field(default=60.0, gt=0)
     forward_queue_size: int = Field(default=1024, gt=0)
+
+
+    def header_values(self) -> dict[str, str]:
+        """The export headers in clear, for the exporters (never log them).
+
+        Example:
+            >>> cfg = ExportConfig(headers={"api-key": "s3cret"})
+            >>> (cfg.header_values(), "s3cret" in repr(cfg))
+            ({'api-key': 's3cret'}, False)
+        """
+        return {k: v.get_secret_value() for k, v in self.headers.items()}
 
 
 class FilterConfig(BaseModel):

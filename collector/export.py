@@ -151,10 +151,10 @@ def make_span_exporter(cfg: ExportConfig) -> SpanExporter | None:
     """
     if not cfg.endpoint:
         return None
-    headers = dict(cfg.headers) or None
+    headers = cfg.header_values() or None
     if cfg.protocol == "grpc":
         # gRPC metadata keys must be lowercase.
-        headers = {k.lower(): v for k, v in cfg.headers.items()} or None
+        headers = {k.lower(): v for k, v in cfg.header_values().items()} or None
         from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as Grpc
 
         return Grpc(

@@ -61,7 +61,7 @@ class Forwarder:
         self._unreported = 0
         self._channel: grpc.aio.Channel | None = None
         self._session: aiohttp.ClientSession | None = None
-        self._headers = dict(cfg.headers)
+        self._headers = cfg.header_values()
 
     def offer(self, signal: Signal, body: bytes) -> bool:
         """Queue a serialised request for forwarding; False (and counted) when the queue is full.

@@ -64,7 +64,7 @@ class ScoreSignals:
         if not cfg.endpoint:
             return
         grpc = cfg.protocol == "grpc"
-        headers = {(k.lower() if grpc else k): v for k, v in cfg.headers.items()} or None
+        headers = {(k.lower() if grpc else k): v for k, v in cfg.header_values().items()} or None
         insecure = not cfg.endpoint.startswith("https://")
         if cfg.score_logs:
             if grpc:

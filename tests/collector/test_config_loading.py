@@ -41,7 +41,7 @@ def test_toml_file_and_env_override(tmp_path: Path) -> None:
     assert cfg.receiver.token() == "123" and cfg.receiver.grpc_endpoint == "0.0.0.0:4317"
     assert cfg.assembly.decision_wait == 0.2
     assert cfg.export.forward_spans is False
-    assert cfg.export.headers == {"api-key": "k"}
+    assert cfg.export.header_values() == {"api-key": "k"}
     assert cfg.scorers[0].sampling == 0.25
     assert cfg.scorers[0].filter.service == "support-bot"
     assert cfg.scorers[0].filter.attributes == {"env": "prod"}
@@ -53,7 +53,8 @@ def test_otel_variables_fill_export_only_when_not_configured() -> None:
            "OTEL_EXPORTER_OTLP_HEADERS": "api-key=abc%20d,x=y"}
     cfg = config_from_dict({}, env=env)
     assert (cfg.export.endpoint, cfg.export.protocol) == ("http://tempo:4318", "http/protobuf")
-    assert cfg.export.headers == {"api-key": "abc d", "x": "y"}
+    assert cfg.export.header_values() == {"api-key": "abc d", "x": "y"}
+    assert "abc d" not in repr(cfg)
     cfg = config_from_dict({"export": {"endpoint": "http://jaeger:4317"}}, env=env)
     assert cfg.export.endpoint == "http://jaeger:4317"
 
