@@ -203,21 +203,46 @@ class FilterConfig(BaseModel):
 class ScorerConfig(BaseModel):
     """One registered scorer.
 
+    ``labels`` (label -> lowest score that earns it) or ``pass_threshold`` ("pass" at or
+    above it, else "fail") give its scores a ``gen_ai.evaluation.score.label``.
+
     Example:
         >>> ScorerConfig(ref="my_scorers:quality", sampling=0.5).sampling
         0.5
+        >>> ScorerConfig(ref="m:q", labels={"good": 0.8, "poor": 0.0}).label_for(0.9)
+        'good'
+        >>> ScorerConfig(ref="m:q", pass_threshold=0.5).label_for(0.2)
+        'fail'
     """
 
     model_config = _MODEL
     ref: str
     sampling: float = Field(default=1.0, ge=0, le=1)
     filter: FilterConfig = Field(default_factory=FilterConfig)
+    labels: dict[str, float] = Field(default_factory=dict)
+    pass_threshold: float | None = None
+
+    def label_for(self, score: float) -> str | None:
+        """The label of a score under ``labels`` or ``pass_threshold`` (None without either).
+
+        Example:
+            >>> ScorerConfig(ref="m:q", labels={"fair": 0.5}).label_for(0.1) is None
+            True
+        """
+        if self.labels:
+            earned = [(low, label) for label, low in self.labels.items() if score >= low]
+            return max(earned)[1] if earned else None
+        if self.pass_threshold is not None:
+            return "pass" if score >= self.pass_threshold else "fail"
+        return None
 
     @model_validator(mode="after")
     def _ref_shape(self) -> ScorerConfig:
         module, _, attr = self.ref.rpartition(":")
         if not module or not attr:
             raise ValueError(f"ref must be module:attribute or path/file.py:attribute, got {self.ref!r}")
+        if self.labels and self.pass_threshold is not None:
+            raise ValueError("give labels or pass_threshold, not both")
         return self
 
 

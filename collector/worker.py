@@ -5,6 +5,10 @@ acknowledges it (`JobQueue.settle` with `Done`), and the settle is shielded from
 cancellation. A transient failure (a judge error the provider marked retryable) hands the
 job back with backoff; any other failure dead-letters it and exports a failure span.
 On shutdown, jobs still running after the drain timeout are cancelled and handed back.
+
+A score's label comes from the scorer's config (``labels`` or ``pass_threshold``), else
+from the scorer object itself when it has ``label_for(score)`` or ``pass_threshold``.
+Reasons and step-result JSON are cut to ``max_attribute_chars``.
 """
 
 from __future__ import annotations
@@ -67,9 +71,13 @@ def _judge_summary(result: Any) -> tuple[list[str], int, int, float | None, int,
     return models, tokens_in, tokens_out, cost, attempts, errors
 
 
-def _label(scorer: Any, score: float | None) -> str | None:
+def _label(entry: RegisteredScorer, score: float | None) -> str | None:
     if score is None:
         return None
+    configured = entry.config.label_for(score)
+    if configured is not None or entry.config.labels or entry.config.pass_threshold is not None:
+        return configured
+    scorer = entry.scorer
     labeler: Callable[[float], Any] | None = getattr(scorer, "label_for", None)
     if callable(labeler):
         label = labeler(score)
@@ -78,6 +86,13 @@ def _label(scorer: Any, score: float | None) -> str | None:
     if isinstance(threshold, (int, float)):
         return "pass" if score >= threshold else "fail"
     return None
+
+
+def _cut(text: Any, limit: int) -> str | None:
+    if text is None:
+        return None
+    text = str(text)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _retryable(err: BaseException) -> tuple[bool, float | None]:
@@ -291,8 +306,8 @@ class Worker:
             scorer_version=job.scorer_version,
             run_id=str(getattr(result, "run_id", None) or uuid.uuid5(uuid.NAMESPACE_URL, job.key)),
             score=None if score is None else float(score),
-            reason=getattr(result, "reason", None),
-            label=_label(entry.scorer, score),
+            reason=_cut(getattr(result, "reason", None), self._max_chars),
+            label=_label(entry, score),
             response_id=run.response_id,
             error_type=None if cause is None else type(cause).__qualname__,
             error_message=None if error is None else str(error)[: self._max_chars],

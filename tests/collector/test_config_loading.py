@@ -130,3 +130,8 @@ def test_shipped_example_config_is_valid() -> None:
     # Every key of the example validates (the queue URL is overridden: the env wins over the file).
     cfg = load_config(example, env={"TRACESCORE_QUEUE_URL": "sqlite:///example.db"})
     assert cfg.queue.url == "sqlite:///example.db"
+
+
+def test_scorer_labels_and_threshold_are_exclusive() -> None:
+    with pytest.raises(ConfigError, match="labels or pass_threshold"):
+        config_from_dict({"scorers": [{"ref": "m:q", "labels": {"a": 0.5}, "pass_threshold": 0.5}]}, env={})

@@ -115,3 +115,22 @@ async def test_loop_scores_and_drain_hands_back(tmp_path: Path) -> None:
     (again,) = await store.take(10)
     assert again.job.scorer_id == "slow"
     await store.shutdown()
+
+
+async def test_labels_from_config_and_long_reasons_cut(tmp_path: Path) -> None:
+    scorer = (
+        create_scorer(id="lab", description="d", type="agent")
+        .generate_score(lambda run: 0.6)
+        .generate_reason(lambda run, score: "x" * 100)
+    )
+    store = SqliteStore(str(tmp_path / "q.db"))
+    await store.start()
+    entry = RegisteredScorer(scorer, ScorerConfig(ref="x:lab", labels={"good": 0.8, "fair": 0.5, "poor": 0.0}))
+    worker = Worker(store, ScorerRegistry([entry]), Metrics(), max_attribute_chars=10)
+    await store.put([ScoreJob(RUN, "lab", None)])
+    (leased,) = await store.take(1)
+    outcome = await worker.process(leased)
+    assert isinstance(outcome, Done) and outcome.record is not None
+    assert outcome.record.label == "fair"
+    assert outcome.record.reason == "x" * 9 + "…"
+    await store.shutdown()
