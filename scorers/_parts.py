@@ -53,6 +53,7 @@ class ToolCall(BaseModel):
     arguments: Any = None
     result: Any = None
     state: str = "call"
+    is_error: bool = False
 
     @model_validator(mode="before")
     @classmethod
@@ -118,6 +119,7 @@ class ToolCallPart(BaseModel):
     args: Any = None
     result: Any = None
     state: str = "call"
+    is_error: bool = False
 
     @field_validator("args", mode="after")
     @classmethod
@@ -212,8 +214,9 @@ def coerce_part(raw: Any) -> Any:
             "tool_call_id": inv.get("toolCallId") or "",
             "tool_name": inv.get("toolName") or "",
             "args": inv.get("args"),
-            "result": inv.get("result"),
+            "result": inv.get("result", inv.get("errorText")),
             "state": inv.get("state") or "call",
+            "is_error": bool(inv.get("isError")) or inv.get("state") == "output-error",
         }
     if kind == "tool-call":
         return {
@@ -223,6 +226,7 @@ def coerce_part(raw: Any) -> Any:
             "args": raw.get("args", raw.get("input", raw.get("arguments"))),
             "result": raw.get("result"),
             "state": raw.get("state") or "call",
+            "is_error": bool(raw.get("isError") or raw.get("is_error")),
         }
     if kind == "tool-result":
         return {
@@ -254,6 +258,7 @@ def tool_call_from_part(part: ToolCallPart) -> ToolCall:
         arguments=part.args,
         result=part.result,
         state=part.state,
+        is_error=part.is_error,
     )
 
 
@@ -264,4 +269,5 @@ def part_from_tool_call(call: ToolCall) -> ToolCallPart:
         args=call.arguments,
         result=call.result,
         state=call.state,
+        is_error=call.is_error,
     )

@@ -280,7 +280,8 @@ def _is_error_result(result: Any) -> bool:
 def tool_errors(run_output: Any) -> list[str]:
     """The names of the tool calls that failed.
 
-    A call failed when its state is ``"output-error"``; when its result (on the call, or in
+    A call failed when it is marked ``is_error`` (Mastra's ``isError``) or its state is
+    ``"output-error"``; when its result (on the call, or in
     a matching tool-result part or ``tool`` message) is a mapping with a truthy ``error``;
     when that tool-result part is marked ``is_error``; or when it never got a result (state
     ``"call"`` and no matching tool result), as Mastra counts an unfinished invocation.
@@ -306,7 +307,7 @@ def tool_errors(run_output: Any) -> list[str]:
             if not call.name:
                 continue
             matched = results.get(call.id) if call.id else None
-            if call.state == "output-error" or _is_error_result(call.result):
+            if call.is_error or call.state == "output-error" or _is_error_result(call.result):
                 failed.append(call.name)
             elif matched is not None:
                 if matched[1] or _is_error_result(matched[0]):

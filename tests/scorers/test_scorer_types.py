@@ -14,6 +14,7 @@ from scorers import (
     ScorerRunError,
     ScorerRunInputForAgent,
     ScorerRunOutputForAgent,
+    ToolCallPart,
     create_scorer,
 )
 
@@ -196,3 +197,23 @@ async def test_untyped_scorer_passes_values_through() -> None:
     payload = {"anything": [1, 2]}
     await create_scorer(id="u", description="d").generate_score(score).run(input=payload)
     assert seen[0].input is payload
+
+
+def test_mastra_tool_invocation_error_flag_is_kept() -> None:
+    failed = {
+        "role": "assistant",
+        "content": {"format": 2, "parts": [
+            {"type": "tool-invocation", "toolInvocation": {
+                "state": "result", "toolCallId": "c1", "toolName": "search", "args": {},
+                "result": "quota exceeded", "isError": True}},
+            {"type": "tool-invocation", "toolInvocation": {
+                "state": "output-error", "toolCallId": "c2", "toolName": "fetch", "args": {},
+                "errorText": "404"}},
+            {"type": "tool-invocation", "toolInvocation": {
+                "state": "result", "toolCallId": "c3", "toolName": "ok", "args": {}, "result": 1}},
+        ]},
+    }
+    message = Message.model_validate(failed)
+    assert [(c.name, c.is_error, c.result) for c in message.tool_calls] == [
+        ("search", True, "quota exceeded"), ("fetch", True, "404"), ("ok", False, 1)]
+    assert [p.is_error for p in message.parts if isinstance(p, ToolCallPart)] == [True, True, False]
