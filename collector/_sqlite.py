@@ -10,12 +10,13 @@ one fsync serves many concurrent receivers and workers.
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import sqlite3
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import IO, Any, TypeVar
 
 T = TypeVar("T")
 
@@ -92,12 +93,21 @@ class SqliteRunner:
         self._path = path
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tracescore-sqlite")
         self._db: sqlite3.Connection | None = None
+        self._lock_file: IO[bytes] | None = None
         # deque append/popleft are atomic: the loop never waits on a lock held by the thread.
         self._pending: deque[tuple[Callable[[sqlite3.Connection], Any], asyncio.Future[Any]]] = deque()
 
     def _open(self) -> None:
         if self._path not in ("", ":memory:"):
             Path(self._path).parent.mkdir(parents=True, exist_ok=True)
+            # One process per queue file: a second daemon would release the first one's leases.
+            lock = open(self._path + ".lock", "a+b")  # held (locked) until close
+            try:
+                fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                lock.close()
+                raise RuntimeError(f"{self._path} is in use by another tracescore process") from None
+            self._lock_file = lock
         db = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
         db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA synchronous=FULL")
@@ -126,25 +136,34 @@ class SqliteRunner:
             closed = RuntimeError("store is not open")
             outcomes = [(fut, None, closed) for _, fut in batch]
         else:
-            db.execute("BEGIN IMMEDIATE")
-            for fn, fut in batch:
-                db.execute("SAVEPOINT call")
-                try:
-                    result = fn(db)
-                except Exception as err:
-                    db.execute("ROLLBACK TO call")
-                    db.execute("RELEASE call")
-                    outcomes.append((fut, None, err))
-                else:
-                    db.execute("RELEASE call")
-                    outcomes.append((fut, result, None))
             try:
-                db.execute("COMMIT")
-            except Exception as err:
-                db.execute("ROLLBACK")
-                outcomes = [(fut, None, err) for fut, _, _ in outcomes]
+                outcomes = self._run_batch(db, batch)
+            except Exception as err:  # BEGIN/COMMIT failed (busy, I/O error): every call fails
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
+                outcomes = [(fut, None, err) for _, fut in batch]
         for fut, result, error in outcomes:
             fut.get_loop().call_soon_threadsafe(_resolve, fut, result, error)
+
+    @staticmethod
+    def _run_batch(
+        db: sqlite3.Connection, batch: list[tuple[Callable[[sqlite3.Connection], Any], asyncio.Future[Any]]]
+    ) -> list[tuple[asyncio.Future[Any], Any, BaseException | None]]:
+        outcomes: list[tuple[asyncio.Future[Any], Any, BaseException | None]] = []
+        db.execute("BEGIN IMMEDIATE")
+        for fn, fut in batch:
+            db.execute("SAVEPOINT call")
+            try:
+                result = fn(db)
+            except Exception as err:
+                db.execute("ROLLBACK TO call")
+                db.execute("RELEASE call")
+                outcomes.append((fut, None, err))
+            else:
+                db.execute("RELEASE call")
+                outcomes.append((fut, result, None))
+        db.execute("COMMIT")
+        return outcomes
 
     async def call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``fn(connection)`` on the store's thread, committed before this returns.
@@ -165,6 +184,9 @@ class SqliteRunner:
         if self._db is not None:
             self._db.close()
             self._db = None
+        if self._lock_file is not None:
+            self._lock_file.close()  # releases the flock
+            self._lock_file = None
 
     async def close(self) -> None:
         """Close the connection and stop the thread; safe twice.

@@ -193,3 +193,30 @@ async def test_group_commit_isolates_a_failing_call(tmp_path: Path) -> None:
     keys = await runner.call(lambda db: [r[0] for r in db.execute("SELECT key FROM done ORDER BY key")])
     assert keys == ["a", "b"]
     await runner.close()
+
+
+async def test_one_process_per_queue_file_and_busy_database_fails_not_hangs(tmp_path: Path) -> None:
+    import sqlite3
+
+    import pytest
+
+    from collector._sqlite import SqliteRunner
+
+    path = str(tmp_path / "q.db")
+    store = SqliteStore(path)
+    await store.start()
+    with pytest.raises(RuntimeError, match="in use by another tracescore process"):
+        await SqliteStore(path).start()
+    await store.shutdown()
+
+    runner = SqliteRunner(path)
+    await runner.open()
+    await runner.call(lambda db: db.execute("PRAGMA busy_timeout=50"))
+    other = sqlite3.connect(path, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")  # someone else holds the write lock
+    with pytest.raises(sqlite3.OperationalError, match="locked"):
+        await runner.call(lambda db: db.execute("INSERT INTO done(key, at) VALUES ('k', 0)"))
+    other.execute("ROLLBACK")
+    other.close()
+    await runner.call(lambda db: db.execute("INSERT INTO done(key, at) VALUES ('k', 0)"))
+    await runner.close()
