@@ -119,6 +119,21 @@ redis.call('XDEL', KEYS[1], ARGV[2])
 return added
 """
 
+# KEYS: jobs; ARGV: group, idle ms, own consumer name. Atomic: a consumer that takes a job
+# between the check and the delete cannot exist (deleting one with pending jobs would lose them).
+_PRUNE_CONSUMERS = """
+local removed = 0
+for _, c in ipairs(redis.call('XINFO', 'CONSUMERS', KEYS[1], ARGV[1])) do
+  local f = {}
+  for i = 1, #c, 2 do f[c[i]] = c[i + 1] end
+  if f['pending'] == 0 and f['idle'] >= tonumber(ARGV[2]) and f['name'] ~= ARGV[3] then
+    redis.call('XGROUP', 'DELCONSUMER', KEYS[1], ARGV[1], f['name'])
+    removed = removed + 1
+  end
+end
+return removed
+"""
+
 
 def job_json(job: ScoreJob) -> str:
     """The stream payload of a job (JSON, never a pickle).
@@ -158,6 +173,8 @@ class RedisJobQueue:
         idempotency_ttl_s: how long a job key is remembered (queued, done or dead).
         block_ms: how long `take` waits for new entries when none are ready.
         consumer: this process's consumer name in the group (default: unique).
+        consumer_idle_s: consumers of the group idle this long holding no job are removed
+            (workers that were killed or scaled away leave their names behind).
 
     Example:
         >>> import asyncio
@@ -182,7 +199,7 @@ class RedisJobQueue:
     def __init__(
         self, client: aioredis.Redis, keys: RedisKeys, *, visibility_timeout_s: float = 300.0,
         max_attempts: int = 5, idempotency_ttl_s: float = 7 * 86400.0, block_ms: int = 500,
-        consumer: str | None = None,
+        consumer: str | None = None, consumer_idle_s: float = 3600.0,
     ) -> None:
         self._r = client
         self._k = keys
@@ -195,6 +212,9 @@ class RedisJobQueue:
         self._promote = client.register_script(_PROMOTE)
         self._reclaim = client.register_script(_RECLAIM)
         self._settle = client.register_script(_SETTLE)
+        self._prune_consumers = client.register_script(_PRUNE_CONSUMERS)
+        self._consumer_idle_ms = int(consumer_idle_s * 1000)
+        self._last_prune = time.monotonic()
         self._reclaim_every = min(5.0, max(0.05, visibility_timeout_s / 5))
         self._last_reclaim = 0.0
         self._take_backoff = Backoff("taking jobs", logger)
@@ -269,6 +289,9 @@ class RedisJobQueue:
         now = time.time()
         await self._promote(keys=[self._k.delayed, self._k.delayed_data, self._k.jobs], args=[now, limit])
         taken: list[LeasedJob] = []
+        if time.monotonic() - self._last_prune >= 60.0:
+            self._last_prune = time.monotonic()
+            await self.prune_consumers()
         if time.monotonic() - self._last_reclaim >= self._reclaim_every:
             self._last_reclaim = time.monotonic()
             error = json.dumps({"type": "LeaseExpired", "message": "the job's lease ran out too many times"})
@@ -335,6 +358,19 @@ class RedisJobQueue:
             logger.info("lease of job %s lost to another worker; result dropped", job.key)
         elif kind != "retry":
             self.depth_cache = max(0, self.depth_cache - 1 + int(result))
+
+    async def prune_consumers(self) -> int:
+        """Remove the group's consumers that hold no job and were idle ``consumer_idle_s``.
+
+        Example:
+            >>> RedisJobQueue.prune_consumers.__name__
+            'prune_consumers'
+        """
+        removed = int(await self._prune_consumers(
+            keys=[self._k.jobs], args=[GROUP, self._consumer_idle_ms, self.consumer]))
+        if removed:
+            logger.info("removed %d idle consumers from the job group", removed)
+        return removed
 
     async def forget_consumer(self) -> None:
         """Remove this process's consumer from the group when it holds no jobs (shutdown).

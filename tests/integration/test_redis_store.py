@@ -96,3 +96,23 @@ async def test_deployments_with_other_prefixes_do_not_see_each_other(prefix: str
         await other.delete_all()
         await mine.shutdown()
         await other.shutdown()
+
+
+async def test_idle_consumers_without_jobs_are_pruned_and_busy_ones_kept(prefix: str) -> None:
+    from collector.redis_queue import RedisJobQueue
+
+    store = await _open(prefix)
+    try:
+        gone = RedisJobQueue(store.client, store.keys, block_ms=0, consumer="gone", consumer_idle_s=0.0)
+        busy = RedisJobQueue(store.client, store.keys, block_ms=0, consumer="busy", consumer_idle_s=0.0)
+        jobs = [ScoreJob(RunRecord(trace_id="ab" * 16, span_id=f"{i:016x}"), "q", "1") for i in range(2)]
+        await store.put(jobs)
+        (first,) = await gone.take(1)
+        await gone.settle(first, Done(None))  # a worker that finished and then vanished
+        (held,) = await busy.take(1)  # a worker holding a job
+        assert await busy.prune_consumers() == 1
+        names = {c["name"] for c in await store.client.xinfo_consumers(store.keys.jobs, "workers")}
+        assert names == {b"busy"}
+        await busy.settle(held, Done(None))
+    finally:
+        await store.shutdown()
