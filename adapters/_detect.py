@@ -160,7 +160,8 @@ def extract_runs(trace: AssembledTrace) -> Extraction:
         _add_run(runs, skipped, tree.by_id[top], views[top], own, tools)
     # Outside strong agents: conversations, anchored on their lowest common ancestor, or on
     # the top-most weak agent span above it (the Agents SDK trace root without agent.name).
-    free = [views[s] for s in kept if top_of[s] is None and not views[s].fallback]
+    outside = [views[s] for s in kept if top_of[s] is None]
+    free = [v for v in outside if not v.fallback] or outside
     groups = _group_calls(free)
     anchors: list[str] = []
     for group in groups:

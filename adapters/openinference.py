@@ -186,6 +186,9 @@ def view_span(span: TraceSpan, logs: Sequence[TraceLog], report: Report) -> Span
             view.request.append(Msg("user", raw_input))  # a plain-text request (Agents SDK str input)
     if not view.response:
         view.response = _body_messages(_value(attrs, "output.value", report), "messages")
+    # an LLM span without messages (LlamaIndex's _prepare_chat_with_tools, hidden inputs)
+    # counts only when the trace has no better model call
+    view.fallback = not view.has_content
     return view
 
 
