@@ -149,6 +149,7 @@ class WorkersConfig(BaseModel):
     model_config = _MODEL
     concurrency: int = Field(default=64, gt=0)
     judge_concurrency: int = Field(default=32, gt=0)
+    job_timeout_s: float = Field(default=240.0, gt=0)  # a run taking longer is retried (then failed)
 
 
 class ExportConfig(BaseModel):
@@ -268,6 +269,9 @@ class Config(BaseModel):
         own = {self.receiver.grpc_endpoint, self.receiver.http_endpoint} - {""}
         if target and target in own:
             raise ValueError(f"export.endpoint {self.export.endpoint!r} is this daemon's own receiver")
+        if self.workers.job_timeout_s >= self.queue.visibility_timeout_s:
+            # Otherwise a slow job's lease runs out and a second worker runs it too.
+            raise ValueError("workers.job_timeout_s must be below queue.visibility_timeout_s")
         return self
 
 

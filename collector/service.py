@@ -167,6 +167,7 @@ class Service:
             self.store, registry, self.metrics, concurrency=w.concurrency,
             max_attempts=q.max_attempts,
             max_attribute_chars=e.max_attribute_chars, on_result=self.exporter.notify,
+            job_timeout_s=w.job_timeout_s,
             **({"poll_s": 0.01} if q.kind == "redis" else {}),  # a Redis take waits on the stream
         )
         self.forwarder = Forwarder(e, self.metrics) if e.endpoint and e.forward_spans else None

@@ -95,6 +95,17 @@ def _cut(text: Any, limit: int) -> str | None:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+class JobTimeout(Exception):
+    """A scorer run exceeded ``workers.job_timeout_s``; retried like a transient failure.
+
+    Example:
+        >>> JobTimeout("slow").retryable
+        True
+    """
+
+    retryable = True
+
+
 def _retryable(err: BaseException) -> tuple[bool, float | None]:
     seen: BaseException | None = err
     while seen is not None:
@@ -114,6 +125,7 @@ class Worker:
         concurrency: jobs in flight at most.
         max_attempts: takes of a job before a transient failure becomes permanent.
         max_attribute_chars: cut step-result JSON to this many characters.
+        job_timeout_s: a run taking longer is cancelled and retried (a transient failure).
         on_result: called after a result reached the outbox (wakes the exporter).
 
     Example:
@@ -125,7 +137,9 @@ class Worker:
         self, queue: JobQueue, registry: ScorerRegistry, metrics: Metrics, *,
         concurrency: int = 64, max_attempts: int = 5, max_attribute_chars: int = 4096,
         on_result: Callable[[], None] | None = None, poll_s: float = 0.5, retry_base_s: float = 1.0,
+        job_timeout_s: float = 240.0,
     ) -> None:
+        self._job_timeout = job_timeout_s
         self._queue = queue
         self._registry = registry
         self._metrics = metrics
@@ -250,14 +264,18 @@ class Worker:
         start_ns = time.time_ns()
         started = time.perf_counter()
         try:
-            result = await entry.scorer.run(
-                input=ScorerRunInputForAgent.model_validate(run.input),
-                output=ScorerRunOutputForAgent.model_validate(run.output),
-                run_id=str(uuid.uuid5(uuid.NAMESPACE_URL, job.key)),
-                request_context=dict(run.request_context),
-                trace_id=run.trace_id,
-                span_id=run.span_id,
-            )
+            async with asyncio.timeout(self._job_timeout):
+                result = await entry.scorer.run(
+                    input=ScorerRunInputForAgent.model_validate(run.input),
+                    output=ScorerRunOutputForAgent.model_validate(run.output),
+                    run_id=str(uuid.uuid5(uuid.NAMESPACE_URL, job.key)),
+                    request_context=dict(run.request_context),
+                    trace_id=run.trace_id,
+                    span_id=run.span_id,
+                )
+        except TimeoutError:
+            timeout = JobTimeout(f"scorer {job.scorer_id!r} took longer than {self._job_timeout:g}s")
+            return self._failed(leased, entry, timeout, start_ns)
         except Exception as err:
             return self._failed(leased, entry, err, start_ns)
         finally:

@@ -135,3 +135,8 @@ def test_shipped_example_config_is_valid() -> None:
 def test_scorer_labels_and_threshold_are_exclusive() -> None:
     with pytest.raises(ConfigError, match="labels or pass_threshold"):
         config_from_dict({"scorers": [{"ref": "m:q", "labels": {"a": 0.5}, "pass_threshold": 0.5}]}, env={})
+
+
+def test_job_timeout_must_be_below_the_visibility_timeout() -> None:
+    with pytest.raises(ConfigError, match="job_timeout_s must be below"):
+        config_from_dict({"workers": {"job_timeout_s": 300}, "queue": {"visibility_timeout_s": 300}}, env={})

@@ -134,3 +134,24 @@ async def test_labels_from_config_and_long_reasons_cut(tmp_path: Path) -> None:
     assert outcome.record.label == "fair"
     assert outcome.record.reason == "x" * 9 + "…"
     await store.shutdown()
+
+
+async def test_a_run_over_the_job_timeout_is_retried_then_failed(tmp_path: Path) -> None:
+    async def hangs(run: Any) -> float:
+        await asyncio.Event().wait()
+        return 1.0
+
+    scorer = create_scorer(id="hang", description="d").generate_score(hangs)
+    store, worker, _ = await _setup(tmp_path, scorer, job_timeout_s=0.05)
+    (leased,) = await store.take(1)
+    outcome = await worker.process(leased)
+    assert isinstance(outcome, Retry) and "JobTimeout" in outcome.error
+    await store.settle(leased, Retry(0.0, outcome.error))
+    for _ in range(2):
+        (leased,) = await store.take(1)
+        outcome = await worker.process(leased)
+        if isinstance(outcome, Retry):
+            await store.settle(leased, Retry(0.0, outcome.error))
+    assert isinstance(outcome, Dead) and outcome.record is not None
+    assert outcome.record.error_type == "JobTimeout"
+    await store.shutdown()
