@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import aiohttp
+import grpc
 import pytest
 from daemon_harness import (
     CaptureBackend,
@@ -17,6 +18,7 @@ from daemon_harness import (
     wait_until,
 )
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcExporter
+from opentelemetry.exporter.otlp.proto.http import Compression as HttpCompression
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
 
 from collector.config import config_from_dict
@@ -59,8 +61,10 @@ async def test_scores_reach_backend_as_child_spans(tmp_path: Path, backend: Capt
     service = await _service(_config(tmp_path, backend.endpoint, headers={"X-Tenant": "acme"}))
     try:
         assert service.grpc is not None and service.http is not None
-        grpc_exp = GrpcExporter(endpoint=f"127.0.0.1:{service.grpc.port}", insecure=True)
-        http_exp = HttpExporter(endpoint=f"http://127.0.0.1:{service.http.port}/v1/traces")
+        grpc_exp = GrpcExporter(endpoint=f"127.0.0.1:{service.grpc.port}", insecure=True,
+                                compression=grpc.Compression.Gzip)
+        http_exp = HttpExporter(endpoint=f"http://127.0.0.1:{service.http.port}/v1/traces",
+                                compression=HttpCompression.Gzip)
         t1, s1 = await asyncio.to_thread(emit_agent_trace, grpc_exp)
         t2, s2 = await asyncio.to_thread(emit_agent_trace, http_exp, "billing-bot", "billing", "Paris.")
         await wait_until(lambda: len(backend.scores()) == 3, what="three score spans")
