@@ -29,110 +29,13 @@ from typing import Any
 import redis.asyncio as aioredis
 from redis.exceptions import ResponseError
 
+from collector import _redis_scripts as scripts
 from collector._redis_conn import UNREACHABLE, Backoff, retry_unreachable
 from collector._redis_keys import SIGNAL_LOGS, SIGNAL_SPANS, RedisKeys
 from collector.assembly_types import AppendResult, TraceChunk
 from collector.errors import QueueFull, Unavailable
 
 logger = logging.getLogger(__name__)
-
-# KEYS: open, decided, decide, then (meta, chunks) per chunk
-# ARGV: now, decision_wait, rootless_wait, max_traces, max_spans, max_age, prefix, ttl_ms,
-#       then (trace hex, span count, candidate, root, data) per chunk
-_APPEND = """
-local now, wait, rootless = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
-local max_traces, max_spans, max_age = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
-local prefix, ttl = ARGV[7], ARGV[8]
-local evicted, dropped = 0, 0
-for i = 0, (#KEYS - 3) / 2 - 1 do
-  local meta, chunks = KEYS[4 + 2 * i], KEYS[5 + 2 * i]
-  local a = 9 + 5 * i
-  local tid, n = ARGV[a], tonumber(ARGV[a + 1])
-  local cand, root = ARGV[a + 2] == '1', ARGV[a + 3] == '1'
-  local m = redis.call('HMGET', meta, 'first_seen', 'spans', 'candidate', 'root', 'decide_at')
-  if not m[1] then
-    while redis.call('ZCARD', KEYS[1]) + redis.call('ZCARD', KEYS[2]) >= max_traces do
-      local old = redis.call('ZPOPMIN', KEYS[2])
-      if #old == 0 then
-        old = redis.call('ZPOPMIN', KEYS[1])
-        if #old == 0 then break end
-        evicted = evicted + 1
-      end
-      redis.call('DEL', prefix .. 'meta:' .. old[1], prefix .. 'chunks:' .. old[1])
-      redis.call('ZREM', KEYS[3], old[1])
-    end
-    redis.call('HSET', meta, 'first_seen', ARGV[1], 'spans', 0, 'candidate', 0, 'root', 0)
-    redis.call('ZADD', KEYS[1], ARGV[1], tid)
-    m = {ARGV[1], '0', '0', '0', false}
-  end
-  local spans = tonumber(m[2])
-  if spans + n > max_spans then
-    dropped = dropped + n
-  else
-    redis.call('RPUSH', chunks, ARGV[a + 4])
-    local has_cand = m[3] == '1' or cand
-    local root_seen = m[4] == '1' or root
-    local decide_at = nil
-    if root and has_cand then
-      decide_at = now + wait
-    elseif cand then
-      decide_at = now + rootless
-      if root_seen then decide_at = now + wait end
-      if m[5] and tonumber(m[5]) > decide_at then decide_at = tonumber(m[5]) end
-    end
-    if decide_at then
-      local cap = tonumber(m[1]) + max_age
-      if decide_at > cap then decide_at = cap end
-      redis.call('ZADD', KEYS[3], decide_at, tid)
-      redis.call('HSET', meta, 'decide_at', tostring(decide_at))
-    end
-    redis.call('HSET', meta, 'spans', spans + n, 'candidate', has_cand and '1' or '0',
-               'root', root_seen and '1' or '0')
-  end
-  redis.call('PEXPIRE', meta, ttl)
-  redis.call('PEXPIRE', chunks, ttl)
-end
-return {evicted, dropped}
-"""
-
-# KEYS: open, decided, decide; ARGV: now, limit, claim until, max_age, prefix
-_DUE = """
-local now, cutoff, prefix = tonumber(ARGV[1]), tonumber(ARGV[1]) - tonumber(ARGV[4]), ARGV[5]
-local expired = 0
-for z = 1, 2 do
-  for _, tid in ipairs(redis.call('ZRANGEBYSCORE', KEYS[z], '-inf', cutoff, 'LIMIT', 0, 256)) do
-    if not redis.call('ZSCORE', KEYS[3], tid) then
-      local meta = prefix .. 'meta:' .. tid
-      if z == 1 and redis.call('HGET', meta, 'candidate') ~= '1' then expired = expired + 1 end
-      redis.call('DEL', meta, prefix .. 'chunks:' .. tid)
-      redis.call('ZREM', KEYS[z], tid)
-    end
-  end
-end
-local due = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now, 'LIMIT', 0, ARGV[2])
-for _, tid in ipairs(due) do
-  redis.call('ZADD', KEYS[3], ARGV[3], tid)
-  redis.call('HSET', prefix .. 'meta:' .. tid, 'claim', ARGV[3])
-end
-return {due, expired}
-"""
-
-# KEYS: open, decided, decide, meta; ARGV: trace hex
-_FINISH = """
-local claim = redis.call('HGET', KEYS[4], 'claim')
-local score = redis.call('ZSCORE', KEYS[3], ARGV[1])
-if not score or not claim or tonumber(score) == tonumber(claim) then
-  redis.call('ZREM', KEYS[3], ARGV[1])
-  redis.call('HDEL', KEYS[4], 'decide_at')
-end
-redis.call('HDEL', KEYS[4], 'claim')
-local first = redis.call('ZSCORE', KEYS[1], ARGV[1])
-if first then
-  redis.call('ZREM', KEYS[1], ARGV[1])
-  redis.call('ZADD', KEYS[2], first, ARGV[1])
-end
-return 1
-"""
 
 
 class RedisTraceBuffer:
@@ -178,9 +81,9 @@ class RedisTraceBuffer:
         self._max_age = max_trace_age
         self._claim = claim_s
         self._ttl_ms = int((2 * max_trace_age + 60) * 1000)
-        self._append = client.register_script(_APPEND)
-        self._due = client.register_script(_DUE)
-        self._finish = client.register_script(_FINISH)
+        self._append = client.register_script(scripts.APPEND)
+        self._due = client.register_script(scripts.DUE)
+        self._finish = client.register_script(scripts.FINISH)
         self._backoff = Backoff("deciding traces", logger)
         self._read_backoff = Backoff("reading a trace", logger)
 

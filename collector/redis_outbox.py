@@ -16,38 +16,12 @@ from collections.abc import Sequence
 
 import redis.asyncio as aioredis
 
+from collector import _redis_scripts as scripts
 from collector._redis_conn import UNREACHABLE, Backoff, retry_unreachable
 from collector._redis_keys import RedisKeys
 from collector.queue import OutboxItem, ScoreRecord
 
 logger = logging.getLogger(__name__)
-
-# KEYS: outbox, outbox data, outbox attempts; ARGV: now, limit, claim until
-_CLAIM = """
-local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, ARGV[2])
-local out = {}
-for _, id in ipairs(ids) do
-  local data = redis.call('HGET', KEYS[2], id)
-  if data then
-    redis.call('ZADD', KEYS[1], ARGV[3], id)
-    out[#out + 1] = {id, data, redis.call('HGET', KEYS[3], id) or '0'}
-  else
-    redis.call('ZREM', KEYS[1], id)
-  end
-end
-return out
-"""
-
-# KEYS: outbox, outbox attempts; ARGV: until, ids...
-_DEFER = """
-for i = 2, #ARGV do
-  if redis.call('ZSCORE', KEYS[1], ARGV[i]) then
-    redis.call('ZADD', KEYS[1], ARGV[1], ARGV[i])
-    redis.call('HINCRBY', KEYS[2], ARGV[i], 1)
-  end
-end
-return 1
-"""
 
 
 class RedisOutbox:
@@ -74,8 +48,8 @@ class RedisOutbox:
         self._r = client
         self._k = keys
         self._lease = lease_s
-        self._claim = client.register_script(_CLAIM)
-        self._defer = client.register_script(_DEFER)
+        self._claim = client.register_script(scripts.CLAIM)
+        self._defer = client.register_script(scripts.DEFER)
         self._pending_backoff = Backoff("reading the outbox", logger)
         self._release_backoff = Backoff("releasing exported records", logger)
 

@@ -29,110 +29,12 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from collector import _redis_scripts as scripts
 from collector._redis_conn import UNREACHABLE, Backoff, retry_unreachable
 from collector._redis_keys import GROUP, RedisKeys
 from collector.queue import Dead, Done, LeasedJob, Retry, RunRecord, ScoreJob, Settlement
 
 logger = logging.getLogger(__name__)
-
-_PUT = """
-local out = {}
-for i = 3, #ARGV, 2 do
-  if redis.call('SET', ARGV[1] .. ARGV[i], 'queued', 'NX', 'PX', ARGV[2]) then
-    redis.call('XADD', KEYS[1], '*', 'key', ARGV[i], 'job', ARGV[i + 1], 'attempts', '0')
-    out[#out + 1] = 1
-  else
-    out[#out + 1] = 0
-  end
-end
-return out
-"""
-
-_PROMOTE = """
-local keys = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, ARGV[2])
-for _, key in ipairs(keys) do
-  local data = redis.call('HGET', KEYS[2], key)
-  redis.call('ZREM', KEYS[1], key)
-  redis.call('HDEL', KEYS[2], key)
-  if data then
-    local sep = string.find(data, '|', 1, true)
-    redis.call('XADD', KEYS[3], '*', 'key', key, 'job', string.sub(data, sep + 1),
-               'attempts', string.sub(data, 1, sep - 1))
-  end
-end
-return #keys
-"""
-
-_RECLAIM = """
-local res = redis.call('XAUTOCLAIM', KEYS[1], ARGV[1], ARGV[2], ARGV[3], '0-0', 'COUNT', ARGV[4])
-local out = {}
-local dead = 0
-for _, e in ipairs(res[2]) do
-  local id, f = e[1], e[2]
-  local fields = {}
-  for i = 1, #f, 2 do fields[f[i]] = f[i + 1] end
-  local p = redis.call('XPENDING', KEYS[1], ARGV[1], id, id, 1)
-  local deliveries = tonumber(p[1][4])
-  local attempts = tonumber(fields['attempts'] or '0') + deliveries
-  if attempts > tonumber(ARGV[5]) then
-    redis.call('XADD', KEYS[2], '*', 'key', fields['key'], 'job', fields['job'], 'error', ARGV[8],
-               'attempts', attempts, 'failed_at', ARGV[7])
-    redis.call('SET', ARGV[6] .. fields['key'], 'dead', 'PX', ARGV[9])
-    redis.call('XACK', KEYS[1], ARGV[1], id)
-    redis.call('XDEL', KEYS[1], id)
-    dead = dead + 1
-  else
-    out[#out + 1] = {id, fields['key'], fields['job'], tostring(attempts), tostring(deliveries)}
-  end
-end
-return {out, dead}
-"""
-
-# KEYS: jobs, dead, delayed, delayed_data, outbox, outbox_data, outbox_seq, idem
-# ARGV: group, entry id, consumer, deliveries, kind, now, ttl_ms, record, key, job, attempts,
-#       error, due_at
-_SETTLE = """
-local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[2], ARGV[2], 1)
-if #p == 0 or p[1][2] ~= ARGV[3] or tostring(p[1][4]) ~= ARGV[4] then return -1 end
-local added = 0
-if ARGV[5] == 'retry' then
-  redis.call('ZADD', KEYS[3], ARGV[13], ARGV[9])
-  redis.call('HSET', KEYS[4], ARGV[9], ARGV[11] .. '|' .. ARGV[10])
-else
-  local state = redis.call('GET', KEYS[8])
-  if state ~= 'done' and state ~= 'dead' then
-    if ARGV[5] == 'dead' then
-      redis.call('XADD', KEYS[2], '*', 'key', ARGV[9], 'job', ARGV[10], 'error', ARGV[12],
-                 'attempts', ARGV[11], 'failed_at', ARGV[6])
-    end
-    redis.call('SET', KEYS[8], ARGV[5], 'PX', ARGV[7])
-    if ARGV[8] ~= '' then
-      local id = redis.call('INCR', KEYS[7])
-      redis.call('HSET', KEYS[6], id, ARGV[8])
-      redis.call('ZADD', KEYS[5], ARGV[6], id)
-      added = 1
-    end
-  end
-end
-redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])
-redis.call('XDEL', KEYS[1], ARGV[2])
-return added
-"""
-
-# KEYS: jobs; ARGV: group, idle ms, own consumer name. Atomic: a consumer that takes a job
-# between the check and the delete cannot exist (deleting one with pending jobs would lose them).
-_PRUNE_CONSUMERS = """
-local removed = 0
-for _, c in ipairs(redis.call('XINFO', 'CONSUMERS', KEYS[1], ARGV[1])) do
-  local f = {}
-  for i = 1, #c, 2 do f[c[i]] = c[i + 1] end
-  if f['pending'] == 0 and f['idle'] >= tonumber(ARGV[2]) and f['name'] ~= ARGV[3] then
-    redis.call('XGROUP', 'DELCONSUMER', KEYS[1], ARGV[1], f['name'])
-    removed = removed + 1
-  end
-end
-return removed
-"""
 
 
 def job_json(job: ScoreJob) -> str:
@@ -208,11 +110,11 @@ class RedisJobQueue:
         self._ttl_ms = max(1000, int(idempotency_ttl_s * 1000))
         self._block_ms = block_ms
         self.consumer = consumer or f"worker-{uuid.uuid4().hex[:12]}"
-        self._put = client.register_script(_PUT)
-        self._promote = client.register_script(_PROMOTE)
-        self._reclaim = client.register_script(_RECLAIM)
-        self._settle = client.register_script(_SETTLE)
-        self._prune_consumers = client.register_script(_PRUNE_CONSUMERS)
+        self._put = client.register_script(scripts.PUT)
+        self._promote = client.register_script(scripts.PROMOTE)
+        self._reclaim = client.register_script(scripts.RECLAIM)
+        self._settle = client.register_script(scripts.SETTLE)
+        self._prune_consumers = client.register_script(scripts.PRUNE_CONSUMERS)
         self._consumer_idle_ms = int(consumer_idle_s * 1000)
         self._last_prune = time.monotonic()
         self._reclaim_every = min(5.0, max(0.05, visibility_timeout_s / 5))
@@ -306,10 +208,15 @@ class RedisJobQueue:
                 taken.append(self._leased(_s(entry_id), payload, int(attempts), int(deliveries)))
         if len(taken) >= limit:
             return taken
-        reply: Any = await self._r.xreadgroup(
-            GROUP, self.consumer, {self._k.jobs: ">"}, count=limit - len(taken),
-            block=None if taken or self._block_ms <= 0 else self._block_ms,
-        )
+        try:
+            reply: Any = await self._r.xreadgroup(
+                GROUP, self.consumer, {self._k.jobs: ">"}, count=limit - len(taken),
+                block=None if taken or self._block_ms <= 0 else self._block_ms,
+            )
+        except UNREACHABLE:
+            if taken:
+                return taken  # run what was reclaimed rather than waiting another timeout for it
+            raise
         for _stream, entries in reply or []:
             for entry_id, fields in entries:
                 if not fields:

@@ -1,0 +1,247 @@
+"""The Lua scripts of the Redis backend (run with ``register_script``: EVALSHA, loaded again
+after a Redis restart). Each runs atomically; comments list their KEYS and ARGV.
+
+They expect a single Redis server, not Cluster: some compute per-trace key names from the
+prefix they are given.
+"""
+
+from __future__ import annotations
+
+# ------------------------------ queue
+
+# Queue jobs whose idempotency key is new. KEYS: jobs; ARGV: idem prefix, ttl ms, then
+# (job key, job JSON) per job. Returns 1 (queued) or 0 (duplicate) per job.
+PUT = """
+local out = {}
+for i = 3, #ARGV, 2 do
+  if redis.call('SET', ARGV[1] .. ARGV[i], 'queued', 'NX', 'PX', ARGV[2]) then
+    redis.call('XADD', KEYS[1], '*', 'key', ARGV[i], 'job', ARGV[i + 1], 'attempts', '0')
+    out[#out + 1] = 1
+  else
+    out[#out + 1] = 0
+  end
+end
+return out
+"""
+
+# Re-queue delayed jobs that are due. KEYS: delayed, delayed data, jobs; ARGV: now, limit.
+PROMOTE = """
+local keys = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, ARGV[2])
+for _, key in ipairs(keys) do
+  local data = redis.call('HGET', KEYS[2], key)
+  redis.call('ZREM', KEYS[1], key)
+  redis.call('HDEL', KEYS[2], key)
+  if data then
+    local sep = string.find(data, '|', 1, true)
+    redis.call('XADD', KEYS[3], '*', 'key', key, 'job', string.sub(data, sep + 1),
+               'attempts', string.sub(data, 1, sep - 1))
+  end
+end
+return #keys
+"""
+
+# Take over entries idle past the visibility timeout; dead-letter those delivered too often.
+# KEYS: jobs, dead; ARGV: group, consumer, min idle ms, count, max attempts, idem prefix, now,
+# error JSON, ttl ms. Returns {{entry id, key, job, attempts, deliveries}...}, dead count.
+RECLAIM = """
+local res = redis.call('XAUTOCLAIM', KEYS[1], ARGV[1], ARGV[2], ARGV[3], '0-0', 'COUNT', ARGV[4])
+local out = {}
+local dead = 0
+for _, e in ipairs(res[2]) do
+  local id, f = e[1], e[2]
+  local fields = {}
+  for i = 1, #f, 2 do fields[f[i]] = f[i + 1] end
+  local p = redis.call('XPENDING', KEYS[1], ARGV[1], id, id, 1)
+  local deliveries = tonumber(p[1][4])
+  local attempts = tonumber(fields['attempts'] or '0') + deliveries
+  if attempts > tonumber(ARGV[5]) then
+    redis.call('XADD', KEYS[2], '*', 'key', fields['key'], 'job', fields['job'], 'error', ARGV[8],
+               'attempts', attempts, 'failed_at', ARGV[7])
+    redis.call('SET', ARGV[6] .. fields['key'], 'dead', 'PX', ARGV[9])
+    redis.call('XACK', KEYS[1], ARGV[1], id)
+    redis.call('XDEL', KEYS[1], id)
+    dead = dead + 1
+  else
+    out[#out + 1] = {id, fields['key'], fields['job'], tostring(attempts), tostring(deliveries)}
+  end
+end
+return {out, dead}
+"""
+
+# Settle a leased job if the lease still holds: outbox write + idempotency mark + XACK/XDEL.
+# KEYS: jobs, dead, delayed, delayed_data, outbox, outbox_data, outbox_seq, idem
+# ARGV: group, entry id, consumer, deliveries, kind, now, ttl_ms, record, key, job, attempts,
+#       error, due_at
+SETTLE = """
+local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[2], ARGV[2], 1)
+if #p == 0 or p[1][2] ~= ARGV[3] or tostring(p[1][4]) ~= ARGV[4] then return -1 end
+local added = 0
+if ARGV[5] == 'retry' then
+  redis.call('ZADD', KEYS[3], ARGV[13], ARGV[9])
+  redis.call('HSET', KEYS[4], ARGV[9], ARGV[11] .. '|' .. ARGV[10])
+else
+  local state = redis.call('GET', KEYS[8])
+  if state ~= 'done' and state ~= 'dead' then
+    if ARGV[5] == 'dead' then
+      redis.call('XADD', KEYS[2], '*', 'key', ARGV[9], 'job', ARGV[10], 'error', ARGV[12],
+                 'attempts', ARGV[11], 'failed_at', ARGV[6])
+    end
+    redis.call('SET', KEYS[8], ARGV[5], 'PX', ARGV[7])
+    if ARGV[8] ~= '' then
+      local id = redis.call('INCR', KEYS[7])
+      redis.call('HSET', KEYS[6], id, ARGV[8])
+      redis.call('ZADD', KEYS[5], ARGV[6], id)
+      added = 1
+    end
+  end
+end
+redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])
+redis.call('XDEL', KEYS[1], ARGV[2])
+return added
+"""
+
+# Remove idle consumers holding no job. KEYS: jobs; ARGV: group, idle ms, own consumer name. Atomic: a consumer that takes a job
+# between the check and the delete cannot exist (deleting one with pending jobs would lose them).
+PRUNE_CONSUMERS = """
+local removed = 0
+for _, c in ipairs(redis.call('XINFO', 'CONSUMERS', KEYS[1], ARGV[1])) do
+  local f = {}
+  for i = 1, #c, 2 do f[c[i]] = c[i + 1] end
+  if f['pending'] == 0 and f['idle'] >= tonumber(ARGV[2]) and f['name'] ~= ARGV[3] then
+    redis.call('XGROUP', 'DELCONSUMER', KEYS[1], ARGV[1], f['name'])
+    removed = removed + 1
+  end
+end
+return removed
+"""
+
+# ------------------------------ buffer
+
+# Store chunks and move decision times. KEYS: open, decided, decide, then (meta, chunks) per chunk
+# ARGV: now, decision_wait, rootless_wait, max_traces, max_spans, max_age, prefix, ttl_ms,
+#       then (trace hex, span count, candidate, root, data) per chunk
+APPEND = """
+local now, wait, rootless = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local max_traces, max_spans, max_age = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+local prefix, ttl = ARGV[7], ARGV[8]
+local evicted, dropped = 0, 0
+for i = 0, (#KEYS - 3) / 2 - 1 do
+  local meta, chunks = KEYS[4 + 2 * i], KEYS[5 + 2 * i]
+  local a = 9 + 5 * i
+  local tid, n = ARGV[a], tonumber(ARGV[a + 1])
+  local cand, root = ARGV[a + 2] == '1', ARGV[a + 3] == '1'
+  local m = redis.call('HMGET', meta, 'first_seen', 'spans', 'candidate', 'root', 'decide_at')
+  if not m[1] then
+    while redis.call('ZCARD', KEYS[1]) + redis.call('ZCARD', KEYS[2]) >= max_traces do
+      local old = redis.call('ZPOPMIN', KEYS[2])
+      if #old == 0 then
+        old = redis.call('ZPOPMIN', KEYS[1])
+        if #old == 0 then break end
+        evicted = evicted + 1
+      end
+      redis.call('DEL', prefix .. 'meta:' .. old[1], prefix .. 'chunks:' .. old[1])
+      redis.call('ZREM', KEYS[3], old[1])
+    end
+    redis.call('HSET', meta, 'first_seen', ARGV[1], 'spans', 0, 'candidate', 0, 'root', 0)
+    redis.call('ZADD', KEYS[1], ARGV[1], tid)
+    m = {ARGV[1], '0', '0', '0', false}
+  end
+  local spans = tonumber(m[2])
+  if spans + n > max_spans then
+    dropped = dropped + n
+  else
+    redis.call('RPUSH', chunks, ARGV[a + 4])
+    local has_cand = m[3] == '1' or cand
+    local root_seen = m[4] == '1' or root
+    local decide_at = nil
+    if root and has_cand then
+      decide_at = now + wait
+    elseif cand then
+      decide_at = now + rootless
+      if root_seen then decide_at = now + wait end
+      if m[5] and tonumber(m[5]) > decide_at then decide_at = tonumber(m[5]) end
+    end
+    if decide_at then
+      local cap = tonumber(m[1]) + max_age
+      if decide_at > cap then decide_at = cap end
+      redis.call('ZADD', KEYS[3], decide_at, tid)
+      redis.call('HSET', meta, 'decide_at', tostring(decide_at))
+    end
+    redis.call('HSET', meta, 'spans', spans + n, 'candidate', has_cand and '1' or '0',
+               'root', root_seen and '1' or '0')
+  end
+  redis.call('PEXPIRE', meta, ttl)
+  redis.call('PEXPIRE', chunks, ttl)
+end
+return {evicted, dropped}
+"""
+
+# Age out old traces and claim due ones.
+# KEYS: open, decided, decide; ARGV: now, limit, claim until, max_age, prefix
+DUE = """
+local now, cutoff, prefix = tonumber(ARGV[1]), tonumber(ARGV[1]) - tonumber(ARGV[4]), ARGV[5]
+local expired = 0
+for z = 1, 2 do
+  for _, tid in ipairs(redis.call('ZRANGEBYSCORE', KEYS[z], '-inf', cutoff, 'LIMIT', 0, 256)) do
+    if not redis.call('ZSCORE', KEYS[3], tid) then
+      local meta = prefix .. 'meta:' .. tid
+      if z == 1 and redis.call('HGET', meta, 'candidate') ~= '1' then expired = expired + 1 end
+      redis.call('DEL', meta, prefix .. 'chunks:' .. tid)
+      redis.call('ZREM', KEYS[z], tid)
+    end
+  end
+end
+local due = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now, 'LIMIT', 0, ARGV[2])
+for _, tid in ipairs(due) do
+  redis.call('ZADD', KEYS[3], ARGV[3], tid)
+  redis.call('HSET', prefix .. 'meta:' .. tid, 'claim', ARGV[3])
+end
+return {due, expired}
+"""
+
+# Mark a trace decided; clear its timer only if it still holds this claim.
+# KEYS: open, decided, decide, meta; ARGV: trace hex
+FINISH = """
+local claim = redis.call('HGET', KEYS[4], 'claim')
+local score = redis.call('ZSCORE', KEYS[3], ARGV[1])
+if not score or not claim or tonumber(score) == tonumber(claim) then
+  redis.call('ZREM', KEYS[3], ARGV[1])
+  redis.call('HDEL', KEYS[4], 'decide_at')
+end
+redis.call('HDEL', KEYS[4], 'claim')
+local first = redis.call('ZSCORE', KEYS[1], ARGV[1])
+if first then
+  redis.call('ZREM', KEYS[1], ARGV[1])
+  redis.call('ZADD', KEYS[2], first, ARGV[1])
+end
+return 1
+"""
+
+# ------------------------------ outbox
+
+# Claim due outbox records. KEYS: outbox, outbox data, outbox attempts; ARGV: now, limit, claim until
+CLAIM = """
+local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, ARGV[2])
+local out = {}
+for _, id in ipairs(ids) do
+  local data = redis.call('HGET', KEYS[2], id)
+  if data then
+    redis.call('ZADD', KEYS[1], ARGV[3], id)
+    out[#out + 1] = {id, data, redis.call('HGET', KEYS[3], id) or '0'}
+  else
+    redis.call('ZREM', KEYS[1], id)
+  end
+end
+return out
+"""
+
+# Postpone records still in the outbox. KEYS: outbox, outbox attempts; ARGV: until, ids...
+DEFER = """
+for i = 2, #ARGV do
+  if redis.call('ZSCORE', KEYS[1], ARGV[i]) then
+    redis.call('ZADD', KEYS[1], ARGV[1], ARGV[i])
+    redis.call('HINCRBY', KEYS[2], ARGV[i], 1)
+  end
+end
+return 1
+"""
