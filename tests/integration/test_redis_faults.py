@@ -27,10 +27,12 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import grpc
 import pytest
 import redis.asyncio as aioredis
 from daemon_harness import INPUT, OUTPUT, CaptureBackend, free_port, wait_until
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -402,10 +404,29 @@ async def test_tenfold_overload_is_refused_retryably_with_bounded_memory(deploym
     retry_after: list[str | None] = []
     peak_kb, peak_stream = baseline_kb, 0
 
+    grpc_codes: list[grpc.StatusCode] = []
+    grpc_retry_info: list[bool] = []
+
     async def sender(first: int) -> None:
-        async with aiohttp.ClientSession() as session:
+        async with aiohttp.ClientSession() as session, \
+                grpc.aio.insecure_channel(f"127.0.0.1:{receiver.grpc_port}") as channel:
+            export = channel.unary_unary(
+                "/opentelemetry.proto.collector.trace.v1.TraceService/Export",
+                request_serializer=lambda body: body,
+                response_deserializer=trace_service_pb2.ExportTraceServiceResponse.FromString,
+            )
             for k in range(first, len(bodies), 8):
                 await asyncio.sleep(max(0.0, t0 + k * 0.04 - loop.time()))  # pacing: 25 requests/s
+                if k % 5 == 4:  # every fifth request over OTLP/gRPC
+                    call = export(bodies[k][0])
+                    try:
+                        await call
+                        grpc_codes.append(grpc.StatusCode.OK)
+                    except grpc.aio.AioRpcError as err:
+                        grpc_codes.append(err.code())
+                        trailers = err.trailing_metadata() or ()
+                        grpc_retry_info.append(any(key == "google.rpc.retryinfo-bin" for key, _ in trailers))
+                    continue
                 async with session.post(receiver.url, data=bodies[k][0], headers=PROTOBUF) as resp:
                     statuses.append(resp.status)
                     if resp.status != 200:
@@ -428,8 +449,12 @@ async def test_tenfold_overload_is_refused_retryably_with_bounded_memory(deploym
     assert set(statuses) <= {200, 429}, sorted(set(statuses))
     assert statuses.count(429) > len(statuses) / 2, "a 10x overload was mostly accepted"
     assert all(value is not None and int(value) >= 1 for value in retry_after)
+    assert set(grpc_codes) <= {grpc.StatusCode.OK, grpc.StatusCode.RESOURCE_EXHAUSTED}, set(grpc_codes)
+    assert grpc_codes.count(grpc.StatusCode.RESOURCE_EXHAUSTED) > len(grpc_codes) / 2
+    assert grpc_retry_info and all(grpc_retry_info), "RESOURCE_EXHAUSTED without RetryInfo"
     assert peak_stream < 100 + 1000, f"the stream grew to {peak_stream} past a high-water mark of 100"
     assert peak_kb - baseline_kb < 150 * 1024, f"receiver RSS grew {(peak_kb - baseline_kb) // 1024} MB"
     assert await receiver.ready()
-    print(f"overload: {statuses.count(200)} accepted, {statuses.count(429)} refused (429), "
+    print(f"overload: {statuses.count(200)} accepted, {statuses.count(429)} refused (429), gRPC "
+          f"{grpc_codes.count(grpc.StatusCode.RESOURCE_EXHAUSTED)}/{len(grpc_codes)} RESOURCE_EXHAUSTED, "
           f"peak stream {peak_stream}, receiver RSS {baseline_kb // 1024} -> {peak_kb // 1024} MB")
