@@ -72,7 +72,7 @@ async def setup(tmp_path: Path) -> AsyncIterator[tuple[CaptureBackend, Daemon]]:
     )
     daemon = Daemon(config, tmp_path / "daemon.log", http_port)
     yield backend, daemon
-    if daemon.proc is not None:
+    if daemon.proc is not None and daemon.proc.returncode is None:
         daemon.proc.kill()
         await daemon.proc.wait()
     await backend.stop()
