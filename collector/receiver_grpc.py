@@ -1,25 +1,32 @@
 """OTLP/gRPC receiver: ``TraceService/Export`` and ``LogsService/Export`` on ``grpc.aio``.
 
 gRPC handles gzip itself; ``max_receive_message_length`` (= ``max_body_bytes``) bounds
-the message. Refusals carry the code from `collector.errors.to_grpc`, and retryable ones
+the message, also after decompression. Requests are parsed here (large ones off the
+loop); a body that is not a valid request is INVALID_ARGUMENT. Refusals carry the code from `collector.errors.to_grpc`, and retryable ones
 a ``google.rpc.RetryInfo`` in the trailing metadata, as the OTLP exporters expect.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from typing import Any
+from typing import Any, TypeVar
 
 import grpc
-from opentelemetry.proto.collector.logs.v1 import logs_service_pb2, logs_service_pb2_grpc
-from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
+from google.protobuf.message import Message
+from opentelemetry.proto.collector.logs.v1 import logs_service_pb2
+from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 
 from collector.consumer import TraceConsumer
 from collector.errors import CollectorError, grpc_retry_info, to_grpc
 from collector.metrics import Metrics
+from collector.otlp_decode import parse_message
 from collector.receiver_http import check_bearer
 
 logger = logging.getLogger(__name__)
+M = TypeVar("M", bound=Message)
+_TRACE_SERVICE = "opentelemetry.proto.collector.trace.v1.TraceService"
+_LOGS_SERVICE = "opentelemetry.proto.collector.logs.v1.LogsService"
 
 
 class _Service:
@@ -43,11 +50,19 @@ class _Service:
             await context.abort(grpc.StatusCode.INTERNAL, f"internal error: {type(err).__name__}")
 
 
-class _TraceService(_Service, trace_service_pb2_grpc.TraceServiceServicer):
-    async def Export(  # noqa: N802 (generated name)
-        self, request: trace_service_pb2.ExportTraceServiceRequest, context: grpc.aio.ServicerContext
+async def _parse(data: bytes, message_type: type[M]) -> M:
+    # Requests arrive as bytes (no deserializer registered): large ones are parsed off the loop.
+    if len(data) > 256 * 1024:
+        return await asyncio.to_thread(parse_message, data, "protobuf", message_type)
+    return parse_message(data, "protobuf", message_type)
+
+
+class _TraceService(_Service):
+    async def export(
+        self, data: bytes, context: grpc.aio.ServicerContext
     ) -> trace_service_pb2.ExportTraceServiceResponse:
         async def work() -> trace_service_pb2.ExportTraceServiceResponse:
+            request = await _parse(data, trace_service_pb2.ExportTraceServiceRequest)
             result = await self._r.consumer.consume_traces(request)
             self._r.metrics.spans_received.labels(transport="grpc").inc(result.accepted)
             response = trace_service_pb2.ExportTraceServiceResponse()
@@ -60,11 +75,12 @@ class _TraceService(_Service, trace_service_pb2_grpc.TraceServiceServicer):
         return answer
 
 
-class _LogsService(_Service, logs_service_pb2_grpc.LogsServiceServicer):
-    async def Export(  # noqa: N802 (generated name)
-        self, request: logs_service_pb2.ExportLogsServiceRequest, context: grpc.aio.ServicerContext
+class _LogsService(_Service):
+    async def export(
+        self, data: bytes, context: grpc.aio.ServicerContext
     ) -> logs_service_pb2.ExportLogsServiceResponse:
         async def work() -> logs_service_pb2.ExportLogsServiceResponse:
+            request = await _parse(data, logs_service_pb2.ExportLogsServiceRequest)
             result = await self._r.consumer.consume_logs(request)
             self._r.metrics.log_records_received.labels(transport="grpc").inc(result.accepted)
             response = logs_service_pb2.ExportLogsServiceResponse()
@@ -127,8 +143,14 @@ class GrpcReceiver:
             ("grpc.max_receive_message_length", self._max),
             ("grpc.max_send_message_length", 4 * 1024 * 1024),
         ])
-        trace_service_pb2_grpc.add_TraceServiceServicer_to_server(_TraceService(self), server)
-        logs_service_pb2_grpc.add_LogsServiceServicer_to_server(_LogsService(self), server)
+        server.add_generic_rpc_handlers((
+            grpc.method_handlers_generic_handler(_TRACE_SERVICE, {"Export": grpc.unary_unary_rpc_method_handler(
+                _TraceService(self).export,
+                response_serializer=trace_service_pb2.ExportTraceServiceResponse.SerializeToString)}),
+            grpc.method_handlers_generic_handler(_LOGS_SERVICE, {"Export": grpc.unary_unary_rpc_method_handler(
+                _LogsService(self).export,
+                response_serializer=logs_service_pb2.ExportLogsServiceResponse.SerializeToString)}),
+        ))
         if self._tls is not None:
             creds = grpc.ssl_server_credentials([(self._tls[1], self._tls[0])])
             self._port = server.add_secure_port(self.endpoint, creds)

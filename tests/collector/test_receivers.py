@@ -157,6 +157,10 @@ async def test_grpc_receiver() -> None:
             with pytest.raises(grpc.aio.AioRpcError) as info:  # small on the wire, huge inflated
                 await stub.Export(bomb, metadata=meta, compression=grpc.Compression.Gzip)
             assert info.value.code() is grpc.StatusCode.RESOURCE_EXHAUSTED
+            raw = channel.unary_unary("/opentelemetry.proto.collector.trace.v1.TraceService/Export")
+            with pytest.raises(grpc.aio.AioRpcError) as info:  # not a valid protobuf request
+                await raw(b"\x0a\xff\xff", metadata=meta)
+            assert info.value.code() is grpc.StatusCode.INVALID_ARGUMENT
             rec.refuse = QueueFull("full", retry_after_s=1.5)
             with pytest.raises(grpc.aio.AioRpcError) as info:
                 await stub.Export(_request(), metadata=meta)
@@ -168,6 +172,7 @@ async def test_grpc_receiver() -> None:
             logs_stub = logs_service_pb2_grpc.LogsServiceStub(channel)
             await logs_stub.Export(logs_service_pb2.ExportLogsServiceRequest(), metadata=meta)
             assert len(rec.traces) == 2 and len(rec.logs) == 1
+            assert [r.resource_spans[0].scope_spans[0].spans[0].name for r in rec.traces] == ["s0", "s0"]
     finally:
         await receiver.shutdown(0.5)
 
@@ -215,3 +220,17 @@ async def test_tls_on_both_listeners(cert: tuple[str, str]) -> None:
     finally:
         await http.shutdown()
         await grpc_rx.shutdown(0.2)
+
+
+async def test_grpc_large_request_is_parsed_off_the_loop() -> None:
+    rec = Recorder()
+    receiver = GrpcReceiver("127.0.0.1:0", rec, Metrics(), max_body_bytes=4 * 1024 * 1024)
+    await receiver.start()
+    try:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{receiver.port}") as channel:
+            request = _request(10_000)  # about 370 KB
+            assert request.ByteSize() > 256 * 1024
+            await trace_service_pb2_grpc.TraceServiceStub(channel).Export(request)
+        assert rec.traces == [request]
+    finally:
+        await receiver.shutdown(0.2)
