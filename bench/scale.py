@@ -112,7 +112,7 @@ async def wait_ready(session: aiohttp.ClientSession, port: int, proc: asyncio.su
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if proc.returncode is not None:
-            raise SystemExit(f"a daemon process exited during start ({proc.returncode})")
+            raise SystemExit(f"a daemon process exited during start ({proc.returncode}); see its log")
         try:
             async with session.get(f"http://127.0.0.1:{port}/readyz") as resp:
                 if resp.status == 200:
@@ -152,9 +152,10 @@ async def run_round(args: argparse.Namespace, workers: int, folder: Path, runs_w
     for name, role in [("receiver", "receiver")] + [(f"worker{i}", "worker") for i in range(workers)]:
         config, port = write_config(folder, name, args.redis_url, prefix, backend_port,
                                     args.decision_wait, args.concurrency)
-        procs.append(await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "collector.cli", "serve", "--config", str(config), "--role", role,
-            cwd=ROOT, env=env, stderr=asyncio.subprocess.DEVNULL))
+        with (folder / f"{name}.log").open("wb") as log:
+            procs.append(await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "collector.cli", "serve", "--config", str(config), "--role", role,
+                cwd=ROOT, env=env, stderr=log))
         ports.append(port)
     requests = [make_request(args.traces_per_request) for _ in range(runs_wanted // args.traces_per_request)]
     runs = len(requests) * args.traces_per_request
@@ -230,7 +231,8 @@ async def main() -> None:
     (folder / "bench_scorers.py").write_text(SCORER)
     print(f"Redis {args.redis_url}; {args.runs} runs in requests of {args.traces_per_request}, "
           f"{args.concurrency_clients} clients; decision_wait {args.decision_wait} s; "
-          f"worker concurrency {args.concurrency}; {os.cpu_count()} CPUs shared by every process")
+          f"worker concurrency {args.concurrency}; {os.cpu_count()} CPUs shared by every process; "
+          f"process logs in {folder}")
     print("throughput: every run offered at once (latency is mostly time queued)")
     for workers in args.workers:
         r = await run_round(args, workers, folder, args.runs, None)

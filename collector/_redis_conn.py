@@ -14,7 +14,7 @@ import logging
 import random
 import time
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import Generic, TypeVar
 
 import redis
 import redis.asyncio as aioredis
@@ -28,26 +28,86 @@ UNREACHABLE: tuple[type[Exception], ...] = (RedisConnectionError, RedisTimeoutEr
 """Errors meaning Redis cannot be reached right now (including "loading the dataset")."""
 
 T = TypeVar("T")
+K = TypeVar("K")
+V = TypeVar("V")
 
 
-def connect(url: str, *, socket_timeout_s: float = 10.0) -> aioredis.Redis:
+def connect(url: str, *, socket_timeout_s: float = 10.0, max_connections: int = 128) -> aioredis.Redis:
     """A pooled asyncio client for ``url`` (bytes replies; no client-side retries).
 
-    redis-py retries a command after a connection error by default; that could apply a
-    non-idempotent write (an append) twice, so retries are left to the callers. The driver
-    version is given, so that opening a connection does not read package metadata from
-    disk on the event loop.
+    The pool is bounded and blocking: a command waits (up to the socket timeout) for a free
+    connection instead of failing with "too many connections". redis-py retries a command
+    after a connection error by default; that could apply a non-idempotent write (an
+    append) twice, so retries are left to the callers. The driver version is given, so that
+    opening a connection does not read package metadata from disk on the event loop.
 
     Example:
-        >>> client = connect("redis://127.0.0.1:6379/0")
-        >>> client.connection_pool.connection_kwargs["socket_connect_timeout"], client.get_retry().get_retries()
-        (2.0, 0)
+        >>> client = connect("redis://127.0.0.1:6379/0", max_connections=8)
+        >>> pool = client.connection_pool
+        >>> type(pool).__name__, pool.max_connections, client.get_retry().get_retries()
+        ('BlockingConnectionPool', 8, 0)
     """
-    return aioredis.Redis.from_url(
-        url, decode_responses=False, socket_timeout=socket_timeout_s,
-        socket_connect_timeout=2.0, health_check_interval=15, retry=Retry(NoBackoff(), 0),
-        driver_info=DriverInfo(name="redis-py", lib_version=redis.__version__),
+    pool = aioredis.BlockingConnectionPool.from_url(
+        url, max_connections=max_connections, timeout=socket_timeout_s, decode_responses=False,
+        socket_timeout=socket_timeout_s, socket_connect_timeout=2.0, health_check_interval=15,
+        retry=Retry(NoBackoff(), 0), driver_info=DriverInfo(name="redis-py", lib_version=redis.__version__),
     )
+    return aioredis.Redis(connection_pool=pool)
+
+
+class Coalescer(Generic[K, V]):
+    """Batches concurrent single-item calls into one call per loop turn (one Redis pipeline).
+
+    Callers await ``coalescer(item)``; every item submitted before the event loop gets back
+    to the coalescer is handed to ``flush`` together, which returns one result per item.
+
+    Args:
+        flush: runs a batch; returns results in the order of the items.
+
+    Example:
+        >>> async def demo():
+        ...     batches = []
+        ...     async def double(items):
+        ...         batches.append(len(items))
+        ...         return [2 * i for i in items]
+        ...     twice = Coalescer(double)
+        ...     return await asyncio.gather(*(twice(i) for i in range(3))), batches
+        >>> asyncio.run(demo())
+        ([0, 2, 4], [3])
+    """
+
+    def __init__(self, flush: Callable[[list[K]], Awaitable[list[V]]]) -> None:
+        self._flush = flush
+        self._items: list[tuple[K, asyncio.Future[V]]] = []
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    async def __call__(self, item: K) -> V:
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[V] = loop.create_future()
+        self._items.append((item, future))
+        if len(self._items) == 1:
+            loop.call_soon(self._spawn)  # after the other callers scheduled in this turn
+        return await future
+
+    def _spawn(self) -> None:
+        items, self._items = self._items, []
+        task = asyncio.get_running_loop().create_task(self._run(items))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _run(self, items: list[tuple[K, asyncio.Future[V]]]) -> None:
+        try:
+            results = await self._flush([item for item, _ in items])
+        except BaseException as err:  # noqa: BLE001 (handed to every waiter)
+            for _, future in items:
+                if not future.done():
+                    future.set_exception(err)
+            if not isinstance(err, Exception):
+                raise
+            return
+        for (_, future), result in zip(items, results, strict=True):
+            if not future.done():
+                future.set_result(result)
 
 
 async def retry_unreachable(call: Callable[[], Awaitable[T]], backoff: Backoff, within_s: float) -> T:

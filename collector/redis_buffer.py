@@ -30,7 +30,7 @@ import redis.asyncio as aioredis
 from redis.exceptions import ResponseError
 
 from collector import _redis_scripts as scripts
-from collector._redis_conn import UNREACHABLE, Backoff, retry_unreachable
+from collector._redis_conn import UNREACHABLE, Backoff, Coalescer, retry_unreachable
 from collector._redis_keys import SIGNAL_LOGS, SIGNAL_SPANS, RedisKeys
 from collector.assembly_types import AppendResult, TraceChunk
 from collector.errors import QueueFull, Unavailable
@@ -86,6 +86,9 @@ class RedisTraceBuffer:
         self._finish = client.register_script(scripts.FINISH)
         self._backoff = Backoff("deciding traces", logger)
         self._read_backoff = Backoff("reading a trace", logger)
+        # The assembler loads and finishes a batch of traces concurrently: one pipeline each.
+        self._loads: Coalescer[bytes, list[TraceChunk]] = Coalescer(self._load_many)
+        self._finishes: Coalescer[bytes, None] = Coalescer(self._finish_many)
 
     async def append(self, chunks: Sequence[TraceChunk], now: float | None = None) -> AppendResult:
         """Store trace chunks durably; returns what was evicted or dropped.
@@ -146,13 +149,20 @@ class RedisTraceBuffer:
             >>> RedisTraceBuffer.load.__name__
             'load'
         """
-        key = self._k.chunks(trace_id.hex())
-        rows: Any = await retry_unreachable(
-            lambda: self._r.lrange(key, 0, -1), self._read_backoff, self._claim / 3  # type: ignore[arg-type]
-        )
+        return await self._loads(trace_id)
+
+    async def _load_many(self, trace_ids: list[bytes]) -> list[list[TraceChunk]]:
+        async def read() -> list[Any]:
+            async with self._r.pipeline(transaction=False) as pipe:
+                for trace_id in trace_ids:
+                    pipe.lrange(self._k.chunks(trace_id.hex()), 0, -1)
+                return list(await pipe.execute())
+
+        replies = await retry_unreachable(read, self._read_backoff, self._claim / 3)
         return [
-            TraceChunk(trace_id, "spans" if row[:1] == SIGNAL_SPANS else "logs", bytes(row[1:]), 0, False)
-            for row in rows
+            [TraceChunk(trace_id, "spans" if row[:1] == SIGNAL_SPANS else "logs", bytes(row[1:]), 0, False)
+             for row in rows]
+            for trace_id, rows in zip(trace_ids, replies, strict=True)
         ]
 
     async def finish(self, trace_id: bytes) -> None:
@@ -162,6 +172,16 @@ class RedisTraceBuffer:
             >>> RedisTraceBuffer.finish.__name__
             'finish'
         """
-        tid = trace_id.hex()
-        keys = [self._k.traces_open, self._k.traces_decided, self._k.decide, self._k.meta(tid)]
-        await retry_unreachable(lambda: self._finish(keys=keys, args=[tid]), self._read_backoff, self._claim / 3)
+        await self._finishes(trace_id)
+
+    async def _finish_many(self, trace_ids: list[bytes]) -> list[None]:
+        async def finish() -> None:  # idempotent: safe to repeat after a lost reply
+            async with self._r.pipeline(transaction=False) as pipe:
+                for trace_id in trace_ids:
+                    tid = trace_id.hex()
+                    keys = [self._k.traces_open, self._k.traces_decided, self._k.decide, self._k.meta(tid)]
+                    await self._finish(keys=keys, args=[tid], client=pipe)
+                await pipe.execute()
+
+        await retry_unreachable(finish, self._read_backoff, self._claim / 3)
+        return [None] * len(trace_ids)
