@@ -16,6 +16,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -152,6 +153,59 @@ def test_scores_that_do_not_come_in_time_fail_the_demo(
     assert "timed out: 0 of 4 expected scores arrived" in out
     _assert_closed(_ports(out))
     assert list(private_tmp.iterdir()) == []
+
+
+SCORER_FILE = """
+from scorers import create_scorer, not_scorable
+
+
+def _boom(run):
+    raise RuntimeError("scorer exploded")
+
+
+broken = create_scorer(id="broken", name="Broken", description="fails", type="agent").generate_score(_boom)
+no_answer = create_scorer(id="no-answer", name="No answer", description="never scorable",
+                          type="agent").generate_score(lambda run: not_scorable("nothing to judge"))
+"""
+
+
+@pytest.fixture
+def extra_scorer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[[str], None]:
+    """Register one more scorer (from a file) next to the demo's own."""
+    path = tmp_path / "extra_scorers.py"
+    path.write_text(SCORER_FILE)
+
+    def register(name: str) -> None:
+        monkeypatch.setattr(demo, "SCORERS", [*demo.SCORERS, {"ref": f"{path}:{name}"}])
+
+    return register
+
+
+def test_a_failing_scorer_is_printed_with_its_error_type_and_fails_the_demo(
+    capsys: pytest.CaptureFixture[str], private_tmp: Path, extra_scorer: Callable[[str], None]
+) -> None:
+    extra_scorer("broken")
+    assert main(["demo"]) == 1
+    out = capsys.readouterr().out
+    assert _scores(out) == _expected()
+    failures = [line for line in out.splitlines() if re.match(r"^  \S+ +Broken +error ", line)]
+    assert len(failures) == 6
+    assert all(line.endswith("RuntimeError: Scorer Run Failed: scorer exploded") for line in failures)
+    assert "31 scores for 6 of 6 runs, 6 failed, in" in out
+    assert list(private_tmp.iterdir()) == []
+
+
+def test_runs_found_not_scorable_are_counted_not_awaited(
+    capsys: pytest.CaptureFixture[str], private_tmp: Path, extra_scorer: Callable[[str], None]
+) -> None:
+    extra_scorer("no_answer")
+    started = time.monotonic()
+    assert main(["demo", "--timeout", "60"]) == 0
+    assert time.monotonic() - started < 30
+    out = capsys.readouterr().out
+    assert _scores(out) == _expected()
+    assert "No answer" not in out.split("reason", 1)[1]
+    assert "25 scores for 6 of 6 runs, 0 failed, 6 not scorable, in" in out
 
 
 def test_a_bad_sample_file_is_reported(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -198,6 +198,7 @@ class Outcome:
 
     expected: int
     received: list[ReceivedScore] = field(default_factory=list)
+    not_scorable: int = 0
     forwarded_spans: int = 0
     runs: int = 0
     timed_out: bool = False
@@ -205,13 +206,13 @@ class Outcome:
 
     @property
     def missing(self) -> int:
-        """Expected scores that did not arrive.
+        """Expected scores that neither arrived nor were found not scorable.
 
         Example:
-            >>> Outcome(expected=0).missing
-            0
+            >>> Outcome(expected=3, not_scorable=1).missing
+            2
         """
-        return max(0, self.expected - len(self.received))
+        return max(0, self.expected - len(self.received) - self.not_scorable)
 
     @property
     def failures(self) -> int:
@@ -330,17 +331,18 @@ def _describe_scorers(registry: ScorerRegistry) -> str:
 def _sigterm_cancels(task: asyncio.Task[Any] | None) -> Iterator[None]:
     """SIGTERM stops the demo like Ctrl-C does (cancelling the main task), while it runs."""
     loop = asyncio.get_running_loop()
-    try:
-        if task is None:
-            raise RuntimeError("no task")
-        loop.add_signal_handler(signal.SIGTERM, task.cancel)
-    except (NotImplementedError, RuntimeError, ValueError):  # not the main thread, or no signals
-        yield
-        return
+    installed = False
+    if task is not None:
+        try:
+            loop.add_signal_handler(signal.SIGTERM, task.cancel)
+            installed = True
+        except (NotImplementedError, RuntimeError, ValueError):  # no signals here, or not the main thread
+            pass
     try:
         yield
     finally:
-        loop.remove_signal_handler(signal.SIGTERM)
+        if installed:
+            loop.remove_signal_handler(signal.SIGTERM)
 
 
 async def run_demo(console: Console, samples_dir: Path | None = None, timeout: float = 30.0,  # noqa: ASYNC109 (a deadline for scores)
@@ -402,7 +404,8 @@ async def run_demo(console: Console, samples_dir: Path | None = None, timeout: f
                          f" the adapters find {outcome.runs} agent runs, {outcome.expected} scores to come:")
             printer.runs()
             printer.columns()
-            outcome.timed_out = not await _print_scores(printer, sink, service, outcome.expected, timeout)
+            outcome.timed_out = not await _print_scores(printer, sink, service, outcome, timeout)
+            outcome.not_scorable = _not_scorable(service)
     finally:
         if service is not None:
             await service.shutdown()
@@ -415,21 +418,31 @@ async def run_demo(console: Console, samples_dir: Path | None = None, timeout: f
     return outcome
 
 
-async def _print_scores(printer: Printer, sink: ScoreSink, service: Any, expected: int,
+async def _print_scores(printer: Printer, sink: ScoreSink, service: Any, outcome: Outcome,
                         timeout: float) -> bool:  # noqa: ASYNC109 (a deadline for scores)
-    """Print scores as they arrive until all ``expected`` did, or the daemon has nothing left
-    to do (a run turned out not scorable); False on timeout."""
+    """Print scores as they arrive until every expected one arrived or was found not scorable,
+    or the daemon has nothing left to do; False on timeout."""
     deadline = time.monotonic() + timeout
-    while len(sink.received) < expected:
+    while len(sink.received) + _not_scorable(service) < outcome.expected:
         if time.monotonic() > deadline:
             return False
         for score in await sink.arrivals(timeout=0.25):
             printer.score(score)
-        if len(sink.received) < expected and await _idle(service):
+        if await _idle(service):
             break
     for score in await sink.arrivals(timeout=0):
         printer.score(score)
     return True
+
+
+def _not_scorable(service: Any) -> int:
+    """Jobs the daemon's worker found not scorable (its ``tracescore_decisions`` counter)."""
+    registry = service.metrics.registry
+    return int(sum(
+        registry.get_sample_value("tracescore_decisions_total",
+                                  {"scorer": entry.scorer_id, "reason": "not_scorable"}) or 0
+        for entry in service.registry.entries
+    ))
 
 
 async def _idle(service: Any) -> bool:
@@ -444,21 +457,26 @@ def summarize(outcome: Outcome, printer: Printer) -> None:
         >>> import io
         >>> console = Console(file=io.StringIO(), width=200)
         >>> summarize(Outcome(expected=1, runs=1, elapsed_s=1.5), Printer(console, []))
-        >>> "0 of 1 expected scores arrived" in console.file.getvalue()
-        True
+        >>> console.file.getvalue().splitlines()[0]
+        'the daemon found nothing more to do: 0 of 1 expected scores arrived or were not scorable'
     """
     scored_runs = len({(s.trace_id, s.span_id) for s in outcome.received})
     line = (f"{len(outcome.received)} scores for {scored_runs} of {outcome.runs} runs, "
-            f"{outcome.failures} failed, in {outcome.elapsed_s:.1f} s; {outcome.forwarded_spans} agent "
-            "spans forwarded unchanged; daemon stopped")
+            f"{outcome.failures} failed, ")
+    if outcome.not_scorable:
+        line += f"{outcome.not_scorable} not scorable, "
+    line += (f"in {outcome.elapsed_s:.1f} s; {outcome.forwarded_spans} agent spans forwarded unchanged; "
+             "daemon stopped")
     if outcome.missing:
         why = "timed out: " if outcome.timed_out else "the daemon found nothing more to do: "
-        printer.line(f"{why}{len(outcome.received)} of {outcome.expected} expected scores arrived", style="red")
+        printer.line(f"{why}{outcome.expected - outcome.missing} of {outcome.expected} expected scores "
+                     "arrived or were not scorable", style="red")
     printer.line(line, style="bold" if not outcome.missing and not outcome.failures else "red")
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run the demo; 0 when every expected score arrived without failure, 1 otherwise, 130 on Ctrl-C.
+    """Run the demo: 0 when every expected score arrived (or was found not scorable) and none
+    failed, 1 otherwise, 2 for an unreadable sample file, 130 when interrupted.
 
     Example:
         >>> run  # doctest: +ELLIPSIS
