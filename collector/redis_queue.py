@@ -30,7 +30,7 @@ from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from collector import _redis_scripts as scripts
-from collector._redis_conn import UNREACHABLE, Backoff, retry_unreachable
+from collector._redis_conn import UNREACHABLE, Backoff, Coalescer, retry_unreachable
 from collector._redis_keys import GROUP, RedisKeys
 from collector.queue import Dead, Done, LeasedJob, Retry, RunRecord, ScoreJob, Settlement
 
@@ -122,6 +122,9 @@ class RedisJobQueue:
         self._take_backoff = Backoff("taking jobs", logger)
         self._settle_backoff = Backoff("settling a job", logger)
         self._put_backoff = Backoff("queueing jobs", logger)
+        # Workers settle many jobs at once: the settles of one loop turn share a pipeline.
+        self._settles: Coalescer[tuple[list[str], list[Any]], int] = Coalescer(self._settle_many)
+        self._last_promote = 0.0
         self.depth_cache = 0
 
     async def create_group(self) -> None:
@@ -189,7 +192,9 @@ class RedisJobQueue:
 
     async def _take(self, limit: int) -> list[LeasedJob]:
         now = time.time()
-        await self._promote(keys=[self._k.delayed, self._k.delayed_data, self._k.jobs], args=[now, limit])
+        if time.monotonic() - self._last_promote >= 0.05:  # retries are due at 50 ms granularity
+            self._last_promote = time.monotonic()
+            await self._promote(keys=[self._k.delayed, self._k.delayed_data, self._k.jobs], args=[now, limit])
         taken: list[LeasedJob] = []
         if time.monotonic() - self._last_prune >= 60.0:
             self._last_prune = time.monotonic()
@@ -257,14 +262,22 @@ class RedisJobQueue:
                 k.idem(job.key)]
         args: list[Any] = [GROUP, entry_id, consumer, deliveries, kind, now, self._ttl_ms, record, job.key,
                 job_json(job), leased.attempt, error, due_at]
-        # Safe to repeat: a settled entry is no longer pending, so a second attempt is a no-op.
-        result = await retry_unreachable(
-            lambda: self._settle(keys=keys, args=args), self._settle_backoff, self._visibility_ms / 1000
-        )
+        result = await self._settles((keys, args))
         if result == -1:
             logger.info("lease of job %s lost to another worker; result dropped", job.key)
         elif kind != "retry":
             self.depth_cache = max(0, self.depth_cache - 1 + int(result))
+
+    async def _settle_many(self, calls: list[tuple[list[str], list[Any]]]) -> list[int]:
+        async def run() -> list[Any]:
+            async with self._r.pipeline(transaction=False) as pipe:
+                for keys, args in calls:
+                    await self._settle(keys=keys, args=args, client=pipe)
+                return list(await pipe.execute())
+
+        # Safe to repeat: a settled entry is no longer pending, so a second attempt is a no-op.
+        replies = await retry_unreachable(run, self._settle_backoff, self._visibility_ms / 1000)
+        return [int(r) for r in replies]
 
     async def prune_consumers(self) -> int:
         """Remove the group's consumers that hold no job and were idle ``consumer_idle_s``.
