@@ -25,7 +25,7 @@ import shutil
 import signal
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -345,15 +345,14 @@ def _sigterm_cancels(task: asyncio.Task[Any] | None) -> Iterator[None]:
             loop.remove_signal_handler(signal.SIGTERM)
 
 
-async def run_demo(console: Console, samples_dir: Path | None = None, timeout: float = 30.0,  # noqa: ASYNC109 (a deadline for scores)
-                   on_started: Callable[[Any], None] | None = None) -> Outcome:
+async def run_demo(console: Console, samples_dir: Path | None = None,
+                   timeout: float = 30.0) -> Outcome:  # noqa: ASYNC109 (a deadline for scores)
     """Start sink and daemon, replay the samples, print scores until all came (or ``timeout``), stop.
 
     Args:
         console: where to print.
         samples_dir: the trace files to replay (default: the bundled samples).
         timeout: seconds to wait for the scores after the replay.
-        on_started: called with the running `Service` (tests use it to look inside).
 
     Example:
         >>> import io
@@ -379,8 +378,6 @@ async def run_demo(console: Console, samples_dir: Path | None = None, timeout: f
             service = Service(config, registry)
             await service.start()
             assert service.grpc is not None and service.http is not None
-            if on_started is not None:
-                on_started(service)
             ids = IdRemap()
             runs = await asyncio.to_thread(plan_runs, samples, registry, ids)
             outcome = Outcome(expected=sum(len(r.scorer_ids) for r in runs), runs=len(runs))
