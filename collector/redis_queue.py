@@ -260,8 +260,9 @@ class RedisJobQueue:
         k = self._k
         keys = [k.jobs, k.dead, k.delayed, k.delayed_data, k.outbox, k.outbox_data, k.outbox_seq,
                 k.idem(job.key)]
+        payload = job_json(job) if kind != "done" else ""  # only retries and dead letters keep the job
         args: list[Any] = [GROUP, entry_id, consumer, deliveries, kind, now, self._ttl_ms, record, job.key,
-                job_json(job), leased.attempt, error, due_at]
+                           payload, leased.attempt, error, due_at]
         result = await self._settles((keys, args))
         if result == -1:
             logger.info("lease of job %s lost to another worker; result dropped", job.key)
