@@ -92,6 +92,7 @@ class IdRemap:
         self._generator = generator or RandomIdGenerator()
         self._traces: dict[bytes, int] = {}
         self._spans: dict[bytes, int] = {}
+        self._used: set[int] = set()
 
     def trace_id(self, old: bytes) -> int:
         """The new trace id for ``old`` (fresh on first sight).
@@ -103,7 +104,7 @@ class IdRemap:
         """
         new = self._traces.get(old)
         if new is None:
-            new = self._traces[old] = self._fresh(self._generator.generate_trace_id, self._traces)
+            new = self._traces[old] = self._fresh(self._generator.generate_trace_id)
         return new
 
     def span_id(self, old: bytes) -> int | None:
@@ -118,7 +119,7 @@ class IdRemap:
             return None
         new = self._spans.get(old)
         if new is None:
-            new = self._spans[old] = self._fresh(self._generator.generate_span_id, self._spans)
+            new = self._spans[old] = self._fresh(self._generator.generate_span_id)
         return new
 
     def trace_hex(self, old_hex: str) -> str:
@@ -140,12 +141,11 @@ class IdRemap:
         new = self.span_id(bytes.fromhex(old_hex))
         return "" if new is None else format(new, "016x")
 
-    @staticmethod
-    def _fresh(generate: Any, taken: dict[bytes, int]) -> int:
-        used = set(taken.values())
+    def _fresh(self, generate: Any) -> int:
         while True:
             candidate = int(generate())
-            if candidate and candidate not in used:
+            if candidate and candidate not in self._used:
+                self._used.add(candidate)
                 return candidate
 
 
@@ -191,7 +191,9 @@ def readable_spans(request: ExportTraceServiceRequest, *, ids: IdRemap | None = 
         request: the saved request.
         ids: the id mapping to use and extend (default: a new one); pass the same one to
             every request of a trace split across requests.
-        now_ns: when the latest span of the request ends (default: the current time).
+        now_ns: when the latest span of the request ends (default: the current time). Each
+            request is shifted on its own: give the parts of one trace the same ``now_ns``
+            (or send them in one request) to keep the gaps between them.
 
     Example:
         >>> request = ExportTraceServiceRequest()
