@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
@@ -164,6 +165,8 @@ class TraceAssembler:
         self._retry_after = retry_after_s
         self._tick = tick_s
         self._on_jobs = on_jobs
+        # Own thread for decoding and extraction: the default executor runs user scorers' sync steps.
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tracescore-decide")
         self._task: asyncio.Task[None] | None = None
         self._accepting = False
         self._wake: asyncio.Event | None = None
@@ -194,6 +197,7 @@ class TraceAssembler:
             except (asyncio.CancelledError, TimeoutError):
                 pass
             self._task = None
+        await asyncio.to_thread(self._pool.shutdown, True)
 
     def _admit(self) -> None:
         if not self._accepting:
@@ -225,7 +229,8 @@ class TraceAssembler:
         resource_spans = list(request.resource_spans)
         total = sum(len(ss.spans) for rs in resource_spans for ss in rs.scope_spans)
         if total > 512:  # large batches are cut off the loop
-            chunks, rejected = await asyncio.to_thread(split_traces, resource_spans, is_candidate)
+            chunks, rejected = await asyncio.get_running_loop().run_in_executor(
+                self._pool, split_traces, resource_spans, is_candidate)
         else:
             chunks, rejected = split_traces(resource_spans, is_candidate)
         if chunks:
@@ -280,8 +285,8 @@ class TraceAssembler:
             return 0
         # Concurrent store calls are group-committed: one transaction per step, not per trace.
         loaded = await asyncio.gather(*(self._buffer.load(t) for t in trace_ids))
-        jobs = await asyncio.to_thread(
-            lambda: [job for t, c in zip(trace_ids, loaded, strict=True) for job in self._safe_jobs_for(t, c)]
+        jobs = await asyncio.get_running_loop().run_in_executor(
+            self._pool, lambda: [job for t, c in zip(trace_ids, loaded, strict=True) for job in self._safe_jobs_for(t, c)]
         )
         if jobs:
             flags = await self._queue.put(jobs)

@@ -13,7 +13,8 @@ import asyncio
 import logging
 import random
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Protocol, TypeVar
 
 from opentelemetry import context as otel_context
 from opentelemetry.sdk.resources import Resource
@@ -27,6 +28,7 @@ from collector.metrics import Metrics
 from collector.queue import ScoreRecord
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 # OpenTelemetry GenAI evaluation attributes (semantic conventions).
 EVENT_NAME = "gen_ai.evaluation.result"
@@ -211,6 +213,8 @@ class ScoreExporter:
         on_exported: Callable[[list[ScoreRecord]], None] | None = None,
     ) -> None:
         self._on_exported = on_exported
+        # Own thread: the default executor runs user scorers' sync steps, which must not delay exports.
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tracescore-export")
         self._outbox = outbox
         self._exporter = exporter
         self._metrics = metrics
@@ -267,7 +271,11 @@ class ScoreExporter:
             await asyncio.gather(self._task, return_exceptions=True)
         self._task = None
         if self._exporter is not None:
-            await asyncio.to_thread(self._exporter.shutdown)
+            await self._in_thread(self._exporter.shutdown)
+        await asyncio.to_thread(self._pool.shutdown, True)
+
+    async def _in_thread(self, fn: Callable[..., T], *args: Any) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
 
     async def _loop(self) -> None:
         wake = self._wake or asyncio.Event()
@@ -317,7 +325,7 @@ class ScoreExporter:
             return 0
         ids = [item.item_id for item in items]
         try:
-            result = await asyncio.to_thread(_export_suppressed, self._exporter, spans)
+            result = await self._in_thread(_export_suppressed, self._exporter, spans)
         except Exception:
             logger.exception("span exporter raised")
             result = SpanExportResult.FAILURE
@@ -326,7 +334,7 @@ class ScoreExporter:
             self._metrics.scores_exported.inc(len(items))
             if self._on_exported is not None:
                 try:
-                    await asyncio.to_thread(self._on_exported, [item.record for item in items])
+                    await self._in_thread(self._on_exported, [item.record for item in items])
                 except Exception:
                     logger.exception("optional score copies failed")
             return len(items)

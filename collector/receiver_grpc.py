@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 import grpc
@@ -50,10 +51,12 @@ class _Service:
             await context.abort(grpc.StatusCode.INTERNAL, f"internal error: {type(err).__name__}")
 
 
-async def _parse(data: bytes, message_type: type[M]) -> M:
-    # Requests arrive as bytes (no deserializer registered): large ones are parsed off the loop.
+async def _parse(pool: ThreadPoolExecutor, data: bytes, message_type: type[M]) -> M:
+    # Requests arrive as bytes (no deserializer registered): large ones are parsed off the loop,
+    # on the receiver's own threads (the default executor runs user scorers' sync steps).
     if len(data) > 256 * 1024:
-        return await asyncio.to_thread(parse_message, data, "protobuf", message_type)
+        return await asyncio.get_running_loop().run_in_executor(
+            pool, parse_message, data, "protobuf", message_type)
     return parse_message(data, "protobuf", message_type)
 
 
@@ -62,7 +65,7 @@ class _TraceService(_Service):
         self, data: bytes, context: grpc.aio.ServicerContext
     ) -> trace_service_pb2.ExportTraceServiceResponse:
         async def work() -> trace_service_pb2.ExportTraceServiceResponse:
-            request = await _parse(data, trace_service_pb2.ExportTraceServiceRequest)
+            request = await _parse(self._r.pool, data, trace_service_pb2.ExportTraceServiceRequest)
             result = await self._r.consumer.consume_traces(request)
             self._r.metrics.spans_received.labels(transport="grpc").inc(result.accepted)
             response = trace_service_pb2.ExportTraceServiceResponse()
@@ -80,7 +83,7 @@ class _LogsService(_Service):
         self, data: bytes, context: grpc.aio.ServicerContext
     ) -> logs_service_pb2.ExportLogsServiceResponse:
         async def work() -> logs_service_pb2.ExportLogsServiceResponse:
-            request = await _parse(data, logs_service_pb2.ExportLogsServiceRequest)
+            request = await _parse(self._r.pool, data, logs_service_pb2.ExportLogsServiceRequest)
             result = await self._r.consumer.consume_logs(request)
             self._r.metrics.log_records_received.labels(transport="grpc").inc(result.accepted)
             response = logs_service_pb2.ExportLogsServiceResponse()
@@ -121,6 +124,7 @@ class GrpcReceiver:
         self._max = max_body_bytes
         self._port = int(endpoint.rpartition(":")[2])
         self._server: grpc.aio.Server | None = None
+        self.pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="tracescore-grpc-decode")
 
     @property
     def port(self) -> int:
@@ -170,3 +174,4 @@ class GrpcReceiver:
         if self._server is not None:
             await self._server.stop(grace=timeout)
             self._server = None
+            await asyncio.to_thread(self.pool.shutdown, True)

@@ -14,6 +14,7 @@ import hmac
 import logging
 import ssl
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from aiohttp import web
@@ -85,6 +86,8 @@ class HttpReceiver:
         ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self._ssl = ssl_context
+        # Own threads for large decodes: the default executor runs user scorers' sync steps.
+        self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="tracescore-http-decode")
         host, _, port = endpoint.rpartition(":")
         self._host, self._port = host, int(port)
         self._consumer = consumer
@@ -137,6 +140,7 @@ class HttpReceiver:
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
+            await asyncio.to_thread(self._pool.shutdown, True)
 
     async def _read_body(self, request: web.Request) -> bytes:
         if request.content_length is not None and request.content_length > self._max:
@@ -161,7 +165,8 @@ class HttpReceiver:
             off_loop = len(body) > 256 * 1024 or bool(cenc)
             if signal == "traces":
                 if off_loop:
-                    traces, _ = await asyncio.to_thread(decode_traces, body, ctype, cenc, self._max)
+                    traces, _ = await asyncio.get_running_loop().run_in_executor(
+                        self._pool, decode_traces, body, ctype, cenc, self._max)
                 else:
                     traces, _ = decode_traces(body, ctype, cenc, self._max)
                 result = await self._consumer.consume_traces(traces)
@@ -172,7 +177,8 @@ class HttpReceiver:
                     response.partial_success.error_message = result.message
             else:
                 if off_loop:
-                    logs, _ = await asyncio.to_thread(decode_logs, body, ctype, cenc, self._max)
+                    logs, _ = await asyncio.get_running_loop().run_in_executor(
+                        self._pool, decode_logs, body, ctype, cenc, self._max)
                 else:
                     logs, _ = decode_logs(body, ctype, cenc, self._max)
                 result = await self._consumer.consume_logs(logs)

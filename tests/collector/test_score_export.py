@@ -157,3 +157,23 @@ async def test_unexportable_record_is_dropped_not_blocking(tmp_path: Path) -> No
     assert len(sink.get_finished_spans()) == 1
     assert b'tracescore_errors_total{component="export"} 1.0' in metrics.render()
     await store.shutdown()
+
+
+async def test_export_never_waits_behind_user_code_on_the_default_executor(tmp_path: Path) -> None:
+    import asyncio
+    import threading
+
+    store = await _store_with_records(tmp_path / "q.db", 3)
+    sink = InMemorySpanExporter()
+    exporter = ScoreExporter(store, sink, Metrics())
+    release = threading.Event()
+    loop = asyncio.get_running_loop()
+    # Sync scorer steps occupying every default-executor thread (and more queued behind them).
+    blockers = [loop.run_in_executor(None, release.wait) for _ in range(64)]
+    try:
+        async with asyncio.timeout(5):
+            assert await exporter.export_batch() == 3
+    finally:
+        release.set()
+        await asyncio.gather(*blockers)
+    await store.shutdown()
