@@ -52,7 +52,7 @@ def connect(url: str, *, socket_timeout_s: float = 10.0, max_connections: int = 
         socket_timeout=socket_timeout_s, socket_connect_timeout=2.0, health_check_interval=15,
         retry=Retry(NoBackoff(), 0), driver_info=DriverInfo(name="redis-py", lib_version=redis.__version__),
     )
-    return aioredis.Redis(connection_pool=pool)
+    return aioredis.Redis.from_pool(pool)  # the client owns the pool: aclose() disconnects it
 
 
 class Coalescer(Generic[K, V]):
