@@ -8,6 +8,7 @@ when the demo is stopped with Ctrl-C (SIGINT) or SIGTERM.
 
 from __future__ import annotations
 
+import os
 import re
 import selectors
 import signal
@@ -206,6 +207,21 @@ def test_runs_found_not_scorable_are_counted_not_awaited(
     assert _scores(out) == _expected()
     assert "No answer" not in out.split("reason", 1)[1]
     assert "25 scores for 6 of 6 runs, 0 failed, 6 not scorable, in" in out
+
+
+def test_loopback_traffic_bypasses_a_proxy_of_the_environment(
+    capsys: pytest.CaptureFixture[str], private_tmp: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with socket.socket() as sock:  # a proxy address where nothing listens
+        sock.bind(("127.0.0.1", 0))
+        proxy = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    for name in ("http_proxy", "https_proxy", "HTTP_PROXY", "grpc_proxy"):
+        monkeypatch.setenv(name, proxy)
+    monkeypatch.setenv("no_proxy", "internal.example")
+    monkeypatch.delenv("no_grpc_proxy", raising=False)
+    assert main(["demo"]) == 0
+    assert _scores(capsys.readouterr().out) == _expected()
+    assert os.environ["no_proxy"] == "internal.example" and "no_grpc_proxy" not in os.environ
 
 
 def test_a_bad_sample_file_is_reported(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
 import shutil
 import signal
 import tempfile
@@ -471,6 +472,40 @@ def summarize(outcome: Outcome, printer: Printer) -> None:
     printer.line(line, style="bold" if not outcome.missing and not outcome.failures else "red")
 
 
+LOOPBACK = ("127.0.0.1", "localhost")
+
+
+@contextlib.contextmanager
+def loopback_without_proxy() -> Iterator[None]:
+    """While the demo runs, traffic to 127.0.0.1 bypasses any ``http_proxy`` of the environment.
+
+    gRPC (and the HTTP clients) would otherwise send the demo's loopback traffic to the
+    proxy. Adds the loopback names to ``no_grpc_proxy`` (which gRPC reads instead of
+    ``no_proxy`` when set) and ``no_proxy``; restores both afterwards.
+
+    Example:
+        >>> before = os.environ.get("no_proxy")
+        >>> with loopback_without_proxy():
+        ...     "127.0.0.1" in os.environ["no_proxy"].split(",")
+        True
+        >>> os.environ.get("no_proxy") == before
+        True
+    """
+    saved = {name: os.environ.get(name) for name in ("no_grpc_proxy", "no_proxy")}
+    http = saved["no_proxy"] or os.environ.get("NO_PROXY") or ""
+    given = {"no_grpc_proxy": saved["no_grpc_proxy"] or http, "no_proxy": http}
+    for name, hosts in given.items():
+        os.environ[name] = ",".join([*(h for h in hosts.split(",") if h.strip()), *LOOPBACK])
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
 def run(args: argparse.Namespace) -> int:
     """Run the demo: 0 when every expected score arrived (or was found not scorable) and none
     failed, 1 otherwise, 2 for an unreadable sample file, 130 when interrupted.
@@ -482,7 +517,8 @@ def run(args: argparse.Namespace) -> int:
     console = Console()
     outcome: Outcome | None = None
     try:
-        outcome = asyncio.run(run_demo(console, args.samples, args.timeout))
+        with loopback_without_proxy():
+            outcome = asyncio.run(run_demo(console, args.samples, args.timeout))
     except (KeyboardInterrupt, asyncio.CancelledError):
         console.print("tracescore demo: interrupted; the daemon stopped", style="yellow")
         return 130
