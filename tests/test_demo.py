@@ -224,10 +224,14 @@ def test_loopback_traffic_bypasses_a_proxy_of_the_environment(
     assert os.environ["no_proxy"] == "internal.example" and "no_grpc_proxy" not in os.environ
 
 
-def test_a_bad_sample_file_is_reported(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_bad_sample_files_are_reported(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["demo", "--samples", str(tmp_path)]) == 2
+    assert f"tracescore demo: {tmp_path}: no OTLP trace files" in capsys.readouterr().err
+    assert main(["demo", "--samples", str(tmp_path / "missing")]) == 2
+    assert "missing: not a directory" in capsys.readouterr().err
     (tmp_path / "broken.pb").write_bytes(b"\xff\xff not protobuf")
     assert main(["demo", "--samples", str(tmp_path)]) == 2
-    assert "broken.pb" in capsys.readouterr().out
+    assert "broken.pb" in capsys.readouterr().err
 
 
 def _read_until(proc: subprocess.Popen[str], marker: str, deadline: float) -> str:

@@ -101,19 +101,27 @@ def load_samples(directory: Path | None = None) -> list[Sample]:
     """Read every OTLP trace file of ``directory`` (default: the bundled samples), by name.
 
     Raises:
-        adapters.OtlpFileError: when a file is not an OTLP trace request.
+        adapters.OtlpFileError: when a file is not an OTLP trace request, or there is none.
 
     Example:
         >>> [s.name for s in load_samples()]  # doctest: +NORMALIZE_WHITESPACE
         ['openai-v2-multi-turn', 'openai-v2-single-turn', 'openai-v2-tool-call',
          'openinference-openai', 'pydantic-ai', 'traceloop']
+        >>> load_samples(Path("/nonexistent"))
+        Traceback (most recent call last):
+        ...
+        adapters.otlp_files.OtlpFileError: /nonexistent: not a directory
     """
+    if directory is not None and not directory.is_dir():
+        raise adapters.OtlpFileError(str(directory), "not a directory")
     samples = []
     for path in _trace_files(directory):
         name = path.name
         for suffix in TRACE_SUFFIXES:
             name = name.removesuffix(suffix)
         samples.append(Sample(name, adapters.read_trace_file(str(path))))
+    if not samples:
+        raise adapters.OtlpFileError(str(directory), f"no OTLP trace files ({', '.join(TRACE_SUFFIXES)})")
     return samples
 
 
@@ -523,7 +531,7 @@ def run(args: argparse.Namespace) -> int:
         console.print("tracescore demo: interrupted; the daemon stopped", style="yellow")
         return 130
     except adapters.OtlpFileError as err:
-        console.print(f"tracescore demo: {err}", style="red", markup=False)
+        Console(stderr=True).print(f"tracescore demo: {err}", style="red", markup=False, soft_wrap=True)
         return 2
     summarize(outcome, Printer(console, []))
     return 0 if not outcome.missing and not outcome.failures else 1
