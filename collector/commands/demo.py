@@ -395,8 +395,8 @@ async def run_demo(console: Console, samples_dir: Path | None = None,
             printer.line(f"  daemon   OTLP gRPC 127.0.0.1:{service.grpc.port}, HTTP 127.0.0.1:{service.http.port}"
                          f" (/metrics); embedded SQLite queue in {workdir}")
             printer.line(f"  scorers  {_describe_scorers(registry)}")
-            printer.line(f"  scores   exported over OTLP/gRPC to a local sink on 127.0.0.1:{sink.port},"
-                         " printed as they arrive")
+            printer.line(f"  scores   spans 'evaluation <scorer>' (event gen_ai.evaluation.result) exported over"
+                         f" OTLP/gRPC to a local sink on 127.0.0.1:{sink.port}, printed as they arrive")
             grpc_target = f"127.0.0.1:{service.grpc.port}"
             exporter = OTLPSpanExporter(endpoint=grpc_target, insecure=True, timeout=5)
             try:
