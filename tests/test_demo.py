@@ -8,6 +8,7 @@ when the demo is stopped with Ctrl-C (SIGINT) or SIGTERM.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import selectors
@@ -21,10 +22,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 
 import adapters
 from collector.cli import main
 from collector.commands import demo
+from collector.demo_sink import ReceivedScore, ScoreSink
+from collector.export import build_span
+from collector.queue import ScoreRecord
 
 FIXTURES = Path(__file__).parent / "fixtures"
 SCORERS = ("Keyword Coverage", "Completeness", "Tone Consistency", "check no-tool-errors",
@@ -275,3 +280,28 @@ def test_a_signal_stops_the_demo_cleanly(tmp_path: Path, signum: signal.Signals)
     assert "Traceback" not in err
     _assert_closed(_ports(head))
     assert list(private.iterdir()) == []
+
+
+async def test_the_sink_reads_the_score_spans_the_daemon_exports() -> None:
+    ok = ScoreRecord("k1", "ab" * 16, "cd" * 8, "ef" * 8, "q", "Quality", score=0.75, label="good",
+                     reason="fine", service="bot", start_ns=1, end_ns=2)
+    failed = ScoreRecord("k2", "ab" * 16, "cd" * 8, "12" * 8, "b", "Broken", error_type="RuntimeError",
+                         error_message="boom", service="bot", start_ns=1, end_ns=2)
+    sink = await ScoreSink().start()
+    try:
+        exporter = OTLPSpanExporter(endpoint=f"127.0.0.1:{sink.port}", insecure=True, timeout=5)
+        try:
+            spans = [build_span(ok), build_span(failed)]
+            assert (await asyncio.to_thread(exporter.export, spans)).name == "SUCCESS"
+        finally:
+            exporter.shutdown()
+        arrived = await sink.arrivals(timeout=5)
+    finally:
+        await sink.stop()
+    assert arrived == [
+        ReceivedScore("ab" * 16, "cd" * 8, "q", "Quality", 0.75, "good", "fine", service="bot"),
+        ReceivedScore("ab" * 16, "cd" * 8, "b", "Broken", None, error_type="RuntimeError",
+                      error_message="boom", service="bot"),
+    ]
+    assert sink.forwarded_spans == 0
+    _assert_closed({sink.port})
