@@ -13,10 +13,13 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from collector.config import FilterConfig, ScorerConfig
 from collector.errors import ConfigError
+
+Decision = Literal["admitted", "filtered_out", "sampled_out"]
+"""What a scorer does with a run before any job exists."""
 
 
 class Scorer(Protocol):
@@ -201,6 +204,37 @@ class ScorerRegistry:
                 raise ConfigError(f"scorers[{i}].ref: {err}") from err
             entries.append(RegisteredScorer(obj, cfg))
         return cls(entries)
+
+    def decisions(
+        self, *, trace_id: str, service: str, agent: str | None, span_name: str,
+        attributes: Mapping[str, Any],
+    ) -> list[tuple[RegisteredScorer, Decision]]:
+        """What each registered scorer does with a run: filter first, then sampling.
+
+        Sampling is deterministic on the trace id, so every replica decides alike.
+
+        Example:
+            >>> from collector.config import ScorerConfig
+            >>> class S:
+            ...     id = name = "q"; version = None
+            ...     async def run(self, **kw): ...
+            >>> reg = ScorerRegistry([RegisteredScorer(S(), ScorerConfig(ref="m:q", filter={"service": "bot"}))])
+            >>> [d for _, d in reg.decisions(trace_id="ab" * 16, service="bot", agent=None,
+            ...                               span_name="invoke_agent", attributes={})]
+            ['admitted']
+            >>> [d for _, d in reg.decisions(trace_id="ab" * 16, service="other", agent=None,
+            ...                               span_name="invoke_agent", attributes={})]
+            ['filtered_out']
+        """
+        out: list[tuple[RegisteredScorer, Decision]] = []
+        for entry in self.entries:
+            if not matches(entry.config.filter, service, agent, span_name, attributes):
+                out.append((entry, "filtered_out"))
+            elif not sampled(trace_id, entry.config.sampling):
+                out.append((entry, "sampled_out"))
+            else:
+                out.append((entry, "admitted"))
+        return out
 
     def get(self, scorer_id: str, version: str | None) -> RegisteredScorer | None:
         """The entry for a job's scorer, or None when it is no longer registered.

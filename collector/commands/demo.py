@@ -40,7 +40,7 @@ import adapters
 from collector.config import Config, config_from_dict
 from collector.demo_scorers import SCORERS
 from collector.demo_sink import ReceivedScore, ScoreSink
-from collector.registry import ScorerRegistry, matches, sampled
+from collector.registry import ScorerRegistry
 from collector.replay import IdRemap, replay
 
 HELP = "run the daemon on bundled sample traces and print the scores it exports (no API key, no Redis)"
@@ -166,10 +166,13 @@ def plan_runs(samples: list[Sample], registry: ScorerRegistry, ids: IdRemap) -> 
                 agent = (run.request_context or {}).get("agent_name") or attributes.get("gen_ai.agent.name")
                 trace_id = ids.trace_hex(run.trace_id)
                 scorer_ids = tuple(
-                    entry.scorer_id for entry in registry.entries
-                    if matches(entry.config.filter, run.service, None if agent is None else str(agent),
-                               run.span_name, attributes)
-                    and sampled(trace_id, entry.config.sampling)
+                    entry.scorer_id
+                    for entry, decision in registry.decisions(
+                        trace_id=trace_id, service=run.service,
+                        agent=None if agent is None else str(agent),
+                        span_name=run.span_name, attributes=attributes,
+                    )
+                    if decision == "admitted"
                 )
                 planned.append(PlannedRun(sample.name, trace_id, ids.span_hex(run.span_id),
                                           run.service, run.span_name, scorer_ids))
