@@ -1,65 +1,183 @@
-"""Ingest throughput of a real `tracescore serve` process on the embedded SQLite queue.
+"""Ingest throughput of a real `tracescore serve` process: spans/s accepted over OTLP/HTTP protobuf.
 
-The daemon runs in a subprocess (its CPU is not the client's). The client posts N OTLP/HTTP
-protobuf requests, each holding T agent traces (an ``invoke_agent`` root span and a
-``chat`` child with GenAI messages), with C requests in flight, and reports request
-latency, accepted spans per second, and the time until every run was scored (a function
-scorer; no export endpoint, so nothing leaves the machine).
+Payload: ``--requests`` OTLP/HTTP protobuf bodies of exactly ``--spans`` spans each, built
+from copies of the shared fixtures (``tests/fixtures/*/*.pb``, not the ``.logs.pb``):
+every copy gets fresh trace and span ids (parents and links remapped consistently) and
+its times shifted to now; copies of one fixture share its resource and scopes, as an
+exporter's batch does.
 
-    .venv/bin/python bench/ingest.py --requests 500 --traces-per-request 10 --concurrency 16
+The daemon (``tracescore serve``: SQLite queue in a temp dir, a function scorer, no
+export endpoint, no gRPC listener) runs in a subprocess, so its CPU is its own. The client
+posts every body once with ``--concurrency`` requests in flight (aiohttp, keep-alive,
+127.0.0.1) and counts only 200 answers: a 200 means the spans were durably buffered
+(SQLite, ``synchronous=FULL``) before the answer. Printed: accepted spans/s (wall clock),
+refusals, p50/p99 request latency, the daemon's CPU seconds during the load (from
+``/proc/<pid>/stat``) and accepted spans per daemon-CPU-second (the per-process figure:
+on a small machine the client competes for the cores), next to two limits measured in
+this process on the same bodies before the load:
+
+* decode only: ``ExportTraceServiceRequest.FromString``;
+* decode plus reading every attribute: every resource, span, event and link attribute
+  converted to a Python value (``adapters.attributes_to_dict``).
+
+    .venv/bin/python bench/ingest.py --requests 400 --spans 512 --concurrency 8
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
-import secrets
+import resource
 import signal
 import socket
 import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import aiohttp
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
-from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
+from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, Span
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from adapters import is_logs_file  # noqa: E402
+from adapters._decode import attributes_to_dict  # noqa: E402
+
+FIXTURES = ROOT / "tests" / "fixtures"
 SCORER = '''
 from scorers import create_scorer
 length = create_scorer(id="length", description="answer length", type="agent").generate_score(
     lambda run: min(1.0, len(run.output[-1].content) / 100) if len(run.output) else 0.0)
 '''
-MESSAGES_IN = json.dumps([{"role": "user", "parts": [{"type": "text", "content": "What is the capital of France?"}]}])
-MESSAGES_OUT = json.dumps([{"role": "assistant", "parts": [{"type": "text", "content": "Paris."}]}])
 
 
-def _kv(key: str, value: str) -> KeyValue:
-    return KeyValue(key=key, value=AnyValue(string_value=value))
+@dataclass(frozen=True)
+class Fixture:
+    """One shared capture: its resources (each with scopes and spans) and its span count."""
+
+    name: str
+    request: ExportTraceServiceRequest
+    spans: int
+    start_ns: int
 
 
-def make_request(traces: int) -> bytes:
-    """One request with ``traces`` fresh agent traces."""
-    spans = []
+def load_fixtures() -> list[Fixture]:
+    """Every trace fixture (not the logs captures), sorted by path."""
+    out = []
+    for path in sorted(FIXTURES.glob("*/*.pb")):
+        if is_logs_file(path.name):
+            continue
+        request = ExportTraceServiceRequest.FromString(path.read_bytes())
+        spans = [s for rs in request.resource_spans for ss in rs.scope_spans for s in ss.spans]
+        if spans:
+            out.append(Fixture(f"{path.parent.name}/{path.stem}", request, len(spans),
+                               min(s.start_time_unix_nano for s in spans)))
+    if not out:
+        raise SystemExit(f"no trace fixtures under {FIXTURES}")
+    return out
+
+
+def _fresh_copy(span: Span, traces: dict[bytes, bytes], spans: dict[bytes, bytes], shift: int) -> Span:
+    def span_id(old: bytes) -> bytes:
+        if not old:
+            return old
+        new = spans.get(old)
+        if new is None:
+            new = spans[old] = os.urandom(8)
+        return new
+
+    def trace_id(old: bytes) -> bytes:
+        new = traces.get(old)
+        if new is None:
+            new = traces[old] = os.urandom(16)
+        return new
+
+    copy = Span()
+    copy.CopyFrom(span)
+    copy.trace_id = trace_id(span.trace_id)
+    copy.span_id = span_id(span.span_id)
+    copy.parent_span_id = span_id(span.parent_span_id)
+    copy.start_time_unix_nano += shift
+    copy.end_time_unix_nano += shift
+    for event in copy.events:
+        event.time_unix_nano += shift
+    for link in copy.links:
+        if link.trace_id in traces:  # a link inside the copied trace; others stay as they are
+            link.trace_id = traces[link.trace_id]
+            link.span_id = span_id(link.span_id)
+    return copy
+
+
+def make_request(fixtures: list[Fixture], spans: int, first: int) -> bytes:
+    """One request of exactly ``spans`` spans: whole fixture copies, cycling from ``first``.
+
+    A fixture whose copy would overshoot is skipped for the next that fits (some fixtures
+    hold one span, so every count is reachable). Copies of one fixture share one
+    ``ResourceSpans`` per resource (and one ``ScopeSpans`` per scope).
+    """
+    if spans < min(f.spans for f in fixtures):
+        raise SystemExit(f"--spans must be at least {min(f.spans for f in fixtures)}")
     now = time.time_ns()
-    for _ in range(traces):
-        trace_id, root_id, chat_id = secrets.token_bytes(16), secrets.token_bytes(8), secrets.token_bytes(8)
-        messages = [_kv("gen_ai.input.messages", MESSAGES_IN), _kv("gen_ai.output.messages", MESSAGES_OUT)]
-        spans.append(Span(trace_id=trace_id, span_id=chat_id, parent_span_id=root_id, name="chat gpt-4o-mini",
-                          start_time_unix_nano=now, end_time_unix_nano=now + 1000,
-                          attributes=[_kv("gen_ai.operation.name", "chat"), *messages]))
-        spans.append(Span(trace_id=trace_id, span_id=root_id, name="invoke_agent bench",
-                          start_time_unix_nano=now, end_time_unix_nano=now + 2000,
-                          attributes=[_kv("gen_ai.operation.name", "invoke_agent"),
-                                      _kv("gen_ai.agent.name", "bench"), *messages]))
-    resource = ResourceSpans(scope_spans=[ScopeSpans(spans=spans)])
-    resource.resource.attributes.append(_kv("service.name", "bench"))
-    return ExportTraceServiceRequest(resource_spans=[resource]).SerializeToString()
+    out = ExportTraceServiceRequest()
+    slots: dict[tuple[int, int], ResourceSpans] = {}
+    left, i = spans, first
+    while left > 0:
+        fixture = fixtures[i % len(fixtures)]
+        i += 1
+        if fixture.spans > left:
+            continue
+        traces: dict[bytes, bytes] = {}
+        span_ids: dict[bytes, bytes] = {}
+        shift = now - fixture.start_ns
+        for ri, rs in enumerate(fixture.request.resource_spans):
+            key = (i % len(fixtures), ri)
+            target = slots.get(key)
+            if target is None:
+                target = slots[key] = out.resource_spans.add(schema_url=rs.schema_url)
+                target.resource.CopyFrom(rs.resource)
+                for ss in rs.scope_spans:
+                    target.scope_spans.add(schema_url=ss.schema_url).scope.CopyFrom(ss.scope)
+            for si, ss in enumerate(rs.scope_spans):
+                target.scope_spans[si].spans.extend(_fresh_copy(s, traces, span_ids, shift) for s in ss.spans)
+        left -= fixture.spans
+    return out.SerializeToString()
+
+
+def _decode_only(body: bytes) -> int:
+    request = ExportTraceServiceRequest.FromString(body)
+    return len(request.resource_spans)
+
+
+def _decode_and_read(body: bytes) -> int:
+    request = ExportTraceServiceRequest.FromString(body)
+    values = 0
+    for rs in request.resource_spans:
+        values += len(attributes_to_dict(rs.resource.attributes))
+        for ss in rs.scope_spans:
+            for span in ss.spans:
+                values += len(attributes_to_dict(span.attributes))
+                for event in span.events:
+                    values += len(attributes_to_dict(event.attributes))
+                for link in span.links:
+                    values += len(attributes_to_dict(link.attributes))
+    return values
+
+
+def limit(fn: Callable[[bytes], int], bodies: list[bytes], spans: int, passes: int = 3) -> float:
+    """Spans/s of ``fn`` over every body, the best of ``passes`` passes (one thread)."""
+    best = float("inf")
+    for _ in range(passes):
+        started = time.perf_counter()
+        for body in bodies:
+            fn(body)
+        best = min(best, time.perf_counter() - started)
+    return len(bodies) * spans / best
 
 
 def free_port() -> int:
@@ -68,8 +186,21 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU seconds of a process so far (``/proc/<pid>/stat``)."""
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def child_pid(pid: int) -> int:
+    """The first child of a process (the daemon under py-spy)."""
+    with open(f"/proc/{pid}/task/{pid}/children") as children:
+        return int(children.read().split()[0])
+
+
 async def wait_ready(session: aiohttp.ClientSession, base: str, proc: asyncio.subprocess.Process) -> None:
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if proc.returncode is not None:
             raise SystemExit("daemon exited during start")
@@ -80,82 +211,135 @@ async def wait_ready(session: aiohttp.ClientSession, base: str, proc: asyncio.su
         except aiohttp.ClientError:
             pass
         await asyncio.sleep(0.05)
-    raise SystemExit("daemon not ready after 30 s")
+    raise SystemExit("daemon not ready after 60 s")
 
 
-async def scored(session: aiohttp.ClientSession, base: str) -> float:
+async def metric_sum(session: aiohttp.ClientSession, base: str, prefix: str) -> float:
     async with session.get(f"{base}/metrics") as resp:
-        for line in (await resp.text()).splitlines():
-            if line.startswith('tracescore_decisions_total{reason="scored"'):
-                return float(line.rsplit(" ", 1)[1])
-    return 0.0
+        text = await resp.text()
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(prefix))
 
 
 async def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--requests", type=int, default=300)
-    parser.add_argument("--traces-per-request", type=int, default=10)
-    parser.add_argument("--concurrency", type=int, default=16)
-    parser.add_argument("--decision-wait", type=float, default=0.5)
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--requests", type=int, default=400)
+    parser.add_argument("--spans", type=int, default=512, help="spans per request")
+    parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument("--decision-wait", type=float, default=5.0,
+                        help="the daemon's decision_wait (its default is 5 s)")
+    parser.add_argument("--max-traces", type=int, default=1_000_000,
+                        help="the daemon's max_traces (its default, 100k, is below the ~100k traces of the default load)")
+    parser.add_argument("--wait-scored", type=float, default=0.0,
+                        help="after the load, wait up to this many seconds for every run to be scored")
+    parser.add_argument("--profile", default="",
+                        help="run the daemon under `py-spy record -o PATH` (the CPU figures then include py-spy)")
     args = parser.parse_args()
+    if args.requests < 1 or args.concurrency < 1:
+        raise SystemExit("--requests and --concurrency must be positive")
+
+    fixtures = load_fixtures()
+    started = time.perf_counter()
+    bodies = [make_request(fixtures, args.spans, n) for n in range(args.requests)]
+    build_s = time.perf_counter() - started
+    size = statistics.mean(len(b) for b in bodies)
+    traces = len({s.trace_id for rs in ExportTraceServiceRequest.FromString(bodies[0]).resource_spans
+                  for ss in rs.scope_spans for s in ss.spans})
+    print(f"payload: {args.requests} requests x {args.spans} spans ({traces} traces in the first) "
+          f"from {len(fixtures)} fixtures, {size / 1024:.0f} KiB per request on average "
+          f"(built in {build_s:.1f} s)")
+    decode_limit = limit(_decode_only, bodies, args.spans)
+    read_limit = limit(_decode_and_read, bodies, args.spans)
+    print(f"limit   decode only (FromString)          {decode_limit:10,.0f} spans/s")
+    print(f"limit   decode + read every attribute     {read_limit:10,.0f} spans/s")
 
     folder = Path(tempfile.mkdtemp(prefix="tracescore-bench-"))
     (folder / "bench_scorers.py").write_text(SCORER)
     port = free_port()
     (folder / "ts.toml").write_text(
         f'[receiver]\ngrpc_endpoint = ""\nhttp_endpoint = "127.0.0.1:{port}"\n'
-        f'[assembly]\ndecision_wait = {args.decision_wait}\n'
+        f'[assembly]\ndecision_wait = {args.decision_wait}\nmax_traces = {args.max_traces}\n'
         f'[queue]\nurl = "sqlite:///{folder / "queue.db"}"\nmax_pending_jobs = 10000000\n'
         f'[[scorers]]\nref = "{folder / "bench_scorers.py"}:length"\n'
     )
     env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "collector.cli", "serve", "--config", str(folder / "ts.toml"), cwd=ROOT, env=env)
-    bodies = [make_request(args.traces_per_request) for _ in range(args.requests)]
+    command = [sys.executable, "-m", "collector.cli", "serve", "--config", str(folder / "ts.toml")]
+    if args.profile:
+        pyspy = Path(sys.executable).with_name("py-spy")
+        command = [str(pyspy), "record", "-o", args.profile, "--format", "speedscope", "-r", "200", "--", *command]
+    proc = await asyncio.create_subprocess_exec(*command, cwd=ROOT, env=env)
     base = f"http://127.0.0.1:{port}"
     latencies: list[float] = []
-    refused = 0
+    statuses: dict[int, int] = {}
     try:
-        async with aiohttp.ClientSession() as session:
+        connector = aiohttp.TCPConnector(limit=args.concurrency)
+        async with aiohttp.ClientSession(connector=connector) as session:
             await wait_ready(session, base, proc)
-            queue: asyncio.Queue[bytes] = asyncio.Queue()
-            for body in bodies:
-                queue.put_nowait(body)
+            daemon_pid = proc.pid
+            if args.profile:  # py-spy's child is the daemon
+                daemon_pid = child_pid(proc.pid)
+            pending = iter(bodies)
+            headers = {"Content-Type": "application/x-protobuf"}
 
             async def client() -> None:
-                nonlocal refused
-                while not queue.empty():
-                    body = queue.get_nowait()
-                    started = time.perf_counter()
-                    async with session.post(f"{base}/v1/traces", data=body,
-                                            headers={"Content-Type": "application/x-protobuf"}) as resp:
+                for body in pending:  # the iterator is shared: every body is posted once
+                    sent = time.perf_counter()
+                    async with session.post(f"{base}/v1/traces", data=body, headers=headers) as resp:
                         await resp.read()
-                        if resp.status != 200:
-                            refused += 1
-                    latencies.append(time.perf_counter() - started)
+                        statuses[resp.status] = statuses.get(resp.status, 0) + 1
+                        if resp.status == 200:
+                            latencies.append(time.perf_counter() - sent)
 
+            cpu_before = cpu_seconds(daemon_pid)
+            client_before = resource.getrusage(resource.RUSAGE_SELF)
             started = time.perf_counter()
             await asyncio.gather(*(client() for _ in range(args.concurrency)))
-            ingest_s = time.perf_counter() - started
-            runs = args.requests * args.traces_per_request
-            deadline = time.monotonic() + 600
-            while await scored(session, base) < runs - refused * args.traces_per_request:
-                if time.monotonic() > deadline:
-                    raise SystemExit("not every run was scored within 600 s")
-                await asyncio.sleep(0.1)
-            total_s = time.perf_counter() - started
+            load_s = time.perf_counter() - started
+            daemon_cpu = cpu_seconds(daemon_pid) - cpu_before
+            client_after = resource.getrusage(resource.RUSAGE_SELF)
+            decided = await metric_sum(session, base, "tracescore_runs_found_total")
+            scored_s = None
+            if args.wait_scored > 0:  # every trace decided and every job done (the gauges lag a little)
+                deadline = time.monotonic() + args.wait_scored
+                while time.monotonic() < deadline:
+                    buffered = await metric_sum(session, base, "tracescore_traces_buffered ")
+                    jobs = await metric_sum(session, base, "tracescore_jobs{")
+                    found = await metric_sum(session, base, "tracescore_runs_found_total")
+                    if found > 0 and buffered == 0 and jobs == 0:
+                        scored_s = time.perf_counter() - started
+                        break
+                    await asyncio.sleep(0.5)
     finally:
-        proc.send_signal(signal.SIGTERM)
+        if proc.returncode is None:
+            proc.send_signal(signal.SIGINT if args.profile else signal.SIGTERM)
         await proc.wait()
-    spans = args.requests * args.traces_per_request * 2
+
+    ok = statuses.get(200, 0)
+    accepted = ok * args.spans
+    rate = accepted / load_s
+    per_cpu = accepted / daemon_cpu if daemon_cpu else float("nan")
+    client_cpu = (client_after.ru_utime - client_before.ru_utime) + (client_after.ru_stime - client_before.ru_stime)
     latencies.sort()
-    print(f"requests {args.requests} x {args.traces_per_request} traces, concurrency {args.concurrency}, "
-          f"refused {refused}")
-    print(f"ingest  {ingest_s:.2f} s  {args.requests / ingest_s:.0f} req/s  {spans / ingest_s:.0f} spans/s  "
-          f"latency p50 {statistics.median(latencies) * 1e3:.1f} ms  "
-          f"p99 {latencies[int(len(latencies) * 0.99) - 1] * 1e3:.1f} ms")
-    print(f"scored  every run {total_s:.2f} s after the first request "
-          f"(decision_wait {args.decision_wait} s): {runs / total_s:.0f} runs/s")
+    refused = {s: n for s, n in statuses.items() if s != 200}
+    print(f"load    {args.requests} requests, {args.concurrency} in flight, {load_s:.2f} s; "
+          f"200: {ok}, refused: {sum(refused.values())} {refused or ''}")
+    if latencies:
+        p99 = latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))]
+        print(f"latency p50 {statistics.median(latencies) * 1e3:.1f} ms  p99 {p99 * 1e3:.1f} ms")
+    print(f"accepted                                  {rate:10,.0f} spans/s (wall clock, "
+          f"{os.cpu_count()} cores shared with the client)")
+    print(f"daemon  {daemon_cpu:.2f} CPU s during the load ({daemon_cpu / load_s:.2f} cores); "
+          f"client {client_cpu:.2f} CPU s")
+    print(f"accepted per daemon CPU second            {per_cpu:10,.0f} spans/s")
+    print(f"ratios  accepted / decode only {rate / decode_limit:.3f}   "
+          f"accepted / decode+read {rate / read_limit:.3f}")
+    print(f"        per-CPU / decode only  {per_cpu / decode_limit:.3f}   "
+          f"per-CPU / decode+read  {per_cpu / read_limit:.3f}")
+    print(f"target  >= 100,000 spans/s accepted per process: wall clock {'met' if rate >= 100_000 else 'NOT met'}, "
+          f"per daemon CPU second {'met' if per_cpu >= 100_000 else 'NOT met'}")
+    print(f"runs    found (decided) by the end of the load: {decided:.0f} (decision_wait {args.decision_wait} s)")
+    if args.wait_scored > 0:
+        print("scored  " + (f"every found run scored {scored_s:.1f} s after the first request" if scored_s
+                            else f"not every run scored within {args.wait_scored} s"))
 
 
 if __name__ == "__main__":
