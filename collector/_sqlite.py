@@ -28,10 +28,13 @@ CREATE TABLE IF NOT EXISTS traces (
     decide_at REAL,
     has_candidate INTEGER NOT NULL DEFAULT 0,
     root_seen INTEGER NOT NULL DEFAULT 0,
-    decided INTEGER NOT NULL DEFAULT 0
+    decided INTEGER NOT NULL DEFAULT 0,
+    data BLOB  -- the trace's first chunk when it holds spans (one row per trace, not two)
 );
 CREATE INDEX IF NOT EXISTS traces_decide ON traces(decide_at);
-CREATE INDEX IF NOT EXISTS traces_first_seen ON traces(first_seen);
+-- Eviction order (decided first, then the oldest) and age limits, without a sort or a scan.
+DROP INDEX IF EXISTS traces_first_seen;
+CREATE INDEX IF NOT EXISTS traces_evict ON traces(decided DESC, first_seen);
 CREATE TABLE IF NOT EXISTS chunks (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     trace_id BLOB NOT NULL,
@@ -112,6 +115,13 @@ class SqliteRunner:
         db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA synchronous=FULL")
         db.execute("PRAGMA busy_timeout=5000")
+        # Checkpoint the WAL every ~40 MB rather than 4 MB: index pages rewritten by many
+        # commits are copied into the database once, not once per commit or two.
+        db.execute("PRAGMA wal_autocheckpoint=10000")
+        if db.execute("SELECT 1 FROM sqlite_master WHERE name = 'traces'").fetchone():
+            columns = {row[1] for row in db.execute("PRAGMA table_info(traces)")}
+            if "data" not in columns:  # a file of an earlier version
+                db.execute("ALTER TABLE traces ADD COLUMN data BLOB")
         db.executescript(SCHEMA)
         self._db = db
 

@@ -12,8 +12,11 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from collector.assembly_types import AppendResult, TraceChunk
+
+_IN_BATCH = 500  # ids per IN (...) lookup, far below SQLite's limit on parameters
 
 
 @dataclass
@@ -41,40 +44,44 @@ class BufferTables:
     def append(self, db: sqlite3.Connection, chunks: Sequence[TraceChunk], now: float) -> AppendResult:
         """Store chunks, evicting the oldest traces and dropping spans over the bounds.
 
+        One read of the touched traces, then one ``executemany`` per table: the cost is
+        per row, not per statement. Traces evicted to make room are never among those
+        this call appends to (decided traces go first, then the oldest).
+
         Example:
             >>> BufferTables().append.__name__
             'append'
         """
-        evicted = dropped = 0
+        ids = list(dict.fromkeys(c.trace_id for c in chunks))
+        # [span_count, decide_at, has_candidate, root_seen, new, no chunk stored yet]
+        state: dict[bytes, list[Any]] = {}
+        for i in range(0, len(ids), _IN_BATCH):
+            part = ids[i:i + _IN_BATCH]
+            rows = db.execute(
+                "SELECT trace_id, span_count, decide_at, has_candidate, root_seen FROM traces"
+                f" WHERE trace_id IN ({','.join('?' * len(part))})", part,
+            ).fetchall()
+            for trace_id, *row in rows:
+                state[trace_id] = [*row, False, False]
+        fresh = [t for t in ids if t not in state]
+        evicted = self._make_room(db, len(fresh), set(ids))
         rootless = max(self.decision_wait, self.rootless_wait)
+        for trace_id in fresh:
+            state[trace_id] = [0, None, 0, 0, True, True]
+        dropped = 0
+        rows_out = []
+        first: dict[bytes, bytes] = {}  # a new trace's first spans chunk lives in its traces row
         for chunk in chunks:
-            row = db.execute(
-                "SELECT span_count, decide_at, has_candidate, root_seen FROM traces WHERE trace_id = ?",
-                (chunk.trace_id,),
-            ).fetchone()
-            if row is None:
-                while self.count >= self.max_traces:
-                    old = db.execute(
-                        "SELECT trace_id, decided FROM traces ORDER BY decided DESC, first_seen LIMIT 1"
-                    ).fetchone()
-                    if old is None:
-                        break
-                    self.drop(db, old[0])
-                    evicted += 0 if old[1] else 1  # a decided trace is only retained context
-                db.execute(
-                    "INSERT INTO traces(trace_id, first_seen, span_count) VALUES (?, ?, 0)",
-                    (chunk.trace_id, now),
-                )
-                self.count += 1
-                row = (0, None, 0, 0)
-            span_count, decide_at, has_candidate, root_seen = row
+            st = state[chunk.trace_id]
+            span_count, decide_at, has_candidate, root_seen = st[0], st[1], st[2], st[3]
             if span_count + chunk.span_count > self.max_spans:
                 dropped += chunk.span_count
                 continue
-            db.execute(
-                "INSERT INTO chunks(trace_id, signal, data) VALUES (?, ?, ?)",
-                (chunk.trace_id, chunk.signal, chunk.data),
-            )
+            if st[4] and st[5] and chunk.signal == "spans":
+                first[chunk.trace_id] = chunk.data
+            else:
+                rows_out.append((chunk.trace_id, chunk.signal, chunk.data))
+            st[5] = False
             has_candidate = has_candidate or chunk.has_run_candidate
             root_seen = root_seen or chunk.has_root
             if chunk.has_root and has_candidate:
@@ -82,12 +89,40 @@ class BufferTables:
             elif chunk.has_run_candidate:
                 wait = self.decision_wait if root_seen else rootless
                 decide_at = max(decide_at or 0.0, now + wait)
-            db.execute(
-                "UPDATE traces SET span_count = span_count + ?, decide_at = ?, has_candidate = ?,"
-                " root_seen = ? WHERE trace_id = ?",
-                (chunk.span_count, decide_at, int(has_candidate), int(root_seen), chunk.trace_id),
-            )
+            st[0], st[1], st[2], st[3] = span_count + chunk.span_count, decide_at, has_candidate, root_seen
+        db.executemany(
+            "INSERT INTO traces(trace_id, first_seen, span_count, decide_at, has_candidate, root_seen, data)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [(t, now, st[0], st[1], int(st[2]), int(st[3]), first.get(t)) for t in fresh for st in (state[t],)],
+        )
+        self.count += len(fresh)
+        db.executemany(
+            "UPDATE traces SET span_count = ?, decide_at = ?, has_candidate = ?, root_seen = ?"
+            " WHERE trace_id = ?",
+            [(st[0], st[1], int(st[2]), int(st[3]), t) for t, st in state.items() if not st[4]],
+        )
+        db.executemany("INSERT INTO chunks(trace_id, signal, data) VALUES (?, ?, ?)", rows_out)
+        if self.count > self.max_traces:  # more new traces than the buffer holds: the oldest go
+            evicted += self._evict(db, self.count - self.max_traces, set())
         return AppendResult(evicted_traces=evicted, dropped_spans=dropped)
+
+    def _make_room(self, db: sqlite3.Connection, incoming: int, keep: set[bytes]) -> int:
+        need = self.count + incoming - self.max_traces
+        return self._evict(db, need, keep) if need > 0 else 0
+
+    def _evict(self, db: sqlite3.Connection, n: int, keep: set[bytes]) -> int:
+        """Drop ``n`` traces (decided ones first, then the oldest) not in ``keep``; returns
+        how many of them were undecided (lost)."""
+        rows = db.execute(
+            "SELECT trace_id, decided FROM traces ORDER BY decided DESC, first_seen, rowid LIMIT ?",
+            (n + len(keep),),
+        ).fetchall()
+        victims = [(t, d) for t, d in rows if t not in keep][:n]
+        db.executemany("DELETE FROM chunks WHERE trace_id = ?", [(t,) for t, _ in victims])
+        before = db.total_changes
+        db.executemany("DELETE FROM traces WHERE trace_id = ?", [(t,) for t, _ in victims])
+        self.count -= db.total_changes - before
+        return sum(1 for _, decided in victims if not decided)
 
     def drop(self, db: sqlite3.Connection, trace_id: bytes) -> None:
         """Delete a trace and its chunks.
@@ -106,18 +141,26 @@ class BufferTables:
             >>> BufferTables().due.__name__
             'due'
         """
+        oldest = now - self.max_age
+        # Index range scans only (``decided IN`` selects traces_evict; ``+`` keeps decide_at's off).
         expired = db.execute(
-            "SELECT trace_id, has_candidate FROM traces WHERE decide_at IS NULL AND first_seen <= ?",
-            (now - self.max_age,),
+            "SELECT trace_id, has_candidate FROM traces"
+            " WHERE decided IN (0, 1) AND first_seen <= ? AND +decide_at IS NULL",
+            (oldest,),
         ).fetchall()
         for trace_id, _ in expired:
             self.drop(db, trace_id)
         rows = db.execute(
-            "SELECT trace_id FROM traces WHERE decide_at <= ? OR"
-            " (decide_at IS NOT NULL AND first_seen <= ?) ORDER BY decide_at LIMIT ?",
-            (now, now - self.max_age, limit),
+            "SELECT trace_id, decide_at FROM traces WHERE decide_at <= ? ORDER BY decide_at LIMIT ?",
+            (now, limit),
         ).fetchall()
-        return [r[0] for r in rows], sum(1 for _, candidate in expired if not candidate)
+        rows += db.execute(
+            "SELECT trace_id, decide_at FROM traces"
+            " WHERE decided IN (0, 1) AND first_seen <= ? AND +decide_at > ? ORDER BY decide_at LIMIT ?",
+            (oldest, now, limit),
+        ).fetchall()
+        rows.sort(key=lambda r: r[1])
+        return [r[0] for r in rows[:limit]], sum(1 for _, candidate in expired if not candidate)
 
     @staticmethod
     def load(db: sqlite3.Connection, trace_id: bytes) -> list[TraceChunk]:
@@ -127,9 +170,12 @@ class BufferTables:
             >>> BufferTables.load.__name__
             'load'
         """
+        head = db.execute("SELECT data FROM traces WHERE trace_id = ?", (trace_id,)).fetchone()
         rows = db.execute(
             "SELECT signal, data FROM chunks WHERE trace_id = ? ORDER BY id", (trace_id,)
         ).fetchall()
+        if head is not None and head[0] is not None:
+            rows.insert(0, ("spans", head[0]))
         return [TraceChunk(trace_id, signal, data, 0, False) for signal, data in rows]
 
     @staticmethod

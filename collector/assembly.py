@@ -13,14 +13,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.logs.v1.logs_pb2 import LogsData, ResourceLogs
-from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, TracesData
+from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, TracesData
 
 from collector.assembly_types import AppendResult, TraceChunk
 from collector.consumer import Accepted
@@ -49,58 +49,121 @@ class TraceBuffer(Protocol):
     async def finish(self, trace_id: bytes) -> None: ...
 
 
+def _varint(value: int) -> bytes:
+    if value < 0x80:
+        return bytes((value,))
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def _field(tag: int, payload: bytes) -> bytes:
+    """One length-delimited protobuf field (``tag`` is the whole first byte: number << 3 | 2)."""
+    return bytes((tag,)) + _varint(len(payload)) + payload
+
+
+_NO_TRACE = bytes(16)
+_HEADERS_UP_TO = 1 << 14
+# The tag and length of a ``spans`` field (ScopeSpans field 2) for every length below 16 KiB.
+_SPAN_HEADERS = [b"\x12" + _varint(size) for size in range(_HEADERS_UP_TO)]
+
+
+class _Keys:
+    """A span's attribute keys, read only if iterated (most candidates are known by name)."""
+
+    __slots__ = ("_span",)
+
+    def __init__(self, span: Any) -> None:
+        self._span = span
+
+    def __iter__(self) -> Iterator[str]:
+        return (kv.key for kv in self._span.attributes)
+
+
 def split_traces(
-    resource_spans: Iterable[ResourceSpans], is_candidate: Callable[[str, list[str]], bool]
+    resource_spans: Iterable[ResourceSpans], is_candidate: Callable[[str, Iterable[str]], bool]
 ) -> tuple[list[TraceChunk], int]:
     """Cut resource spans into one serialised `TracesData` chunk per trace id.
 
     Returns the chunks and the number of spans rejected for invalid trace or span ids.
+    No message is built per trace: each span is serialised once and a chunk is the
+    concatenation of its spans' bytes, framed by its resource's and scopes' bytes (each
+    serialised once per request). ``is_candidate(name, keys)`` gets the span's attribute
+    keys lazily, so a span whose name decides is never walked; once a trace has a
+    candidate, its other spans are not tested.
 
     Example:
-        >>> from opentelemetry.proto.trace.v1.trace_pb2 import Span
+        >>> from opentelemetry.proto.trace.v1.trace_pb2 import ScopeSpans, Span
         >>> rs = ResourceSpans(scope_spans=[ScopeSpans(spans=[
         ...     Span(trace_id=b"\\x01" * 16, span_id=b"\\x02" * 8, name="a"),
         ...     Span(trace_id=b"\\x03" * 16, span_id=b"\\x04" * 8, name="b")])])
         >>> chunks, rejected = split_traces([rs], lambda name, keys: name == "b")
         >>> [(c.trace_id[:1], c.span_count, c.has_run_candidate) for c in chunks], rejected
         ([(b'\\x01', 1, False), (b'\\x03', 1, True)], 0)
+        >>> TracesData.FromString(chunks[1].data).resource_spans[0].scope_spans[0].spans[0].name
+        'b'
     """
-    grouped: dict[bytes, dict[tuple[int, int], list[Any]]] = {}
+    # trace id -> [scope slot, span bytes, scope slot, span bytes, ...] in arrival order
+    grouped: dict[bytes, list[Any]] = {}
     candidates: set[bytes] = set()
     roots: set[bytes] = set()
-    sources: list[ResourceSpans] = list(resource_spans)
+    resources: list[tuple[bytes, bytes]] = []  # (resource field, schema_url field) per resource
+    scopes: list[tuple[int, bytes, bytes]] = []  # (resource index, scope field, schema_url field)
+    headers = _SPAN_HEADERS
     rejected = 0
-    for ri, rs in enumerate(sources):
-        for si, ss in enumerate(rs.scope_spans):
+    for ri, rs in enumerate(resource_spans):
+        resources.append((
+            _field(0x0A, rs.resource.SerializeToString()) if rs.HasField("resource") else b"",
+            _field(0x1A, rs.schema_url.encode()) if rs.schema_url else b"",
+        ))
+        for ss in rs.scope_spans:
+            slot = len(scopes)
+            scopes.append((
+                ri,
+                _field(0x0A, ss.scope.SerializeToString()) if ss.HasField("scope") else b"",
+                _field(0x1A, ss.schema_url.encode()) if ss.schema_url else b"",
+            ))
             for span in ss.spans:
-                if len(span.trace_id) != 16 or len(span.span_id) != 8 or not any(span.trace_id):
+                trace_id = span.trace_id
+                if len(trace_id) != 16 or trace_id == _NO_TRACE or len(span.span_id) != 8:
                     rejected += 1
                     continue
-                grouped.setdefault(span.trace_id, {}).setdefault((ri, si), []).append(span)
+                data = span.SerializeToString()
+                entry = grouped.get(trace_id)
+                if entry is None:
+                    grouped[trace_id] = [slot, data]
+                else:
+                    entry += (slot, data)
                 if not span.parent_span_id:
-                    roots.add(span.trace_id)
-                if span.trace_id not in candidates and is_candidate(
-                    span.name, [kv.key for kv in span.attributes]
-                ):
-                    candidates.add(span.trace_id)
+                    roots.add(trace_id)
+                if trace_id not in candidates and is_candidate(span.name, _Keys(span)):
+                    candidates.add(trace_id)
     chunks = []
-    for trace_id, parts in grouped.items():
-        data = TracesData()
-        by_resource: dict[int, ResourceSpans] = {}
-        count = 0
-        for (ri, si), spans in parts.items():
-            src = sources[ri]
-            out_rs = by_resource.get(ri)
-            if out_rs is None:
-                out_rs = data.resource_spans.add(schema_url=src.schema_url)
-                out_rs.resource.CopyFrom(src.resource)
-                by_resource[ri] = out_rs
-            src_ss = src.scope_spans[si]
-            out_ss: ScopeSpans = out_rs.scope_spans.add(schema_url=src_ss.schema_url)
-            out_ss.scope.CopyFrom(src_ss.scope)
-            out_ss.spans.extend(spans)
-            count += len(spans)
-        chunks.append(TraceChunk(trace_id, "spans", data.SerializeToString(), count,
+    for trace_id, entry in grouped.items():
+        by_slot: dict[int, list[bytes]] = {}
+        for i in range(0, len(entry), 2):
+            data = entry[i + 1]
+            size = len(data)
+            framed = by_slot.get(entry[i])
+            if framed is None:
+                framed = by_slot[entry[i]] = []
+            framed.append(headers[size] if size < _HEADERS_UP_TO else b"\x12" + _varint(size))
+            framed.append(data)
+        by_resource: dict[int, list[bytes]] = {}
+        for slot, framed in by_slot.items():
+            ri, scope, scope_url = scopes[slot]
+            scope_fields = by_resource.get(ri)
+            if scope_fields is None:
+                scope_fields = by_resource[ri] = []
+            scope_fields.append(_field(0x12, b"".join((scope, *framed, scope_url))))
+        out = []
+        for ri, scope_fields in by_resource.items():
+            resource, resource_url = resources[ri]
+            out.append(_field(0x0A, b"".join((resource, *scope_fields, resource_url))))
+        chunks.append(TraceChunk(trace_id, "spans", b"".join(out), len(entry) // 2,
                                  trace_id in candidates, trace_id in roots))
     return chunks, rejected
 

@@ -12,13 +12,15 @@ from typing import Any
 import pytest
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.common.v1.common_pb2 import KeyValue
+from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span, TracesData
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import adapters
-from collector.assembly import TraceAssembler
+from collector.assembly import TraceAssembler, split_traces
 from collector.config import FilterConfig, ScorerConfig
 from collector.errors import QueueFull, Unavailable
 from collector.metrics import Metrics
@@ -182,3 +184,79 @@ async def test_a_trace_that_breaks_the_adapters_is_skipped(tmp_path: Path) -> No
     assert b'tracescore_runs_skipped_total{reason="trace_error"} 1.0' in metrics.render()
     await asm.shutdown()
     await store.shutdown()
+
+
+def _reference_split(request: ExportTraceServiceRequest) -> dict[bytes, TracesData]:
+    """What a chunk must hold: per trace, its spans under copies of their resource and scope."""
+    out: dict[bytes, TracesData] = {}
+    for rs in request.resource_spans:
+        for ss in rs.scope_spans:
+            for span in ss.spans:
+                data = out.setdefault(span.trace_id, TracesData())
+                if not data.resource_spans or data.resource_spans[-1].resource != rs.resource or (
+                        data.resource_spans[-1].schema_url != rs.schema_url):
+                    data.resource_spans.add(resource=rs.resource, schema_url=rs.schema_url)
+                target = data.resource_spans[-1]
+                if not target.scope_spans or target.scope_spans[-1].scope != ss.scope or (
+                        target.scope_spans[-1].schema_url != ss.schema_url):
+                    target.scope_spans.add(scope=ss.scope, schema_url=ss.schema_url)
+                target.scope_spans[-1].spans.append(span)
+    return out
+
+
+def test_split_traces_chunks_are_the_traces_spans_with_resource_and_scope() -> None:
+    # Every fixture, two resources per trace for some, spans of different traces interleaved.
+    request = ExportTraceServiceRequest()
+    for path in sorted(FIXTURES.glob("*/*.pb")):
+        if not adapters.is_logs_file(path.name):
+            request.MergeFrom(adapters.read_trace_file(path))
+    extra = request.resource_spans.add(schema_url="https://opentelemetry.io/schemas/1.26.0")
+    extra.resource.CopyFrom(request.resource_spans[0].resource)
+    scope = extra.scope_spans.add(schema_url="s")
+    scope.scope.name = "late"
+    first = request.resource_spans[0].scope_spans[0].spans[0]
+    late = scope.spans.add()
+    late.CopyFrom(first)
+    late.span_id, late.parent_span_id, late.name = b"\x09" * 8, first.span_id, "late child"
+    reversed_spans = list(request.resource_spans[1].scope_spans[0].spans)[::-1]
+    del request.resource_spans[1].scope_spans[0].spans[:]
+    request.resource_spans[1].scope_spans[0].spans.extend(reversed_spans)
+    request.resource_spans[1].scope_spans[0].spans.add(trace_id=b"\x01" * 5, span_id=b"\x02" * 8)
+
+    chunks, rejected = split_traces(list(request.resource_spans), adapters.is_run_candidate)
+
+    assert rejected == 1
+    expected = _reference_split(request)
+    del expected[b"\x01" * 5]
+    assert [c.trace_id for c in chunks] == list(expected)
+    for chunk in chunks:
+        data = TracesData.FromString(chunk.data)
+        assert data == expected[chunk.trace_id]
+        spans = [s for rs in data.resource_spans for ss in rs.scope_spans for s in ss.spans]
+        assert chunk.span_count == len(spans)
+        assert chunk.has_root == any(not s.parent_span_id for s in spans)
+        assert chunk.has_run_candidate == any(
+            adapters.is_run_candidate(s.name, [kv.key for kv in s.attributes]) for s in spans)
+    assert sum(c.has_run_candidate for c in chunks) == len(chunks)  # every fixture holds a run
+
+
+def test_split_traces_reads_keys_only_when_the_name_does_not_decide() -> None:
+    spans = [Span(trace_id=b"\x01" * 16, span_id=b"\x02" * 8, name="chat x",
+                  attributes=[KeyValue(key="a")]),
+             Span(trace_id=b"\x01" * 16, span_id=b"\x03" * 8, name="other"),
+             Span(trace_id=b"\x04" * 16, span_id=b"\x05" * 8, name="GET /",
+                  attributes=[KeyValue(key="http.route"), KeyValue(key="gen_ai.system")])]
+    seen: list[tuple[str, list[str] | None]] = []
+
+    def is_candidate(name: str, keys: Any) -> bool:
+        if name.startswith("chat "):
+            seen.append((name, None))
+            return True
+        listed = list(keys)
+        seen.append((name, listed))
+        return "gen_ai.system" in listed
+
+    chunks, _ = split_traces([ResourceSpans(scope_spans=[ScopeSpans(spans=spans)])], is_candidate)
+    assert [(c.span_count, c.has_run_candidate, c.has_root) for c in chunks] == [(2, True, True), (1, True, True)]
+    # The second span of a trace already known to hold a candidate is not tested at all.
+    assert seen == [("chat x", None), ("GET /", ["http.route", "gen_ai.system"])]

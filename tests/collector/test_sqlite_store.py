@@ -220,3 +220,47 @@ async def test_one_process_per_queue_file_and_busy_database_fails_not_hangs(tmp_
     other.close()
     await runner.call(lambda db: db.execute("INSERT INTO done(key, at) VALUES ('k', 0)"))
     await runner.close()
+
+
+async def test_a_file_of_the_earlier_layout_is_upgraded_and_keeps_its_traces(tmp_path: Path) -> None:
+    import sqlite3
+
+    path = str(tmp_path / "q.db")
+    db = sqlite3.connect(path)
+    db.executescript(
+        "CREATE TABLE traces (trace_id BLOB PRIMARY KEY, first_seen REAL NOT NULL,"
+        " span_count INTEGER NOT NULL DEFAULT 0, decide_at REAL, has_candidate INTEGER NOT NULL DEFAULT 0,"
+        " root_seen INTEGER NOT NULL DEFAULT 0, decided INTEGER NOT NULL DEFAULT 0);"
+        "CREATE INDEX traces_first_seen ON traces(first_seen);"
+        "CREATE TABLE chunks (id INTEGER PRIMARY KEY AUTOINCREMENT, trace_id BLOB NOT NULL,"
+        " signal TEXT NOT NULL, data BLOB NOT NULL);")
+    db.execute("INSERT INTO traces VALUES (?, 0, 1, 5, 1, 1, 0)", (T1,))
+    db.execute("INSERT INTO chunks(trace_id, signal, data) VALUES (?, 'spans', x'61')", (T1,))
+    db.commit()
+    db.close()
+    store = SqliteStore(path, decision_wait=5.0)
+    await store.start()
+    await store.append([TraceChunk(T1, "spans", b"b", 1, True), TraceChunk(T2, "spans", b"c", 1, True, True)], now=1.0)
+    assert (await store.due(10, now=6.0))[0] == [T1, T2]
+    assert [c.data for c in await store.load(T1)] == [b"a", b"b"]
+    assert [c.data for c in await store.load(T2)] == [b"c"]
+    await store.shutdown()
+
+
+async def test_eviction_spares_the_traces_being_appended_to(tmp_path: Path) -> None:
+    store = SqliteStore(str(tmp_path / "q.db"), max_traces=2)
+    await store.start()
+    await store.append([TraceChunk(T1, "spans", b"1", 1, False)], now=1.0)
+    await store.append([TraceChunk(T2, "spans", b"2", 1, False)], now=2.0)
+    # T1 is the oldest, but this request adds to it: T2 makes room instead.
+    result = await store.append([TraceChunk(T1, "spans", b"1b", 1, False),
+                                 TraceChunk(T3, "spans", b"3", 1, False)], now=3.0)
+    assert result.evicted_traces == 1
+    assert [c.data for c in await store.load(T1)] == [b"1", b"1b"]
+    assert await store.load(T2) == []
+    # More new traces in one request than the buffer holds: the newest stay.
+    t4, t5, t6 = b"\x04" * 16, b"\x05" * 16, b"\x06" * 16
+    result = await store.append([TraceChunk(t, "spans", t[:1], 1, False) for t in (t4, t5, t6)], now=4.0)
+    assert result.evicted_traces == 3
+    assert [bool(await store.load(t)) for t in (T1, T3, t4, t5, t6)] == [False, False, False, True, True]
+    await store.shutdown()
