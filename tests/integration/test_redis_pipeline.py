@@ -34,6 +34,12 @@ async def _services(config_data: dict, *roles: str) -> list[Service]:
     return services
 
 
+async def _shutdown(*services: Service) -> None:
+    async with asyncio.timeout(30):  # a hang fails here, with the stack of the stuck await
+        for service in services:
+            await service.shutdown()
+
+
 def _decisions(service: Service, reason: str) -> float:
     value = service.metrics.registry.get_sample_value(
         "tracescore_decisions_total", {"scorer": "answer-length", "reason": reason})
@@ -79,7 +85,7 @@ async def test_receiver_and_worker_roles_score_through_redis(setup: tuple[str, C
         assert receiver.http is not None and worker.http is not None
         assert worker.grpc is None and receiver.worker._task is None  # roles start only their parts
         url = f"http://127.0.0.1:{receiver.http.port}/v1/traces"
-        trace_id, span_id = await asyncio.to_thread(emit_agent_trace, HttpExporter(endpoint=url))
+        trace_id, span_id = await asyncio.to_thread(emit_agent_trace, HttpExporter(endpoint=url, timeout=5))
         await wait_until(lambda: len(backend.scores()) == 1, what="the score")
         (score,) = backend.scores()
         assert (score.span.trace_id.hex(), score.span.parent_span_id.hex()) == (trace_id, span_id)
@@ -91,8 +97,7 @@ async def test_receiver_and_worker_roles_score_through_redis(setup: tuple[str, C
             async with session.get(f"http://127.0.0.1:{worker.http.port}/readyz") as resp:
                 assert resp.status == 200
     finally:
-        await receiver.shutdown()
-        await worker.shutdown()
+        await _shutdown(receiver, worker)
 
 
 def test_split_roles_need_a_shared_queue(tmp_path: Path) -> None:
@@ -120,8 +125,7 @@ async def test_spans_of_one_trace_at_two_receivers_are_scored_as_one_run(
         assert _decisions(a, "queued") + _decisions(b, "queued") == 1  # decided once, by one of them
         assert _decisions(a, "duplicate") + _decisions(b, "duplicate") == 0
     finally:
-        for service in (a, b, worker):
-            await service.shutdown()
+        await _shutdown(a, b, worker)
 
 
 async def test_a_pending_decision_survives_its_receiver(setup: tuple[str, CaptureBackend]) -> None:
@@ -139,5 +143,4 @@ async def test_a_pending_decision_survives_its_receiver(setup: tuple[str, Captur
         assert backend.scores()[0].span.trace_id.hex() == trace_id
         assert _decisions(second, "queued") == 1
     finally:
-        await second.shutdown()
-        await worker.shutdown()
+        await _shutdown(second, worker)
