@@ -69,6 +69,14 @@ _NO_TRACE = bytes(16)
 _HEADERS_UP_TO = 1 << 14
 # The tag and length of a ``spans`` field (ScopeSpans field 2) for every length below 16 KiB.
 _SPAN_HEADERS = [b"\x12" + _varint(size) for size in range(_HEADERS_UP_TO)]
+_RESOURCE_HEADERS = [b"\x0a" + _varint(size) for size in range(_HEADERS_UP_TO)]
+
+
+def _head(tag: int, size: int) -> bytes:
+    """The tag byte and length of a length-delimited field (``tag`` 0x0A or 0x12)."""
+    if size < _HEADERS_UP_TO:
+        return _SPAN_HEADERS[size] if tag == 0x12 else _RESOURCE_HEADERS[size]
+    return bytes((tag,)) + _varint(size)
 
 
 class _Keys:
@@ -106,12 +114,13 @@ def split_traces(
         >>> TracesData.FromString(chunks[1].data).resource_spans[0].scope_spans[0].spans[0].name
         'b'
     """
-    # trace id -> [scope slot, span bytes, scope slot, span bytes, ...] in arrival order
+    # trace id -> [slot, [framed span, ...], slot, [...], ...]: slots in order, each once
     grouped: dict[bytes, list[Any]] = {}
     candidates: set[bytes] = set()
     roots: set[bytes] = set()
-    resources: list[tuple[bytes, bytes]] = []  # (resource field, schema_url field) per resource
-    scopes: list[tuple[int, bytes, bytes]] = []  # (resource index, scope field, schema_url field)
+    # per scope slot: (resource index, scope field, scope schema_url field)
+    scopes: list[tuple[int, bytes, bytes]] = []
+    resources: list[tuple[bytes, bytes]] = []  # (resource field, schema_url field)
     headers = _SPAN_HEADERS
     rejected = 0
     for ri, rs in enumerate(resource_spans):
@@ -132,39 +141,44 @@ def split_traces(
                     rejected += 1
                     continue
                 data = span.SerializeToString()
+                size = len(data)
+                framed = headers[size] + data if size < _HEADERS_UP_TO else b"\x12" + _varint(size) + data
                 entry = grouped.get(trace_id)
                 if entry is None:
-                    grouped[trace_id] = [slot, data]
+                    grouped[trace_id] = [slot, [framed]]
+                elif entry[-2] == slot:
+                    entry[-1].append(framed)
                 else:
-                    entry += (slot, data)
+                    entry += (slot, [framed])
                 if not span.parent_span_id:
                     roots.add(trace_id)
                 if trace_id not in candidates and is_candidate(span.name, _Keys(span)):
                     candidates.add(trace_id)
     chunks = []
     for trace_id, entry in grouped.items():
-        by_slot: dict[int, list[bytes]] = {}
-        for i in range(0, len(entry), 2):
-            data = entry[i + 1]
-            size = len(data)
-            framed = by_slot.get(entry[i])
-            if framed is None:
-                framed = by_slot[entry[i]] = []
-            framed.append(headers[size] if size < _HEADERS_UP_TO else b"\x12" + _varint(size))
-            framed.append(data)
-        by_resource: dict[int, list[bytes]] = {}
-        for slot, framed in by_slot.items():
+        if len(entry) == 2:  # the usual case: the trace's spans are in one scope
+            slot, framed = entry
             ri, scope, scope_url = scopes[slot]
-            scope_fields = by_resource.get(ri)
-            if scope_fields is None:
-                scope_fields = by_resource[ri] = []
-            scope_fields.append(_field(0x12, b"".join((scope, *framed, scope_url))))
-        out = []
-        for ri, scope_fields in by_resource.items():
             resource, resource_url = resources[ri]
-            out.append(_field(0x0A, b"".join((resource, *scope_fields, resource_url))))
-        chunks.append(TraceChunk(trace_id, "spans", b"".join(out), len(entry) // 2,
-                                 trace_id in candidates, trace_id in roots))
+            inner = len(scope) + sum(map(len, framed)) + len(scope_url)
+            scope_head = _head(0x12, inner)
+            data = b"".join((
+                _head(0x0A, len(resource) + len(scope_head) + inner + len(resource_url)),
+                resource, scope_head, scope, *framed, scope_url, resource_url,
+            ))
+            count = len(framed)
+        else:
+            by_resource: dict[int, list[bytes]] = {}
+            count = 0
+            for i in range(0, len(entry), 2):
+                ri, scope, scope_url = scopes[entry[i]]
+                by_resource.setdefault(ri, []).append(_field(0x12, b"".join((scope, *entry[i + 1], scope_url))))
+                count += len(entry[i + 1])
+            data = b"".join(
+                _field(0x0A, b"".join((resources[ri][0], *scope_fields, resources[ri][1])))
+                for ri, scope_fields in by_resource.items()
+            )
+        chunks.append(TraceChunk(trace_id, "spans", data, count, trace_id in candidates, trace_id in roots))
     return chunks, rejected
 
 
