@@ -17,6 +17,9 @@ reach different receivers (behind a load balancer) are decided as one trace. Inv
 * `finish` clears the timer only if it still holds that claim: spans of a new run that
   arrived during the decision get their own decision;
 * a decided trace stays buffered as context (evicted first) until ``max_trace_age``.
+
+Decision times are the receivers' wall-clock times: receivers on several hosts need
+synchronised clocks (NTP); a skew of s seconds moves a decision by s.
 """
 
 from __future__ import annotations
