@@ -22,7 +22,8 @@ T = TypeVar("T")
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS traces (
-    trace_id BLOB PRIMARY KEY,
+    id INTEGER PRIMARY KEY,  -- trace id -> id is kept in memory: no index on random trace ids
+    trace_id BLOB NOT NULL,
     first_seen REAL NOT NULL,
     span_count INTEGER NOT NULL DEFAULT 0,
     decide_at REAL,
@@ -92,8 +93,9 @@ class SqliteRunner:
         0
     """
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, on_rollback: Callable[[], None] | None = None) -> None:
         self._path = path
+        self._on_rollback = on_rollback  # state kept beside the file is reloaded after a failed commit
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tracescore-sqlite")
         self._db: sqlite3.Connection | None = None
         self._lock_file: IO[bytes] | None = None
@@ -118,10 +120,7 @@ class SqliteRunner:
         # Checkpoint the WAL every ~40 MB rather than 4 MB: index pages rewritten by many
         # commits are copied into the database once, not once per commit or two.
         db.execute("PRAGMA wal_autocheckpoint=10000")
-        if db.execute("SELECT 1 FROM sqlite_master WHERE name = 'traces'").fetchone():
-            columns = {row[1] for row in db.execute("PRAGMA table_info(traces)")}
-            if "data" not in columns:  # a file of an earlier version
-                db.execute("ALTER TABLE traces ADD COLUMN data BLOB")
+        _upgrade(db)
         db.executescript(SCHEMA)
         self._db = db
 
@@ -151,6 +150,8 @@ class SqliteRunner:
             except Exception as err:  # BEGIN/COMMIT failed (busy, I/O error): every call fails
                 if db.in_transaction:
                     db.execute("ROLLBACK")
+                if self._on_rollback is not None:
+                    self._on_rollback()
                 outcomes = [(fut, None, err) for _, fut in batch]
         for fut, result, error in outcomes:
             fut.get_loop().call_soon_threadsafe(_resolve, fut, result, error)
@@ -210,6 +211,27 @@ class SqliteRunner:
         except RuntimeError:
             pass  # executor already shut down
         await asyncio.to_thread(self._executor.shutdown, True)  # joins the (idle) thread
+
+
+def _upgrade(db: sqlite3.Connection) -> None:
+    """Bring a file of an earlier version to the current layout (its traces are kept)."""
+    if not db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'traces'").fetchone():
+        return
+    columns = {row[1] for row in db.execute("PRAGMA table_info(traces)")}
+    if "id" in columns:
+        return
+    # Earlier: trace_id was the primary key (an index on random keys, written on every insert).
+    db.execute("BEGIN IMMEDIATE")
+    db.execute("ALTER TABLE traces RENAME TO traces_earlier")
+    db.execute(SCHEMA[SCHEMA.index("CREATE TABLE IF NOT EXISTS traces ("):SCHEMA.index(");") + 2])
+    data = "data" if "data" in columns else "NULL"
+    db.execute(
+        "INSERT INTO traces(trace_id, first_seen, span_count, decide_at, has_candidate, root_seen,"
+        f" decided, data) SELECT trace_id, first_seen, span_count, decide_at, has_candidate, root_seen,"
+        f" decided, {data} FROM traces_earlier ORDER BY first_seen"
+    )
+    db.execute("DROP TABLE traces_earlier")  # and its indexes: SCHEMA makes them anew
+    db.execute("COMMIT")
 
 
 def _resolve(fut: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:

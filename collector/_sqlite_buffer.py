@@ -5,13 +5,18 @@ root span arrived (the root ends, and is exported, last), or after its latest ca
 when the root has not arrived, waiting at least ``rootless_wait`` then. A decided trace
 stays as context (so late run spans are decided again with the whole trace) until
 ``max_trace_age`` or eviction; decided traces are evicted first and do not count as lost.
+
+Layout: one ``traces`` row per trace, keyed by a sequential id, holding the trace's first
+spans chunk (later chunks are ``chunks`` rows). The trace id -> row id map lives in
+memory (one process owns the file; it is read back at start and after a failed commit):
+an index on random trace ids would rewrite about one page per new trace at every commit.
 """
 
 from __future__ import annotations
 
 import sqlite3
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from collector.assembly_types import AppendResult, TraceChunk
@@ -39,7 +44,48 @@ class BufferTables:
     max_traces: int = 100_000
     max_spans: int = 10_000
     max_age: float = 600.0
-    count: int = 0  # undecided + decided traces stored; touched only on the store's thread
+    # Touched only on the store's thread: trace id -> row id of every stored trace.
+    rows: dict[bytes, int] = field(default_factory=dict)
+    next_id: int = 1
+    stale: bool = True  # rows must be read from the file before use
+
+    @property
+    def count(self) -> int:
+        """Traces stored (undecided and decided).
+
+        Example:
+            >>> BufferTables().count
+            0
+        """
+        return len(self.rows)
+
+    def invalidate(self) -> None:
+        """Forget the in-memory map (after a rolled-back commit); the next call reads it back.
+
+        Example:
+            >>> BufferTables().invalidate()
+        """
+        self.stale = True
+
+    def reload(self, db: sqlite3.Connection) -> int:
+        """Read the trace id map back from the file; returns how many traces are stored.
+
+        Example:
+            >>> from collector._sqlite import SCHEMA
+            >>> db = sqlite3.connect(":memory:"); db.executescript(SCHEMA)  # doctest: +ELLIPSIS
+            <sqlite3.Cursor object at ...>
+            >>> BufferTables().reload(db)
+            0
+        """
+        self.stale = True
+        self._fresh(db)
+        return len(self.rows)
+
+    def _fresh(self, db: sqlite3.Connection) -> None:
+        if self.stale:
+            self.rows = {t: i for i, t in db.execute("SELECT id, trace_id FROM traces")}
+            self.next_id = db.execute("SELECT coalesce(max(id), 0) + 1 FROM traces").fetchone()[0]
+            self.stale = False
 
     def append(self, db: sqlite3.Connection, chunks: Sequence[TraceChunk], now: float) -> AppendResult:
         """Store chunks, evicting the oldest traces and dropping spans over the bounds.
@@ -52,36 +98,41 @@ class BufferTables:
             >>> BufferTables().append.__name__
             'append'
         """
+        self._fresh(db)
+        rows = self.rows
         ids = list(dict.fromkeys(c.trace_id for c in chunks))
-        # [span_count, decide_at, has_candidate, root_seen, new, no chunk stored yet]
+        # [row id, span_count, decide_at, has_candidate, root_seen, new, no chunk stored yet]
         state: dict[bytes, list[Any]] = {}
-        for i in range(0, len(ids), _IN_BATCH):
-            part = ids[i:i + _IN_BATCH]
-            rows = db.execute(
-                "SELECT trace_id, span_count, decide_at, has_candidate, root_seen FROM traces"
-                f" WHERE trace_id IN ({','.join('?' * len(part))})", part,
-            ).fetchall()
-            for trace_id, *row in rows:
-                state[trace_id] = [*row, False, False]
+        known = [rows[t] for t in ids if t in rows]
+        for i in range(0, len(known), _IN_BATCH):
+            part = known[i:i + _IN_BATCH]
+            for row in db.execute(
+                "SELECT id, trace_id, span_count, decide_at, has_candidate, root_seen FROM traces"
+                f" WHERE id IN ({','.join('?' * len(part))})", part,
+            ):
+                state[row[1]] = [row[0], *row[2:], False, False]
         fresh = [t for t in ids if t not in state]
-        evicted = self._make_room(db, len(fresh), set(ids))
-        rootless = max(self.decision_wait, self.rootless_wait)
+        need = len(rows) + len(fresh) - self.max_traces
+        victims = self._victims(db, need, set(ids)) if need > 0 else []
+        next_id = self.next_id
         for trace_id in fresh:
-            state[trace_id] = [0, None, 0, 0, True, True]
+            state[trace_id] = [next_id, 0, None, 0, 0, True, True]
+            next_id += 1
+        rootless = max(self.decision_wait, self.rootless_wait)
         dropped = 0
-        rows_out = []
+        later = []
         first: dict[bytes, bytes] = {}  # a new trace's first spans chunk lives in its traces row
         for chunk in chunks:
             st = state[chunk.trace_id]
-            span_count, decide_at, has_candidate, root_seen = st[0], st[1], st[2], st[3]
+            span_count, decide_at, has_candidate, root_seen = st[1], st[2], st[3], st[4]
             if span_count + chunk.span_count > self.max_spans:
                 dropped += chunk.span_count
                 continue
-            if st[4] and st[5] and chunk.signal == "spans":
+            if st[6] and st[5] and chunk.signal == "spans":
                 first[chunk.trace_id] = chunk.data
             else:
-                rows_out.append((chunk.trace_id, chunk.signal, chunk.data))
-            st[5] = False
+                later.append((chunk.trace_id, chunk.signal, chunk.data))
+            st[6] = False
             has_candidate = has_candidate or chunk.has_run_candidate
             root_seen = root_seen or chunk.has_root
             if chunk.has_root and has_candidate:
@@ -89,40 +140,49 @@ class BufferTables:
             elif chunk.has_run_candidate:
                 wait = self.decision_wait if root_seen else rootless
                 decide_at = max(decide_at or 0.0, now + wait)
-            st[0], st[1], st[2], st[3] = span_count + chunk.span_count, decide_at, has_candidate, root_seen
+            st[1], st[2], st[3], st[4] = span_count + chunk.span_count, decide_at, has_candidate, root_seen
+        self._delete(db, victims)
         db.executemany(
-            "INSERT INTO traces(trace_id, first_seen, span_count, decide_at, has_candidate, root_seen, data)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?)",
-            [(t, now, st[0], st[1], int(st[2]), int(st[3]), first.get(t)) for t in fresh for st in (state[t],)],
+            "INSERT INTO traces(id, trace_id, first_seen, span_count, decide_at, has_candidate,"
+            " root_seen, data) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            [(st[0], t, now, st[1], st[2], int(st[3]), int(st[4]), first.get(t))
+             for t in fresh for st in (state[t],)],
         )
-        self.count += len(fresh)
         db.executemany(
             "UPDATE traces SET span_count = ?, decide_at = ?, has_candidate = ?, root_seen = ?"
-            " WHERE trace_id = ?",
-            [(st[0], st[1], int(st[2]), int(st[3]), t) for t, st in state.items() if not st[4]],
+            " WHERE id = ?",
+            [(st[1], st[2], int(st[3]), int(st[4]), st[0]) for st in state.values() if not st[5]],
         )
-        db.executemany("INSERT INTO chunks(trace_id, signal, data) VALUES (?, ?, ?)", rows_out)
-        if self.count > self.max_traces:  # more new traces than the buffer holds: the oldest go
-            evicted += self._evict(db, self.count - self.max_traces, set())
-        return AppendResult(evicted_traces=evicted, dropped_spans=dropped)
+        db.executemany("INSERT INTO chunks(trace_id, signal, data) VALUES (?, ?, ?)", later)
+        overflow: list[tuple[int, bytes, int]] = []
+        if len(rows) - len(victims) + len(fresh) > self.max_traces:
+            # More new traces than the buffer holds: the oldest of them go too.
+            overflow = [(state[t][0], t, 0) for t in fresh[:len(rows) - len(victims) + len(fresh) - self.max_traces]]
+            self._delete(db, overflow)
+        # Every statement succeeded: the map follows the file.
+        for _, trace_id, _ in victims:
+            rows.pop(trace_id, None)
+        for trace_id in fresh:
+            rows[trace_id] = state[trace_id][0]
+        for _, trace_id, _ in overflow:
+            rows.pop(trace_id, None)
+        self.next_id = next_id
+        lost = sum(1 for _, _, decided in victims if not decided) + len(overflow)
+        return AppendResult(evicted_traces=lost, dropped_spans=dropped)
 
-    def _make_room(self, db: sqlite3.Connection, incoming: int, keep: set[bytes]) -> int:
-        need = self.count + incoming - self.max_traces
-        return self._evict(db, need, keep) if need > 0 else 0
-
-    def _evict(self, db: sqlite3.Connection, n: int, keep: set[bytes]) -> int:
-        """Drop ``n`` traces (decided ones first, then the oldest) not in ``keep``; returns
-        how many of them were undecided (lost)."""
+    def _victims(self, db: sqlite3.Connection, n: int, keep: set[bytes]) -> list[tuple[int, bytes, int]]:
+        """``n`` traces to evict (decided ones first, then the oldest), none of ``keep``."""
         rows = db.execute(
-            "SELECT trace_id, decided FROM traces ORDER BY decided DESC, first_seen, rowid LIMIT ?",
+            "SELECT id, trace_id, decided FROM traces ORDER BY decided DESC, first_seen, id LIMIT ?",
             (n + len(keep),),
         ).fetchall()
-        victims = [(t, d) for t, d in rows if t not in keep][:n]
-        db.executemany("DELETE FROM chunks WHERE trace_id = ?", [(t,) for t, _ in victims])
-        before = db.total_changes
-        db.executemany("DELETE FROM traces WHERE trace_id = ?", [(t,) for t, _ in victims])
-        self.count -= db.total_changes - before
-        return sum(1 for _, decided in victims if not decided)
+        return [r for r in rows if r[1] not in keep][:n]
+
+    @staticmethod
+    def _delete(db: sqlite3.Connection, victims: Sequence[tuple[int, bytes, int]]) -> None:
+        if victims:
+            db.executemany("DELETE FROM chunks WHERE trace_id = ?", [(t,) for _, t, _ in victims])
+            db.executemany("DELETE FROM traces WHERE id = ?", [(i,) for i, _, _ in victims])
 
     def drop(self, db: sqlite3.Connection, trace_id: bytes) -> None:
         """Delete a trace and its chunks.
@@ -131,8 +191,11 @@ class BufferTables:
             >>> BufferTables().drop.__name__
             'drop'
         """
-        db.execute("DELETE FROM chunks WHERE trace_id = ?", (trace_id,))
-        self.count -= db.execute("DELETE FROM traces WHERE trace_id = ?", (trace_id,)).rowcount
+        self._fresh(db)
+        row_id = self.rows.get(trace_id)
+        if row_id is not None:
+            self._delete(db, [(row_id, trace_id, 0)])
+            del self.rows[trace_id]
 
     def due(self, db: sqlite3.Connection, now: float, limit: int) -> tuple[list[bytes], int]:
         """Traces to decide now, and how many run-less traces expired (and were dropped).
@@ -141,15 +204,17 @@ class BufferTables:
             >>> BufferTables().due.__name__
             'due'
         """
+        self._fresh(db)
         oldest = now - self.max_age
         # Index range scans only (``decided IN`` selects traces_evict; ``+`` keeps decide_at's off).
         expired = db.execute(
-            "SELECT trace_id, has_candidate FROM traces"
+            "SELECT id, trace_id, has_candidate FROM traces"
             " WHERE decided IN (0, 1) AND first_seen <= ? AND +decide_at IS NULL",
             (oldest,),
         ).fetchall()
-        for trace_id, _ in expired:
-            self.drop(db, trace_id)
+        self._delete(db, expired)
+        for _, trace_id, _ in expired:
+            self.rows.pop(trace_id, None)
         rows = db.execute(
             "SELECT trace_id, decide_at FROM traces WHERE decide_at <= ? ORDER BY decide_at LIMIT ?",
             (now, limit),
@@ -160,17 +225,20 @@ class BufferTables:
             (oldest, now, limit),
         ).fetchall()
         rows.sort(key=lambda r: r[1])
-        return [r[0] for r in rows[:limit]], sum(1 for _, candidate in expired if not candidate)
+        return [r[0] for r in rows[:limit]], sum(1 for _, _, candidate in expired if not candidate)
 
-    @staticmethod
-    def load(db: sqlite3.Connection, trace_id: bytes) -> list[TraceChunk]:
+    def load(self, db: sqlite3.Connection, trace_id: bytes) -> list[TraceChunk]:
         """A trace's chunks in arrival order.
 
         Example:
-            >>> BufferTables.load.__name__
+            >>> BufferTables().load.__name__
             'load'
         """
-        head = db.execute("SELECT data FROM traces WHERE trace_id = ?", (trace_id,)).fetchone()
+        self._fresh(db)
+        row_id = self.rows.get(trace_id)
+        if row_id is None:
+            return []
+        head = db.execute("SELECT data FROM traces WHERE id = ?", (row_id,)).fetchone()
         rows = db.execute(
             "SELECT signal, data FROM chunks WHERE trace_id = ? ORDER BY id", (trace_id,)
         ).fetchall()
@@ -178,12 +246,14 @@ class BufferTables:
             rows.insert(0, ("spans", head[0]))
         return [TraceChunk(trace_id, signal, data, 0, False) for signal, data in rows]
 
-    @staticmethod
-    def finish(db: sqlite3.Connection, trace_id: bytes) -> None:
+    def finish(self, db: sqlite3.Connection, trace_id: bytes) -> None:
         """Mark a trace decided (kept as context).
 
         Example:
-            >>> BufferTables.finish.__name__
+            >>> BufferTables().finish.__name__
             'finish'
         """
-        db.execute("UPDATE traces SET decide_at = NULL, decided = 1 WHERE trace_id = ?", (trace_id,))
+        self._fresh(db)
+        row_id = self.rows.get(trace_id)
+        if row_id is not None:
+            db.execute("UPDATE traces SET decide_at = NULL, decided = 1 WHERE id = ?", (row_id,))

@@ -95,8 +95,8 @@ class SqliteStore:
         visibility_timeout_s: float = 300.0,
         max_attempts: int = 5,
     ) -> None:
-        self._runner = SqliteRunner(path)
         self._buffer = BufferTables(decision_wait, rootless_wait, max_traces, max_spans_per_trace, max_trace_age)
+        self._runner = SqliteRunner(path, on_rollback=self._buffer.invalidate)
         self._visibility = visibility_timeout_s
         self._max_attempts = max_attempts
         self._depth = 0
@@ -116,7 +116,7 @@ class SqliteStore:
         await self._runner.call(lambda db: db.execute("UPDATE jobs SET lease = NULL, lease_until = NULL"))
         stats = await self.stats()
         self._depth, self._outbox = stats.queued + stats.in_flight, stats.outbox
-        self._buffer.count = await self._runner.call(lambda db: db.execute("SELECT count(*) FROM traces").fetchone()[0])
+        await self._runner.call(self._buffer.reload)
 
     async def shutdown(self, timeout: float = 5.0) -> None:  # noqa: ASYNC109 (lifecycle contract)
         """Close the database; safe before start and twice.

@@ -264,3 +264,17 @@ async def test_eviction_spares_the_traces_being_appended_to(tmp_path: Path) -> N
     assert result.evicted_traces == 3
     assert [bool(await store.load(t)) for t in (T1, T3, t4, t5, t6)] == [False, False, False, True, True]
     await store.shutdown()
+
+
+async def test_trace_map_is_read_back_after_a_failed_commit(tmp_path: Path) -> None:
+    store = SqliteStore(str(tmp_path / "q.db"), decision_wait=1.0)
+    await store.start()
+    await store.append([TraceChunk(T1, "spans", b"1", 1, True, True)], now=0.0)
+    buffer = store._buffer
+    # What a rolled-back group commit leaves: a map that no longer matches the file.
+    buffer.rows[T2] = 999
+    store._runner._on_rollback()  # type: ignore[misc]
+    assert await store.load(T2) == [] and [c.data for c in await store.load(T1)] == [b"1"]
+    await store.append([TraceChunk(T2, "spans", b"2", 1, True, True)], now=0.0)
+    assert (await store.due(10, now=1.0))[0] == [T1, T2] and buffer.count == 2
+    await store.shutdown()
