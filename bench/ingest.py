@@ -229,8 +229,6 @@ async def main() -> None:
                         help="the daemon's decision_wait (its default is 5 s)")
     parser.add_argument("--max-traces", type=int, default=1_000_000,
                         help="the daemon's max_traces (its default, 100k, is below the ~100k traces of the default load)")
-    parser.add_argument("--wait-scored", type=float, default=0.0,
-                        help="after the load, wait up to this many seconds for every run to be scored")
     parser.add_argument("--profile", default="",
                         help="run the daemon under `py-spy record -o PATH` (the CPU figures then include py-spy)")
     args = parser.parse_args()
@@ -297,17 +295,6 @@ async def main() -> None:
             daemon_cpu = cpu_seconds(daemon_pid) - cpu_before
             client_after = resource.getrusage(resource.RUSAGE_SELF)
             decided = await metric_sum(session, base, "tracescore_runs_found_total")
-            scored_s = None
-            if args.wait_scored > 0:  # every trace decided and every job done (the gauges lag a little)
-                deadline = time.monotonic() + args.wait_scored
-                while time.monotonic() < deadline:
-                    buffered = await metric_sum(session, base, "tracescore_traces_buffered ")
-                    jobs = await metric_sum(session, base, "tracescore_jobs{")
-                    found = await metric_sum(session, base, "tracescore_runs_found_total")
-                    if found > 0 and buffered == 0 and jobs == 0:
-                        scored_s = time.perf_counter() - started
-                        break
-                    await asyncio.sleep(0.5)
     finally:
         if proc.returncode is None:
             proc.send_signal(signal.SIGINT if args.profile else signal.SIGTERM)
@@ -336,11 +323,9 @@ async def main() -> None:
           f"per-CPU / decode+read  {per_cpu / read_limit:.3f}")
     print(f"target  >= 100,000 spans/s accepted per process: wall clock {'met' if rate >= 100_000 else 'NOT met'}, "
           f"per daemon CPU second {'met' if per_cpu >= 100_000 else 'NOT met'}")
+    print(f"scale   quoted, not measured here: Phoenix accepts ~6,300 spans/s (persists ~100), MLflow ~380; "
+          f"accepted / Phoenix's {rate / 6_300:.1f}x, / MLflow's {rate / 380:.0f}x")
     print(f"runs    found (decided) by the end of the load: {decided:.0f} (decision_wait {args.decision_wait} s)")
-    if args.wait_scored > 0:
-        print("scored  " + (f"every found run scored {scored_s:.1f} s after the first request" if scored_s
-                            else f"not every run scored within {args.wait_scored} s"))
-
 
 if __name__ == "__main__":
     asyncio.run(main())
