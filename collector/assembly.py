@@ -72,6 +72,69 @@ _SPAN_HEADERS = [b"\x12" + _varint(size) for size in range(_HEADERS_UP_TO)]
 _RESOURCE_HEADERS = [b"\x0a" + _varint(size) for size in range(_HEADERS_UP_TO)]
 
 
+def _read_varint(buf: bytes, pos: int) -> tuple[int, int]:
+    byte = buf[pos]
+    if byte < 0x80:
+        return byte, pos + 1
+    result, shift, pos = byte & 0x7F, 7, pos + 1
+    while True:
+        byte = buf[pos]
+        pos += 1
+        result |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return result, pos
+        shift += 7
+        if shift > 63:
+            raise ValueError("varint too long")
+
+
+def _embedded(buf: bytes, start: int, end: int, number: int) -> list[tuple[int, int]]:
+    """Where each length-delimited field ``number`` of the message in ``buf[start:end]`` lies."""
+    out = []
+    pos = start
+    while pos < end:
+        tag, pos = _read_varint(buf, pos)
+        wire = tag & 7
+        if wire == 2:
+            size, pos = _read_varint(buf, pos)
+            if tag >> 3 == number:
+                out.append((pos, pos + size))
+            pos += size
+        elif wire == 0:
+            pos = _read_varint(buf, pos)[1]
+        elif wire == 1:
+            pos += 8
+        elif wire == 5:
+            pos += 4
+        else:
+            raise ValueError(f"wire type {wire}")
+    if pos != end:
+        raise ValueError("field runs past its message")
+    return out
+
+
+def span_bytes(raw: bytes) -> list[list[list[bytes]]] | None:
+    """Each span's bytes in an encoded ``ExportTraceServiceRequest`` (or ``TracesData``), per
+    resource and scope, in order; None if ``raw`` is not well formed.
+
+    Example:
+        >>> from opentelemetry.proto.trace.v1.trace_pb2 import ScopeSpans, Span
+        >>> span = Span(trace_id=b"\\x01" * 16, span_id=b"\\x02" * 8, name="a")
+        >>> raw = TracesData(resource_spans=[ResourceSpans(scope_spans=[ScopeSpans(spans=[span])])])
+        >>> span_bytes(raw.SerializeToString()) == [[[span.SerializeToString()]]]
+        True
+        >>> span_bytes(b"\\x0a\\x05") is None
+        True
+    """
+    try:
+        return [
+            [[raw[a:b] for a, b in _embedded(raw, s, e, 2)] for s, e in _embedded(raw, rs, re, 2)]
+            for rs, re in _embedded(raw, 0, len(raw), 1)
+        ]
+    except (ValueError, IndexError):
+        return None
+
+
 def _head(tag: int, size: int) -> bytes:
     """The tag byte and length of a length-delimited field (``tag`` 0x0A or 0x12)."""
     if size < _HEADERS_UP_TO:
@@ -92,7 +155,8 @@ class _Keys:
 
 
 def split_traces(
-    resource_spans: Iterable[ResourceSpans], is_candidate: Callable[[str, Iterable[str]], bool]
+    resource_spans: Iterable[ResourceSpans], is_candidate: Callable[[str, Iterable[str]], bool],
+    raw: bytes | None = None,
 ) -> tuple[list[TraceChunk], int]:
     """Cut resource spans into one serialised `TracesData` chunk per trace id.
 
@@ -101,7 +165,9 @@ def split_traces(
     concatenation of its spans' bytes, framed by its resource's and scopes' bytes (each
     serialised once per request). ``is_candidate(name, keys)`` gets the span's attribute
     keys lazily, so a span whose name decides is never walked; once a trace has a
-    candidate, its other spans are not tested.
+    candidate, its other spans are not tested. ``raw``, the request's protobuf encoding
+    (whose parse gave ``resource_spans``), lets spans be sliced out of it rather than
+    serialised again.
 
     Example:
         >>> from opentelemetry.proto.trace.v1.trace_pb2 import ScopeSpans, Span
@@ -123,24 +189,30 @@ def split_traces(
     resources: list[tuple[bytes, bytes]] = []  # (resource field, schema_url field)
     headers = _SPAN_HEADERS
     rejected = 0
-    for ri, rs in enumerate(resource_spans):
+    sources = list(resource_spans)
+    encoded = span_bytes(raw) if raw is not None else None
+    if encoded is not None and [[len(ss.spans) for ss in rs.scope_spans] for rs in sources] != [
+            [len(spans) for spans in scopes] for scopes in encoded]:
+        encoded = None  # not the encoding of these messages: serialise instead
+    for ri, rs in enumerate(sources):
         resources.append((
             _field(0x0A, rs.resource.SerializeToString()) if rs.HasField("resource") else b"",
             _field(0x1A, rs.schema_url.encode()) if rs.schema_url else b"",
         ))
-        for ss in rs.scope_spans:
+        for si, ss in enumerate(rs.scope_spans):
             slot = len(scopes)
+            sliced = encoded[ri][si] if encoded is not None else None
             scopes.append((
                 ri,
                 _field(0x0A, ss.scope.SerializeToString()) if ss.HasField("scope") else b"",
                 _field(0x1A, ss.schema_url.encode()) if ss.schema_url else b"",
             ))
-            for span in ss.spans:
+            for k, span in enumerate(ss.spans):
                 trace_id = span.trace_id
                 if len(trace_id) != 16 or trace_id == _NO_TRACE or len(span.span_id) != 8:
                     rejected += 1
                     continue
-                data = span.SerializeToString()
+                data = sliced[k] if sliced is not None else span.SerializeToString()
                 size = len(data)
                 framed = headers[size] + data if size < _HEADERS_UP_TO else b"\x12" + _varint(size) + data
                 entry = grouped.get(trace_id)
@@ -290,8 +362,11 @@ class TraceAssembler:
         if result.dropped_spans:
             self._metrics.spans_dropped.labels(reason="max_spans_per_trace").inc(result.dropped_spans)
 
-    async def consume_traces(self, request: ExportTraceServiceRequest) -> Accepted:
+    async def consume_traces(self, request: ExportTraceServiceRequest, raw: bytes | None = None) -> Accepted:
         """Store a trace request durably; returns spans accepted and rejected.
+
+        ``raw``: the request's protobuf encoding, when the receiver has it (spans are then
+        stored as received, not serialised again).
 
         Raises:
             QueueFull: when the daemon is full (the client should retry).
@@ -307,9 +382,9 @@ class TraceAssembler:
         total = sum(len(ss.spans) for rs in resource_spans for ss in rs.scope_spans)
         if total > 512:  # large batches are cut off the loop
             chunks, rejected = await asyncio.get_running_loop().run_in_executor(
-                self._pool, split_traces, resource_spans, is_candidate)
+                self._pool, split_traces, resource_spans, is_candidate, raw)
         else:
-            chunks, rejected = split_traces(resource_spans, is_candidate)
+            chunks, rejected = split_traces(resource_spans, is_candidate, raw)
         if chunks:
             await self._append(chunks)
             if any(c.has_run_candidate for c in chunks) and self._wake is not None:

@@ -35,6 +35,7 @@ class TraceConsumer(Protocol):
         'TraceConsumer'
     """
 
-    async def consume_traces(self, request: ExportTraceServiceRequest) -> Accepted: ...
+    async def consume_traces(self, request: ExportTraceServiceRequest, raw: bytes | None = None) -> Accepted:
+        """``raw``: the request's protobuf encoding when the receiver has it (None otherwise)."""
 
     async def consume_logs(self, request: ExportLogsServiceRequest) -> Accepted: ...

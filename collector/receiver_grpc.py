@@ -66,7 +66,7 @@ class _TraceService(_Service):
     ) -> trace_service_pb2.ExportTraceServiceResponse:
         async def work() -> trace_service_pb2.ExportTraceServiceResponse:
             request = await _parse(self._r.pool, data, trace_service_pb2.ExportTraceServiceRequest)
-            result = await self._r.consumer.consume_traces(request)
+            result = await self._r.consumer.consume_traces(request, data)
             self._r.metrics.spans_received.labels(transport="grpc").inc(result.accepted)
             response = trace_service_pb2.ExportTraceServiceResponse()
             if result.rejected:

@@ -20,7 +20,10 @@ from typing import Any
 from aiohttp import web
 from google.rpc import status_pb2
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceResponse
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from collector.consumer import TraceConsumer
@@ -37,9 +40,10 @@ from collector.otlp_decode import (
     PROTOBUF,
     Encoding,
     decode_logs,
-    decode_traces,
+    decompress,
     encode_message,
     media_encoding,
+    parse_message,
 )
 
 logger = logging.getLogger(__name__)
@@ -62,6 +66,15 @@ def check_bearer(header: str | None, token: str | None) -> None:
     expected = f"Bearer {token}".encode()
     if header is None or not hmac.compare_digest(header.strip().encode(), expected):
         raise Unauthenticated("missing or invalid bearer token")
+
+
+def _decode_traces(
+    body: bytes, content_type: str | None, content_encoding: str | None, max_bytes: int
+) -> tuple[ExportTraceServiceRequest, bytes | None]:
+    """The request, and its protobuf encoding (None for OTLP/JSON)."""
+    encoding = media_encoding(content_type)
+    data = decompress(body, content_encoding, max_bytes)
+    return parse_message(data, encoding, ExportTraceServiceRequest), data if encoding == "protobuf" else None
 
 
 class HttpReceiver:
@@ -167,11 +180,11 @@ class HttpReceiver:
             off_loop = len(body) > _OFF_LOOP_BYTES or bool(cenc)
             if signal == "traces":
                 if off_loop:
-                    traces, _ = await asyncio.get_running_loop().run_in_executor(
-                        self._pool, decode_traces, body, ctype, cenc, self._max)
+                    traces, raw = await asyncio.get_running_loop().run_in_executor(
+                        self._pool, _decode_traces, body, ctype, cenc, self._max)
                 else:
-                    traces, _ = decode_traces(body, ctype, cenc, self._max)
-                result = await self._consumer.consume_traces(traces)
+                    traces, raw = _decode_traces(body, ctype, cenc, self._max)
+                result = await self._consumer.consume_traces(traces, raw)
                 response = ExportTraceServiceResponse()
                 self._metrics.spans_received.labels(transport="http").inc(result.accepted)
                 if result.rejected:

@@ -54,16 +54,16 @@ class Pipeline:
         self._assembler = assembler
         self._forwarder = forwarder
 
-    async def consume_traces(self, request: ExportTraceServiceRequest) -> Accepted:
-        """Buffer a trace request, then queue it for forwarding.
+    async def consume_traces(self, request: ExportTraceServiceRequest, raw: bytes | None = None) -> Accepted:
+        """Buffer a trace request, then queue it for forwarding (``raw``: its protobuf encoding, if known).
 
         Example:
             >>> Pipeline.consume_traces.__name__
             'consume_traces'
         """
-        result = await self._assembler.consume_traces(request)
+        result = await self._assembler.consume_traces(request, raw)
         if self._forwarder is not None:
-            self._forwarder.offer("traces", request.SerializeToString())
+            self._forwarder.offer("traces", raw if raw is not None else request.SerializeToString())
         return result
 
     async def consume_logs(self, request: ExportLogsServiceRequest) -> Accepted:
@@ -91,7 +91,7 @@ class NotReceiving:
         collector.errors.Unavailable: this replica runs --role worker; send OTLP data to a receiver
     """
 
-    async def consume_traces(self, request: ExportTraceServiceRequest) -> Accepted:
+    async def consume_traces(self, request: ExportTraceServiceRequest, raw: bytes | None = None) -> Accepted:
         """Refuse (retryably).
 
         Example:

@@ -260,3 +260,19 @@ def test_split_traces_reads_keys_only_when_the_name_does_not_decide() -> None:
     assert [(c.span_count, c.has_run_candidate, c.has_root) for c in chunks] == [(2, True, True), (1, True, True)]
     # The second span of a trace already known to hold a candidate is not tested at all.
     assert seen == [("chat x", None), ("GET /", ["http.route", "gen_ai.system"])]
+
+
+def test_split_traces_slices_spans_out_of_the_received_encoding() -> None:
+    request = ExportTraceServiceRequest()
+    for path in sorted(FIXTURES.glob("*/*.pb")):
+        if not adapters.is_logs_file(path.name):
+            request.MergeFrom(adapters.read_trace_file(path))
+    request.resource_spans[0].scope_spans[0].spans.add(trace_id=b"\x01" * 5, span_id=b"\x02" * 8)
+    raw = request.SerializeToString()
+    serialised, rejected = split_traces(list(request.resource_spans), adapters.is_run_candidate)
+    sliced, rejected_too = split_traces(list(request.resource_spans), adapters.is_run_candidate, raw)
+    assert sliced == serialised and rejected == rejected_too == 1
+    # An encoding that is not this request's (or not an encoding at all) is not used.
+    other = ExportTraceServiceRequest(resource_spans=[request.resource_spans[0]]).SerializeToString()
+    for wrong in (other, b"\x0a\xff", b"\x0b"):
+        assert split_traces(list(request.resource_spans), adapters.is_run_candidate, wrong) == (serialised, 1)

@@ -31,13 +31,15 @@ class Recorder:
     def __init__(self) -> None:
         self.traces: list[trace_service_pb2.ExportTraceServiceRequest] = []
         self.logs: list[logs_service_pb2.ExportLogsServiceRequest] = []
+        self.raws: list[bytes | None] = []
         self.refuse: CollectorError | None = None
         self.rejected = 0
 
-    async def consume_traces(self, request: trace_service_pb2.ExportTraceServiceRequest) -> Accepted:
+    async def consume_traces(self, request: trace_service_pb2.ExportTraceServiceRequest, raw: bytes | None = None) -> Accepted:
         if self.refuse is not None:
             raise self.refuse
         self.traces.append(request)
+        self.raws.append(raw)
         n = sum(len(ss.spans) for rs in request.resource_spans for ss in rs.scope_spans)
         return Accepted(n - self.rejected, self.rejected, "bad ids" if self.rejected else "")
 
@@ -83,6 +85,8 @@ async def test_http_protobuf_json_gzip(http: tuple[str, Recorder, aiohttp.Client
         assert resp.status == 200 and resp.content_type == "application/json"
         assert json.loads(await resp.read()) == {}
     assert [r.resource_spans[0].scope_spans[0].spans[0].name for r in rec.traces] == ["s0", "s0", "json"]
+    # The pipeline gets the protobuf encoding (decompressed) to keep span bytes as received.
+    assert rec.raws == [body, body, None]
     async with session.post(f"{url}/v1/logs", json={"resourceLogs": []}, headers=AUTH) as resp:
         assert resp.status == 200
     assert len(rec.logs) == 1
@@ -231,6 +235,6 @@ async def test_grpc_large_request_is_parsed_off_the_loop() -> None:
             request = _request(10_000)  # about 370 KB
             assert request.ByteSize() > 256 * 1024
             await trace_service_pb2_grpc.TraceServiceStub(channel).Export(request)
-        assert rec.traces == [request]
+        assert rec.traces == [request] and rec.raws == [request.SerializeToString()]
     finally:
         await receiver.shutdown(0.2)

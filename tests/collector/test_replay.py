@@ -38,7 +38,7 @@ class Recorder:
     def __init__(self) -> None:
         self.requests: list[ExportTraceServiceRequest] = []
 
-    async def consume_traces(self, request: ExportTraceServiceRequest) -> Accepted:
+    async def consume_traces(self, request: ExportTraceServiceRequest, raw: bytes | None = None) -> Accepted:
         self.requests.append(request)
         return Accepted(sum(len(ss.spans) for rs in request.resource_spans for ss in rs.scope_spans))
 
