@@ -31,6 +31,9 @@ from scorers._agent_types import ScorerRunInputForAgent, ScorerRunOutputForAgent
 
 logger = logging.getLogger(__name__)
 
+HANDBACK_TIMEOUT_S = 5.0
+"""How long a draining worker tries to hand a job back before leaving it to its lease."""
+
 
 def truncate_json(value: Any, limit: int) -> str | None:
     """JSON of a step result, cut to ``limit`` characters (None for None).
@@ -196,7 +199,7 @@ class Worker:
             for task in still:
                 task.cancel()
             if still:
-                await asyncio.wait(still)
+                await asyncio.wait(still, timeout=HANDBACK_TIMEOUT_S + 1.0)
 
     async def _loop(self) -> None:
         wake, freed = self._wake or asyncio.Event(), self._slot_freed or asyncio.Event()
@@ -233,7 +236,14 @@ class Worker:
             outcome = await self.process(leased)
         except asyncio.CancelledError:
             # Draining: hand the job back at once instead of waiting for its lease to expire.
-            await asyncio.shield(self._queue.settle(leased, Retry(0.0, "worker shut down")))
+            # Bounded: a queue that cannot take it back promptly (Redis unreachable) would
+            # otherwise hold shutdown for as long as settle retries; the lease returns it then.
+            handback = asyncio.shield(self._queue.settle(leased, Retry(0.0, "worker shut down")))
+            try:
+                await asyncio.wait_for(handback, HANDBACK_TIMEOUT_S)
+            except Exception:
+                logger.warning("handing job %s back failed; it returns after its lease",
+                               leased.job.key, exc_info=True)
             raise
         try:
             await asyncio.shield(self._queue.settle(leased, outcome))

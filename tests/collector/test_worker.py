@@ -155,3 +155,37 @@ async def test_a_run_over_the_job_timeout_is_retried_then_failed(tmp_path: Path)
     assert isinstance(outcome, Dead) and outcome.record is not None
     assert outcome.record.error_type == "JobTimeout"
     await store.shutdown()
+
+
+class _QueueThatCannotTakeJobsBack(SqliteStore):
+    """The real store, except that handing a job back never completes (Redis unreachable)."""
+
+    async def settle(self, leased: Any, outcome: Any) -> None:
+        if isinstance(outcome, Retry) and outcome.error == "worker shut down":
+            await asyncio.Event().wait()
+        await super().settle(leased, outcome)
+
+
+async def test_drain_is_bounded_when_the_queue_cannot_take_a_job_back(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    monkeypatch.setattr("collector.worker.HANDBACK_TIMEOUT_S", 0.2)
+    started = asyncio.Event()
+
+    async def hangs(run: Any) -> float:
+        started.set()
+        await asyncio.Event().wait()
+        return 1.0
+
+    blocked = create_scorer(id="hangs", description="d").generate_score(hangs)
+    store = _QueueThatCannotTakeJobsBack(str(tmp_path / "q.db"), max_attempts=3)
+    await store.start()
+    await store.put([ScoreJob(RUN, blocked.id, blocked.version)])
+    worker = Worker(store, _registry(blocked), Metrics(), max_attempts=3)
+    await worker.start()
+    worker.notify()
+    await asyncio.wait_for(started.wait(), 10)
+    began = time.monotonic()
+    await asyncio.wait_for(worker.shutdown(0.05), 5)  # would hang forever before the bound
+    assert time.monotonic() - began < 2.0
+    await store.shutdown()
