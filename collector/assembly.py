@@ -27,7 +27,7 @@ from collector.consumer import Accepted
 from collector.errors import QueueFull, Unavailable
 from collector.metrics import Metrics
 from collector.queue import JobQueue, RunRecord, ScoreJob
-from collector.registry import ScorerRegistry, matches, sampled
+from collector.registry import ScorerRegistry
 
 logger = logging.getLogger(__name__)
 
@@ -499,11 +499,12 @@ class TraceAssembler:
                 response_id=str(response_id) if response_id else None,
                 agent=str(agent) if agent else None,
             )
-            for entry in self._registry.entries:
-                if not matches(entry.config.filter, run.service, record.agent, run.span_name, attributes):
-                    self._metrics.decisions.labels(scorer=entry.scorer_id, reason="filtered_out").inc()
-                elif not sampled(run.trace_id, entry.config.sampling):
-                    self._metrics.decisions.labels(scorer=entry.scorer_id, reason="sampled_out").inc()
-                else:
+            for entry, decision in self._registry.decisions(
+                trace_id=run.trace_id, service=run.service, agent=record.agent,
+                span_name=run.span_name, attributes=attributes,
+            ):
+                if decision == "admitted":
                     jobs.append(ScoreJob(record, entry.scorer_id, entry.version))
+                else:
+                    self._metrics.decisions.labels(scorer=entry.scorer_id, reason=decision).inc()
         return jobs
