@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-import importlib.util
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import llm_server  # tests/support (pytest pythonpath): the fake OpenAI-compatible server
 import pytest
 from daemon_harness import CaptureBackend, emit_agent_trace, wait_until
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcExporter
@@ -18,32 +17,19 @@ from collector.registry import RegisteredScorer, ScorerRegistry
 from collector.service import Service
 from scorers import Judge, create_scorer
 
-SERVER_PATH = Path(__file__).parents[1] / "support" / "llm_server.py"
-
-
-def _llm_server_module() -> Any:
-    name = "tracescore_llm_server_it"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, SERVER_PATH)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
 
 @pytest.fixture
 async def llm() -> AsyncIterator[Any]:
     from scorers._judge_transport import aclose_judge_clients
 
-    server = await _llm_server_module().LLMTestServer().start()
+    server = await llm_server.LLMTestServer().start()
     yield server
     await aclose_judge_clients()
     await server.stop()
 
 
 async def test_judge_scores_carry_model_usage_and_survive_a_429(tmp_path: Path, llm: Any) -> None:
-    Reply = _llm_server_module().Reply
+    Reply = llm_server.Reply
     llm.script(
         Reply.error(429, headers={"retry-after-ms": "20"}),
         Reply.json({"score": 0.8}, usage={"prompt_tokens": 120, "completion_tokens": 7, "total_tokens": 127}),

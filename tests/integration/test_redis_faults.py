@@ -16,7 +16,6 @@ tests fail, never skip, without it. Each test uses its own key prefix and delete
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import os
 import shutil
 import signal
@@ -28,6 +27,7 @@ from typing import Any
 
 import aiohttp
 import grpc
+import llm_server  # tests/support (pytest pythonpath): the fake OpenAI-compatible server
 import pytest
 import redis.asyncio as aioredis
 from daemon_harness import INPUT, OUTPUT, CaptureBackend, free_port, wait_until
@@ -248,22 +248,12 @@ async def test_sigkill_of_one_of_two_workers_scores_every_run_exactly_once(deplo
     receiver.assert_alive()
 
 
-def _llm_server_module() -> Any:
-    name = "tracescore_llm_server_redis_faults"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, ROOT / "tests" / "support" / "llm_server.py")
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
 
 async def test_export_outage_delays_scores_never_duplicates_them_nor_the_judge_calls(
     deployment: dict[str, Any],
 ) -> None:
     tmp, queue, client, prefix = deployment["tmp"], deployment["queue"], deployment["redis"], deployment["prefix"]
-    llm = await _llm_server_module().LLMTestServer().start()
+    llm = await llm_server.LLMTestServer().start()
     try:
         backend_port = free_port()  # reserved; the backend is down until later
         endpoint = f"http://127.0.0.1:{backend_port}"

@@ -8,12 +8,9 @@ reset); a fixed or per-reply latency. Every request received is logged (path, he
 parsed body) and the maximum number of concurrent requests in flight is tracked.
 
 This file is the network boundary fake (STYLE: fakes only at boundaries). It has no
-dependency on tracescore, so tests load it by path and the benchmark runs it in a
-subprocess (``python tests/support/llm_server.py --latency-ms 100`` prints the port).
-
-Loading it from a test or conftest::
-
-    spec = importlib.util.spec_from_file_location("tracescore_llm_server", PATH)
+dependency on tracescore: tests ``import llm_server`` (``tests/support`` is on pytest's
+``pythonpath``; the ``server`` fixture is in ``tests/conftest.py``) and the benchmark runs
+it in a subprocess (``python tests/support/llm_server.py --latency-ms 100`` prints the port).
 """
 
 from __future__ import annotations

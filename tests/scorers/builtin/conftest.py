@@ -2,26 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from builtin_support import llm_server
 
 from scorers import Judge
-
-
-@pytest.fixture
-async def server() -> AsyncIterator[Any]:
-    """A started `LLMTestServer`; the judge's shared HTTP session is closed afterwards."""
-    from scorers._judge_transport import aclose_judge_clients
-
-    srv = await llm_server.LLMTestServer().start()
-    try:
-        yield srv
-    finally:
-        await aclose_judge_clients()
-        await srv.stop()
 
 
 @pytest.fixture

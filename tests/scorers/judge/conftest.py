@@ -1,30 +1,11 @@
-"""Fixtures for judge tests: a real OpenAI-compatible HTTP server on 127.0.0.1 (port 0).
-
-The server module lives in ``tests/support/llm_server.py`` and is loaded by path (tests
-are not a package; see `judge_support`), so other test folders and the benchmark can
-load it the same way.
-"""
+"""Fixtures for judge tests. The fake OpenAI-compatible server (``tests/support/llm_server.py``)
+and its ``server`` fixture come from ``tests/conftest.py``."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from judge_support import llm_server
-
-
-@pytest.fixture
-async def server() -> AsyncIterator[Any]:
-    """A started `LLMTestServer`; the judge's shared HTTP session is closed afterwards."""
-    from scorers._judge_transport import aclose_judge_clients
-
-    srv = await llm_server.LLMTestServer().start()
-    try:
-        yield srv
-    finally:
-        await aclose_judge_clients()
-        await srv.stop()
 
 
 @pytest.fixture
