@@ -43,41 +43,6 @@ async def test_buffer_decides_after_wait_and_survives_restart(tmp_path: Path) ->
     await store.shutdown()
 
 
-async def test_root_gates_the_decision_and_late_runs_are_decided_again(tmp_path: Path) -> None:
-    store = SqliteStore(str(tmp_path / "q.db"), decision_wait=5.0, rootless_wait=30.0, max_trace_age=600)
-    await store.start()
-    await store.append([TraceChunk(T1, "spans", b"llm", 1, True)], now=0.0)  # root not seen yet
-    assert (await store.due(10, now=29.0))[0] == []
-    await store.append([TraceChunk(T1, "spans", b"root", 1, False, has_root=True)], now=10.0)
-    assert (await store.due(10, now=15.0))[0] == [T1]
-    await store.finish(T1)
-    # A late run span: the trace is decided again, with everything received so far.
-    await store.append([TraceChunk(T1, "spans", b"late", 1, True)], now=100.0)
-    assert (await store.due(10, now=104.0))[0] == []
-    assert (await store.due(10, now=105.0))[0] == [T1]
-    assert [c.data for c in await store.load(T1)] == [b"llm", b"root", b"late"]
-    await store.finish(T1)
-    # A decided trace ages out silently (it is not a trace lost without a decision).
-    assert await store.due(10, now=700.0) == ([], 0)
-    assert await store.load(T1) == []
-    await store.shutdown()
-
-
-async def test_buffer_bounds(tmp_path: Path) -> None:
-    store = SqliteStore(str(tmp_path / "q.db"), max_traces=2, max_spans_per_trace=3, max_trace_age=60)
-    await store.start()
-    await store.append([TraceChunk(T1, "spans", b"1", 1, False)], now=1.0)
-    await store.append([TraceChunk(T2, "spans", b"2", 1, True)], now=2.0)
-    result = await store.append([TraceChunk(T3, "spans", b"3", 1, False)], now=3.0)
-    assert result.evicted_traces == 1 and await store.load(T1) == []
-    result = await store.append([TraceChunk(T3, "spans", b"4", 5, False)], now=4.0)
-    assert result.dropped_spans == 5
-    # T3 never got a run candidate: it expires after max_trace_age; T2 is decided by then.
-    due, expired = await store.due(10, now=100.0)
-    assert due == [T2] and expired == 1
-    await store.shutdown()
-
-
 async def test_jobs_are_idempotent_on_key(tmp_path: Path) -> None:
     store = SqliteStore(str(tmp_path / "q.db"))
     await store.start()
