@@ -244,9 +244,7 @@ def coerce_part(raw: Any) -> Any:
             "media_type": raw.get("mediaType") or raw.get("media_type") or raw.get("mimeType"),
             "filename": raw.get("filename"),
         }
-    if isinstance(kind, str):
-        if kind in ("text", "reasoning", "tool-call", "tool-result", "file", "image"):
-            return raw
+    if isinstance(kind, str):  # every known kind returned above: keep the rest's raw data
         return {"type": kind, "data": {k: v for k, v in raw.items() if k != "type"}}
     return raw
 
