@@ -22,6 +22,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.logs.v1.logs_pb2 import LogsData, ResourceLogs
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, TracesData
 
+from collector._aio import wait_event
 from collector.assembly_types import AppendResult, TraceChunk
 from collector.consumer import Accepted
 from collector.errors import QueueFull, Unavailable
@@ -341,10 +342,7 @@ class TraceAssembler:
         self._accepting = False
         if self._task is not None:
             self._task.cancel()
-            try:
-                await asyncio.wait_for(self._task, timeout)
-            except (asyncio.CancelledError, TimeoutError):
-                pass
+            await asyncio.wait({self._task}, timeout=timeout)  # its outcome (cancelled) is expected
             self._task = None
         await asyncio.to_thread(self._pool.shutdown, True)
 
@@ -416,10 +414,7 @@ class TraceAssembler:
                 logger.exception("trace decision failed; retrying")
                 decided = 0
             if decided == 0:
-                try:
-                    await asyncio.wait_for(wake.wait(), self._tick)
-                except TimeoutError:
-                    pass
+                await wait_event(wake, self._tick)
                 wake.clear()
 
     async def decide_due(self) -> int:

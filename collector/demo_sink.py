@@ -26,6 +26,7 @@ import grpc
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
+from collector._aio import wait_event
 from collector.export import (
     ERROR_TYPE,
     EVENT_NAME,
@@ -186,10 +187,7 @@ class ScoreSink:
         """
         if self._seen == len(self.received):
             self._arrived.clear()
-            try:
-                await asyncio.wait_for(self._arrived.wait(), timeout)
-            except TimeoutError:
-                pass
+            await wait_event(self._arrived, timeout)
         new = self.received[self._seen:]
         self._seen = len(self.received)
         return new

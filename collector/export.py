@@ -23,6 +23,7 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
+from collector._aio import wait_event
 from collector.config import ExportConfig
 from collector.metrics import Metrics
 from collector.queue import ScoreRecord
@@ -287,10 +288,7 @@ class ScoreExporter:
                 logger.exception("score export failed unexpectedly")
                 sent = 0
             if sent <= 0 and not self._stopping:
-                try:
-                    await asyncio.wait_for(wake.wait(), self._poll)
-                except TimeoutError:
-                    pass
+                await wait_event(wake, self._poll)
                 wake.clear()
 
     async def export_batch(self) -> int:

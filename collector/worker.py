@@ -24,6 +24,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from collector._aio import bounded, wait_event
 from collector.metrics import Metrics
 from collector.queue import Dead, Done, JobQueue, LeasedJob, Retry, ScoreRecord, Settlement
 from collector.registry import RegisteredScorer, ScorerRegistry
@@ -154,6 +155,7 @@ class Worker:
         self._retry_base = retry_base_s
         self._inflight: dict[asyncio.Task[None], LeasedJob] = {}
         self._task: asyncio.Task[None] | None = None
+        self._stopping = False
         self._wake: asyncio.Event | None = None
         self._slot_freed: asyncio.Event | None = None
 
@@ -176,6 +178,7 @@ class Worker:
         """
         self._wake = asyncio.Event()
         self._slot_freed = asyncio.Event()
+        self._stopping = False
         self._task = asyncio.create_task(self._loop(), name="tracescore-worker")
 
     async def shutdown(self, timeout: float = 5.0) -> None:  # noqa: ASYNC109 (lifecycle contract)
@@ -187,11 +190,9 @@ class Worker:
         """
         if self._task is None:
             return
+        self._stopping = True  # ends the loop at its next turn even if a cancellation were lost
         self._task.cancel()
-        try:
-            await self._task
-        except asyncio.CancelledError:
-            pass
+        await asyncio.wait({self._task})  # the loop's outcome (cancelled) is not an error here
         self._task = None
         pending = set(self._inflight)
         if pending:
@@ -203,7 +204,7 @@ class Worker:
 
     async def _loop(self) -> None:
         wake, freed = self._wake or asyncio.Event(), self._slot_freed or asyncio.Event()
-        while True:
+        while not self._stopping:
             free = self._concurrency - len(self._inflight)
             if free <= 0:
                 freed.clear()
@@ -220,10 +221,7 @@ class Worker:
                 self._inflight[task] = leased
                 task.add_done_callback(self._done)
             if not jobs:
-                try:
-                    await asyncio.wait_for(wake.wait(), self._poll)
-                except TimeoutError:
-                    pass
+                await wait_event(wake, self._poll)
                 wake.clear()
 
     def _done(self, task: asyncio.Task[None]) -> None:
@@ -240,7 +238,7 @@ class Worker:
             # otherwise hold shutdown for as long as settle retries; the lease returns it then.
             handback = asyncio.shield(self._queue.settle(leased, Retry(0.0, "worker shut down")))
             try:
-                await asyncio.wait_for(handback, HANDBACK_TIMEOUT_S)
+                await bounded(handback, HANDBACK_TIMEOUT_S)
             except Exception:
                 logger.warning("handing job %s back failed; it returns after its lease",
                                leased.job.key, exc_info=True)
