@@ -18,31 +18,24 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import IO, Any, TypeVar
 
+from collector._sqlite_buffer import upgrade_layout
+
 T = TypeVar("T")
 
 SCHEMA = """
-CREATE TABLE IF NOT EXISTS traces (
-    id INTEGER PRIMARY KEY,  -- trace id -> id is kept in memory: no index on random trace ids
-    trace_id BLOB NOT NULL,
-    first_seen REAL NOT NULL,
-    span_count INTEGER NOT NULL DEFAULT 0,
-    decide_at REAL,
-    has_candidate INTEGER NOT NULL DEFAULT 0,
-    root_seen INTEGER NOT NULL DEFAULT 0,
-    decided INTEGER NOT NULL DEFAULT 0,
-    data BLOB  -- the trace's first chunk when it holds spans (one row per trace, not two)
-);
-CREATE INDEX IF NOT EXISTS traces_decide ON traces(decide_at);
--- Eviction order (decided first, then the oldest) and age limits, without a sort or a scan.
-DROP INDEX IF EXISTS traces_first_seen;
-CREATE INDEX IF NOT EXISTS traces_evict ON traces(decided DESC, first_seen);
-CREATE TABLE IF NOT EXISTS chunks (
+-- The trace buffer (see collector._sqlite_buffer): requests as received, one row each.
+CREATE TABLE IF NOT EXISTS received (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
-    trace_id BLOB NOT NULL,
+    at REAL NOT NULL,
     signal TEXT NOT NULL,
+    whole INTEGER NOT NULL,  -- 1: a whole request, cut by trace when loaded; 0: one trace's chunk
+    summary BLOB NOT NULL,  -- 21 bytes per trace: trace id, span count, flags
     data BLOB NOT NULL
 );
-CREATE INDEX IF NOT EXISTS chunks_trace ON chunks(trace_id);
+CREATE TABLE IF NOT EXISTS decided (
+    trace_id BLOB PRIMARY KEY,
+    through_row INTEGER NOT NULL  -- the last received row the decision covered
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS jobs (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     key TEXT NOT NULL UNIQUE,
@@ -120,8 +113,8 @@ class SqliteRunner:
         # Checkpoint the WAL every ~40 MB rather than 4 MB: index pages rewritten by many
         # commits are copied into the database once, not once per commit or two.
         db.execute("PRAGMA wal_autocheckpoint=10000")
-        _upgrade(db)
         db.executescript(SCHEMA)
+        upgrade_layout(db)  # a file of an earlier version keeps its traces
         self._db = db
 
     async def open(self) -> None:
@@ -211,27 +204,6 @@ class SqliteRunner:
         except RuntimeError:
             pass  # executor already shut down
         await asyncio.to_thread(self._executor.shutdown, True)  # joins the (idle) thread
-
-
-def _upgrade(db: sqlite3.Connection) -> None:
-    """Bring a file of an earlier version to the current layout (its traces are kept)."""
-    if not db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'traces'").fetchone():
-        return
-    columns = {row[1] for row in db.execute("PRAGMA table_info(traces)")}
-    if "id" in columns:
-        return
-    # Earlier: trace_id was the primary key (an index on random keys, written on every insert).
-    db.execute("BEGIN IMMEDIATE")
-    db.execute("ALTER TABLE traces RENAME TO traces_earlier")
-    db.execute(SCHEMA[SCHEMA.index("CREATE TABLE IF NOT EXISTS traces ("):SCHEMA.index(");") + 2])
-    data = "data" if "data" in columns else "NULL"
-    db.execute(
-        "INSERT INTO traces(trace_id, first_seen, span_count, decide_at, has_candidate, root_seen,"
-        f" decided, data) SELECT trace_id, first_seen, span_count, decide_at, has_candidate, root_seen,"
-        f" decided, {data} FROM traces_earlier ORDER BY first_seen"
-    )
-    db.execute("DROP TABLE traces_earlier")  # and its indexes: SCHEMA makes them anew
-    db.execute("COMMIT")
 
 
 def _resolve(fut: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:

@@ -1,4 +1,4 @@
-"""The trace-buffer tables of the SQLite store (``traces``, ``chunks``): the SQL, run on the store's thread.
+"""The trace buffer of the SQLite store: requests kept whole on disk, a per-trace index in memory.
 
 Decision timing: a trace with a run candidate is decided ``decision_wait`` after its
 root span arrived (the root ends, and is exported, last), or after its latest candidate
@@ -6,46 +6,266 @@ when the root has not arrived, waiting at least ``rootless_wait`` then. A decide
 stays as context (so late run spans are decided again with the whole trace) until
 ``max_trace_age`` or eviction; decided traces are evicted first and do not count as lost.
 
-Layout: one ``traces`` row per trace, keyed by a sequential id, holding the trace's first
-spans chunk (later chunks are ``chunks`` rows). The trace id -> row id map lives in
-memory (one process owns the file; it is read back at start and after a failed commit):
-an index on random trace ids would rewrite about one page per new trace at every commit.
+Layout: the ingest path writes one ``received`` row per request and nothing per trace:
+the request's protobuf bytes as they arrived, and a summary of 21 bytes per trace (trace
+id, span count, flags; see `collector.trace_split.summarize_spans`). A request is cut by
+trace only when one of its traces is decided. Chunks appended one by one
+(`BufferTables.append`: logs, and callers that cut requests themselves) are rows of one
+trace each, returned as stored. Which rows hold which trace, and every trace's timing,
+live in memory (`TraceIndex`): one process owns the file, and the index is rebuilt from
+the rows' summaries at start and after a failed commit. A row is deleted once no buffered
+trace needs it. ``decided`` records each decision and the last row it covered, so a
+restart does not decide a trace again (rows that came after it are decided again).
 """
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import sqlite3
-from collections.abc import Sequence
+import struct
+from collections import OrderedDict
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from opentelemetry.proto.logs.v1.logs_pb2 import LogsData
+from opentelemetry.proto.trace.v1.trace_pb2 import TracesData
+
 from collector.assembly_types import AppendResult, TraceChunk
+from collector.trace_split import CANDIDATE, ROOT, split_logs, split_traces
 
-_IN_BATCH = 500  # ids per IN (...) lookup, far below SQLite's limit on parameters
+_IN_BATCH = 500  # ids per IN (...) statement, far below SQLite's limit on parameters
+_ENTRY = struct.Struct("<16sIB")  # summary entry: trace id, span count, flags
+_CACHED_REQUESTS = 16  # requests kept cut by trace: a decision batch mostly reads a few
+
+Entry = tuple[bytes, int, int]  # trace id, span count, flags
 
 
-def insert_rows(db: sqlite3.Connection, head: str, width: int, rows: Sequence[Sequence[Any]]) -> None:
-    """Insert rows with one multi-row ``VALUES`` statement per 500 rows.
-
-    Not ``executemany``: that takes the GIL back for every row, and a thread waiting for
-    the GIL behind the event loop makes each row cost a switch interval.
+def pack_summary(entries: Iterable[Entry]) -> bytes:
+    """A request's per-trace summary as stored beside it.
 
     Example:
-        >>> db = sqlite3.connect(":memory:"); db.execute("CREATE TABLE t(a, b)")  # doctest: +ELLIPSIS
-        <sqlite3.Cursor object at ...>
-        >>> insert_rows(db, "INSERT INTO t(a, b) VALUES ", 2, [(1, "x"), (2, "y")])
-        >>> db.execute("SELECT count(*) FROM t").fetchone()
-        (2,)
+        >>> unpack_summary(pack_summary([(b"t" * 16, 3, CANDIDATE)]))
+        [(b'tttttttttttttttt', 3, 1)]
     """
-    one = "(" + ",".join("?" * width) + ")"
-    for i in range(0, len(rows), _IN_BATCH):
-        part = rows[i:i + _IN_BATCH]
-        db.execute(head + ",".join([one] * len(part)), [value for row in part for value in row])
+    pack = _ENTRY.pack
+    return b"".join([pack(t, n, f) for t, n, f in entries])
+
+
+def unpack_summary(summary: bytes) -> list[Entry]:
+    """The entries of a stored summary.
+
+    Example:
+        >>> unpack_summary(b"")
+        []
+    """
+    return list(_ENTRY.iter_unpack(summary))
+
+
+class _Trace:
+    __slots__ = ("candidate", "decide_at", "decided", "first_seen", "root", "rows", "span_count")
+
+    def __init__(self, first_seen: float) -> None:
+        self.first_seen = first_seen
+        self.span_count = 0
+        self.decide_at: float | None = None
+        self.candidate = False
+        self.root = False
+        self.decided = False
+        self.rows: list[int] = []
+
+
+@dataclass
+class TraceIndex:
+    """Every buffered trace's timing and rows, and the bounds; no I/O.
+
+    Mutations record the rows no trace needs any more (``freed_rows``) and the decided
+    traces that left the buffer (``forgotten``) for the caller to delete.
+
+    Example:
+        >>> index = TraceIndex(decision_wait=1.0)
+        >>> index.add([(b"t" * 16, 2, CANDIDATE | ROOT, 7)], now=0.0)
+        AppendResult(evicted_traces=0, dropped_spans=0)
+        >>> index.due(now=1.0, limit=10)
+        ([b'tttttttttttttttt'], 0)
+        >>> index.finish(b"t" * 16), index.undecided
+        (7, 0)
+    """
+
+    decision_wait: float = 5.0
+    rootless_wait: float = 30.0
+    max_traces: int = 100_000
+    max_spans: int = 10_000
+    max_age: float = 600.0
+    traces: OrderedDict[bytes, _Trace] = field(default_factory=OrderedDict)  # first seen first
+    decided: OrderedDict[bytes, None] = field(default_factory=OrderedDict)  # evicted first
+    refs: dict[int, int] = field(default_factory=dict)  # row id -> buffered traces holding it
+    freed_rows: list[int] = field(default_factory=list)
+    forgotten: list[bytes] = field(default_factory=list)
+    _heap: list[tuple[float, int, bytes]] = field(default_factory=list)
+    _seq: itertools.count[int] = field(default_factory=itertools.count)
+
+    @property
+    def undecided(self) -> int:
+        """Traces buffered and not decided yet.
+
+        Example:
+            >>> TraceIndex().undecided
+            0
+        """
+        return len(self.traces) - len(self.decided)
+
+    def add(self, entries: Sequence[tuple[bytes, int, int, int]], now: float) -> AppendResult:
+        """Add (trace id, span count, flags, row id) entries that arrived at ``now``.
+
+        Traces evicted to make room are never among those this call adds to (decided
+        traces go first, then the oldest); spans over ``max_spans`` per trace are dropped.
+
+        Example:
+            >>> index = TraceIndex(max_traces=1)
+            >>> index.add([(b"a" * 16, 1, 0, 1)], now=0.0)
+            AppendResult(evicted_traces=0, dropped_spans=0)
+            >>> index.add([(b"b" * 16, 1, 0, 2)], now=1.0), list(index.traces), index.freed_rows
+            (AppendResult(evicted_traces=1, dropped_spans=0), [b'bbbbbbbbbbbbbbbb'], [1])
+        """
+        traces = self.traces
+        ids = list(dict.fromkeys(e[0] for e in entries))
+        fresh = [t for t in ids if t not in traces]
+        lost = 0
+        need = len(traces) + len(fresh) - self.max_traces
+        if need > 0:
+            for victim in self._victims(need, set(ids)):
+                lost += not traces[victim].decided
+                self._remove(victim)
+        for trace_id in fresh:
+            traces[trace_id] = _Trace(now)
+        rootless = max(self.decision_wait, self.rootless_wait)
+        refs = self.refs
+        dropped = 0
+        rows_seen: set[int] = set()
+        for trace_id, span_count, flags, row in entries:
+            rows_seen.add(row)
+            st = traces[trace_id]
+            if st.span_count + span_count > self.max_spans:
+                dropped += span_count
+                continue
+            st.span_count += span_count
+            if not st.rows or st.rows[-1] != row:
+                st.rows.append(row)
+                refs[row] = refs.get(row, 0) + 1
+            candidate = flags & CANDIDATE
+            st.candidate = st.candidate or bool(candidate)
+            st.root = st.root or bool(flags & ROOT)
+            if flags & ROOT and st.candidate:
+                self._schedule(trace_id, st, now + self.decision_wait)
+            elif candidate:
+                wait = self.decision_wait if st.root else rootless
+                self._schedule(trace_id, st, max(st.decide_at or 0.0, now + wait))
+        overflow = len(traces) - self.max_traces
+        if overflow > 0:  # more new traces than the buffer holds: the oldest of them go too
+            for trace_id in fresh[:overflow]:
+                self._remove(trace_id)
+            lost += min(overflow, len(fresh))
+        self.freed_rows.extend(row for row in rows_seen if row not in refs)
+        return AppendResult(evicted_traces=lost, dropped_spans=dropped)
+
+    def _schedule(self, trace_id: bytes, st: _Trace, at: float) -> None:
+        if st.decide_at != at:
+            st.decide_at = at
+            heapq.heappush(self._heap, (at, next(self._seq), trace_id))
+
+    def _victims(self, n: int, keep: set[bytes]) -> list[bytes]:
+        out = [t for t in itertools.islice((t for t in self.decided if t not in keep), n)]
+        if len(out) < n:
+            chosen = set(out)
+            out += itertools.islice(
+                (t for t in self.traces if t not in keep and t not in chosen), n - len(out))
+        return out
+
+    def _remove(self, trace_id: bytes) -> None:
+        st = self.traces.pop(trace_id)
+        refs = self.refs
+        for row in st.rows:
+            left = refs[row] - 1
+            if left:
+                refs[row] = left
+            else:
+                del refs[row]
+                self.freed_rows.append(row)
+        if st.decided:
+            del self.decided[trace_id]
+            self.forgotten.append(trace_id)
+
+    def due(self, now: float, limit: int) -> tuple[list[bytes], int]:
+        """Traces to decide now (until finished, each call returns them again), and how
+        many run-less traces expired (they, and decided traces past the age limit, leave).
+
+        Example:
+            >>> TraceIndex().due(now=0.0, limit=10)
+            ([], 0)
+        """
+        oldest = now - self.max_age
+        expired: list[bytes] = []
+        forced: list[tuple[float, int, bytes]] = []
+        for trace_id, st in self.traces.items():  # oldest first
+            if st.first_seen > oldest:
+                break
+            if st.decide_at is None:
+                expired.append(trace_id)
+            elif st.decide_at > now:  # past the age limit: decided now
+                forced.append((st.decide_at, 0, trace_id))
+        runless = 0
+        for trace_id in expired:
+            runless += not self.traces[trace_id].candidate
+            self._remove(trace_id)
+        heap, traces = self._heap, self.traces
+        ready: list[tuple[float, int, bytes]] = []
+        seen: set[bytes] = set()
+        while heap and heap[0][0] <= now and len(ready) < limit:
+            entry = heapq.heappop(heap)
+            found = traces.get(entry[2])
+            if found is None or found.decide_at != entry[0] or entry[2] in seen:
+                continue  # stale: rescheduled, decided or gone since
+            seen.add(entry[2])
+            ready.append(entry)
+        for entry in ready:
+            heapq.heappush(heap, entry)  # still due until finished
+        ready += [f for f in forced if f[2] not in seen]
+        ready.sort(key=lambda e: e[0])
+        return [e[2] for e in ready[:limit]], runless
+
+    def finish(self, trace_id: bytes) -> int | None:
+        """Mark a trace decided (kept as context); returns the last row the decision covered.
+
+        Example:
+            >>> TraceIndex().finish(b"t" * 16) is None
+            True
+        """
+        st = self.traces.get(trace_id)
+        if st is None:
+            return None
+        st.decide_at = None
+        st.decided = True
+        if trace_id not in self.decided:
+            self.decided[trace_id] = None
+        return st.rows[-1] if st.rows else 0
+
+    def rows_of(self, trace_id: bytes) -> list[int]:
+        """The rows holding a trace's spans and records, in arrival order.
+
+        Example:
+            >>> TraceIndex().rows_of(b"t" * 16)
+            []
+        """
+        st = self.traces.get(trace_id)
+        return list(st.rows) if st is not None else []
 
 
 @dataclass
 class BufferTables:
-    """Bounds and bookkeeping of the trace buffer; every method takes the store's connection.
+    """The ``received`` and ``decided`` tables and the in-memory `TraceIndex`; every method
+    takes the store's connection (and runs on the store's thread).
 
     Example:
         >>> from collector._sqlite import SCHEMA
@@ -56,6 +276,8 @@ class BufferTables:
         AppendResult(evicted_traces=0, dropped_spans=0)
         >>> buf.due(db, now=1.0, limit=10)
         ([b'tttttttttttttttt'], 0)
+        >>> [c.data for c in buf.load(db, b"t" * 16)]
+        [b'x']
     """
 
     decision_wait: float = 5.0
@@ -63,31 +285,37 @@ class BufferTables:
     max_traces: int = 100_000
     max_spans: int = 10_000
     max_age: float = 600.0
-    # Touched only on the store's thread: trace id -> row id of every stored trace.
-    rows: dict[bytes, int] = field(default_factory=dict)
-    next_id: int = 1
-    stale: bool = True  # rows must be read from the file before use
+    index: TraceIndex = field(init=False)
+    stale: bool = True  # the index must be rebuilt from the file before use
+    _cut: OrderedDict[int, dict[bytes, list[TraceChunk]]] = field(default_factory=OrderedDict)
+
+    def __post_init__(self) -> None:
+        self.index = self._new_index()
+
+    def _new_index(self) -> TraceIndex:
+        return TraceIndex(self.decision_wait, self.rootless_wait, self.max_traces, self.max_spans, self.max_age)
 
     @property
     def count(self) -> int:
-        """Traces stored (undecided and decided).
+        """Traces buffered and not decided yet.
 
         Example:
             >>> BufferTables().count
             0
         """
-        return len(self.rows)
+        return self.index.undecided
 
     def invalidate(self) -> None:
-        """Forget the in-memory map (after a rolled-back commit); the next call reads it back.
+        """Forget the in-memory index (after a rolled-back commit); the next call rebuilds it.
 
         Example:
             >>> BufferTables().invalidate()
         """
         self.stale = True
+        self._cut.clear()
 
     def reload(self, db: sqlite3.Connection) -> int:
-        """Read the trace id map back from the file; returns how many traces are stored.
+        """Rebuild the index from the file; returns how many undecided traces are buffered.
 
         Example:
             >>> from collector._sqlite import SCHEMA
@@ -98,125 +326,93 @@ class BufferTables:
         """
         self.stale = True
         self._fresh(db)
-        return len(self.rows)
+        return self.count
 
     def _fresh(self, db: sqlite3.Connection) -> None:
-        if self.stale:
-            self.rows = {t: i for i, t in db.execute("SELECT id, trace_id FROM traces")}
-            self.next_id = db.execute("SELECT coalesce(max(id), 0) + 1 FROM traces").fetchone()[0]
-            self.stale = False
+        if not self.stale:
+            return
+        index = self._new_index()
+        decisions = sorted((through, trace_id) for trace_id, through in db.execute(
+            "SELECT trace_id, through_row FROM decided"))
+        pending = iter(decisions)
+        decision = next(pending, None)
+        for row, at, summary in db.execute("SELECT id, at, summary FROM received ORDER BY id"):
+            while decision is not None and decision[0] < row:
+                index.finish(decision[1])
+                decision = next(pending, None)
+            index.add([(t, n, f, row) for t, n, f in _ENTRY.iter_unpack(summary)], at)
+        while decision is not None:
+            index.finish(decision[1])
+            decision = next(pending, None)
+        self.index = index
+        self.stale = False
+        self._cut.clear()
+        self._flush(db)  # rows and decisions the replayed bounds let go
 
     def append(self, db: sqlite3.Connection, chunks: Sequence[TraceChunk], now: float) -> AppendResult:
-        """Store chunks, evicting the oldest traces and dropping spans over the bounds.
-
-        One read of the touched traces, then one ``executemany`` per table: the cost is
-        per row, not per statement. Traces evicted to make room are never among those
-        this call appends to (decided traces go first, then the oldest).
+        """Store chunks as they are, one row each, evicting and dropping over the bounds.
 
         Example:
             >>> BufferTables().append.__name__
             'append'
         """
         self._fresh(db)
-        rows = self.rows
-        ids = list(dict.fromkeys(c.trace_id for c in chunks))
-        # [row id, span_count, decide_at, has_candidate, root_seen, new, no chunk stored yet]
-        state: dict[bytes, list[Any]] = {}
-        known = [rows[t] for t in ids if t in rows]
-        for i in range(0, len(known), _IN_BATCH):
-            part = known[i:i + _IN_BATCH]
-            for row in db.execute(
-                "SELECT id, trace_id, span_count, decide_at, has_candidate, root_seen FROM traces"
-                f" WHERE id IN ({','.join('?' * len(part))})", part,
-            ):
-                state[row[1]] = [row[0], *row[2:], False, False]
-        fresh = [t for t in ids if t not in state]
-        need = len(rows) + len(fresh) - self.max_traces
-        victims = self._victims(db, need, set(ids)) if need > 0 else []
-        next_id = self.next_id
-        for trace_id in fresh:
-            state[trace_id] = [next_id, 0, None, 0, 0, True, True]
-            next_id += 1
-        rootless = max(self.decision_wait, self.rootless_wait)
-        dropped = 0
-        later = []
-        first: dict[bytes, bytes] = {}  # a new trace's first spans chunk lives in its traces row
+        entries = []
         for chunk in chunks:
-            st = state[chunk.trace_id]
-            span_count, decide_at, has_candidate, root_seen = st[1], st[2], st[3], st[4]
-            if span_count + chunk.span_count > self.max_spans:
-                dropped += chunk.span_count
-                continue
-            if st[6] and st[5] and chunk.signal == "spans":
-                first[chunk.trace_id] = chunk.data
-            else:
-                later.append((chunk.trace_id, chunk.signal, chunk.data))
-            st[6] = False
-            has_candidate = has_candidate or chunk.has_run_candidate
-            root_seen = root_seen or chunk.has_root
-            if chunk.has_root and has_candidate:
-                decide_at = now + self.decision_wait
-            elif chunk.has_run_candidate:
-                wait = self.decision_wait if root_seen else rootless
-                decide_at = max(decide_at or 0.0, now + wait)
-            st[1], st[2], st[3], st[4] = span_count + chunk.span_count, decide_at, has_candidate, root_seen
-        self._delete(db, victims)
-        insert_rows(
-            db, "INSERT INTO traces(id, trace_id, first_seen, span_count, decide_at, has_candidate,"
-            " root_seen, data) VALUES ", 8,
-            [(st[0], t, now, st[1], st[2], int(st[3]), int(st[4]), first.get(t))
-             for t in fresh for st in (state[t],)],
-        )
-        db.executemany(
-            "UPDATE traces SET span_count = ?, decide_at = ?, has_candidate = ?, root_seen = ?"
-            " WHERE id = ?",
-            [(st[1], st[2], int(st[3]), int(st[4]), st[0]) for st in state.values() if not st[5]],
-        )
-        insert_rows(db, "INSERT INTO chunks(trace_id, signal, data) VALUES ", 3, later)
-        overflow: list[tuple[int, bytes, int]] = []
-        if len(rows) - len(victims) + len(fresh) > self.max_traces:
-            # More new traces than the buffer holds: the oldest of them go too.
-            overflow = [(state[t][0], t, 0) for t in fresh[:len(rows) - len(victims) + len(fresh) - self.max_traces]]
-            self._delete(db, overflow)
-        # Every statement succeeded: the map follows the file.
-        for _, trace_id, _ in victims:
-            rows.pop(trace_id, None)
-        for trace_id in fresh:
-            rows[trace_id] = state[trace_id][0]
-        for _, trace_id, _ in overflow:
-            rows.pop(trace_id, None)
-        self.next_id = next_id
-        lost = sum(1 for _, _, decided in victims if not decided) + len(overflow)
-        return AppendResult(evicted_traces=lost, dropped_spans=dropped)
+            flags = (CANDIDATE if chunk.has_run_candidate else 0) | (ROOT if chunk.has_root else 0)
+            entry = (chunk.trace_id, chunk.span_count, flags)
+            row = db.execute(
+                "INSERT INTO received(at, signal, whole, summary, data) VALUES (?, ?, 0, ?, ?)",
+                (now, chunk.signal, _ENTRY.pack(*entry), chunk.data),
+            ).lastrowid
+            entries.append((*entry, int(row or 0)))
+        result = self.index.add(entries, now)
+        self._flush(db)
+        return result
 
-    def _victims(self, db: sqlite3.Connection, n: int, keep: set[bytes]) -> list[tuple[int, bytes, int]]:
-        """``n`` traces to evict (decided ones first, then the oldest), none of ``keep``."""
-        rows = db.execute(
-            "SELECT id, trace_id, decided FROM traces ORDER BY decided DESC, first_seen, id LIMIT ?",
-            (n + len(keep),),
-        ).fetchall()
-        return [r for r in rows if r[1] not in keep][:n]
+    def append_request(
+        self, db: sqlite3.Connection, signal: str, raw: bytes, entries: Sequence[Entry], now: float,
+    ) -> AppendResult:
+        """Store a whole request (``TracesData`` or ``LogsData`` encoding) and its summary.
 
-    @staticmethod
-    def _delete(db: sqlite3.Connection, victims: Sequence[tuple[int, bytes, int]]) -> None:
-        for i in range(0, len(victims), _IN_BATCH):
-            part = victims[i:i + _IN_BATCH]
-            marks = ",".join("?" * len(part))
-            db.execute(f"DELETE FROM chunks WHERE trace_id IN ({marks})", [t for _, t, _ in part])
-            db.execute(f"DELETE FROM traces WHERE id IN ({marks})", [i for i, _, _ in part])
+        Example:
+            >>> BufferTables().append_request.__name__
+            'append_request'
+        """
+        self._fresh(db)
+        row = int(db.execute(
+            "INSERT INTO received(at, signal, whole, summary, data) VALUES (?, ?, 1, ?, ?)",
+            (now, signal, pack_summary(entries), raw),
+        ).lastrowid or 0)
+        result = self.index.add([(t, n, f, row) for t, n, f in entries], now)
+        self._flush(db)
+        return result
+
+    def _flush(self, db: sqlite3.Connection) -> None:
+        """Delete the rows no trace needs and the decisions of traces that left."""
+        index = self.index
+        freed, index.freed_rows = index.freed_rows, []
+        forgotten, index.forgotten = index.forgotten, []
+        for i in range(0, len(freed), _IN_BATCH):
+            part = freed[i:i + _IN_BATCH]
+            db.execute(f"DELETE FROM received WHERE id IN ({','.join('?' * len(part))})", part)
+            for row in part:
+                self._cut.pop(row, None)
+        for i in range(0, len(forgotten), _IN_BATCH):
+            ids = forgotten[i:i + _IN_BATCH]
+            db.execute(f"DELETE FROM decided WHERE trace_id IN ({','.join('?' * len(ids))})", ids)
 
     def drop(self, db: sqlite3.Connection, trace_id: bytes) -> None:
-        """Delete a trace and its chunks.
+        """Forget a trace (its rows go once no other trace needs them).
 
         Example:
             >>> BufferTables().drop.__name__
             'drop'
         """
         self._fresh(db)
-        row_id = self.rows.get(trace_id)
-        if row_id is not None:
-            self._delete(db, [(row_id, trace_id, 0)])
-            del self.rows[trace_id]
+        if trace_id in self.index.traces:
+            self.index._remove(trace_id)
+            self._flush(db)
 
     def due(self, db: sqlite3.Connection, now: float, limit: int) -> tuple[list[bytes], int]:
         """Traces to decide now, and how many run-less traces expired (and were dropped).
@@ -226,46 +422,36 @@ class BufferTables:
             'due'
         """
         self._fresh(db)
-        oldest = now - self.max_age
-        # Index range scans only (``decided IN`` selects traces_evict; ``+`` keeps decide_at's off).
-        expired = db.execute(
-            "SELECT id, trace_id, has_candidate FROM traces"
-            " WHERE decided IN (0, 1) AND first_seen <= ? AND +decide_at IS NULL",
-            (oldest,),
-        ).fetchall()
-        self._delete(db, expired)
-        for _, trace_id, _ in expired:
-            self.rows.pop(trace_id, None)
-        rows = db.execute(
-            "SELECT trace_id, decide_at FROM traces WHERE decide_at <= ? ORDER BY decide_at LIMIT ?",
-            (now, limit),
-        ).fetchall()
-        rows += db.execute(
-            "SELECT trace_id, decide_at FROM traces"
-            " WHERE decided IN (0, 1) AND first_seen <= ? AND +decide_at > ? ORDER BY decide_at LIMIT ?",
-            (oldest, now, limit),
-        ).fetchall()
-        rows.sort(key=lambda r: r[1])
-        return [r[0] for r in rows[:limit]], sum(1 for _, _, candidate in expired if not candidate)
+        result = self.index.due(now, limit)
+        self._flush(db)
+        return result
 
     def load(self, db: sqlite3.Connection, trace_id: bytes) -> list[TraceChunk]:
-        """A trace's chunks in arrival order.
+        """A trace's chunks in arrival order (whole requests are cut by trace here).
 
         Example:
             >>> BufferTables().load.__name__
             'load'
         """
         self._fresh(db)
-        row_id = self.rows.get(trace_id)
-        if row_id is None:
-            return []
-        head = db.execute("SELECT data FROM traces WHERE id = ?", (row_id,)).fetchone()
-        rows = db.execute(
-            "SELECT signal, data FROM chunks WHERE trace_id = ? ORDER BY id", (trace_id,)
-        ).fetchall()
-        if head is not None and head[0] is not None:
-            rows.insert(0, ("spans", head[0]))
-        return [TraceChunk(trace_id, signal, data, 0, False) for signal, data in rows]
+        out: list[TraceChunk] = []
+        for row in self.index.rows_of(trace_id):
+            cut = self._cut.get(row)
+            if cut is None:
+                found = db.execute("SELECT signal, whole, data FROM received WHERE id = ?", (row,)).fetchone()
+                if found is None:
+                    continue
+                signal, whole, data = found
+                if not whole:
+                    out.append(TraceChunk(trace_id, signal, data, 0, False))
+                    continue
+                cut = self._cut[row] = _cut_by_trace(signal, data)
+                while len(self._cut) > _CACHED_REQUESTS:
+                    self._cut.popitem(last=False)
+            else:
+                self._cut.move_to_end(row)
+            out.extend(cut.get(trace_id, ()))
+        return out
 
     def finish(self, db: sqlite3.Connection, trace_id: bytes) -> None:
         """Mark a trace decided (kept as context).
@@ -275,6 +461,64 @@ class BufferTables:
             'finish'
         """
         self._fresh(db)
-        row_id = self.rows.get(trace_id)
-        if row_id is not None:
-            db.execute("UPDATE traces SET decide_at = NULL, decided = 1 WHERE id = ?", (row_id,))
+        through = self.index.finish(trace_id)
+        if through is not None:
+            db.execute("INSERT OR REPLACE INTO decided(trace_id, through_row) VALUES (?, ?)", (trace_id, through))
+
+
+def _cut_by_trace(signal: str, data: bytes) -> dict[bytes, list[TraceChunk]]:
+    """A whole stored request cut into its traces' chunks."""
+    out: dict[bytes, list[TraceChunk]] = {}
+    if signal == "logs":
+        chunks = split_logs(LogsData.FromString(data).resource_logs)
+    else:
+        chunks, _ = split_traces(TracesData.FromString(data).resource_spans, _never, data)
+    for chunk in chunks:
+        out.setdefault(chunk.trace_id, []).append(chunk)
+    return out
+
+
+def _never(name: str, keys: Any) -> bool:
+    return False
+
+
+def upgrade_layout(db: sqlite3.Connection) -> None:
+    """Move the traces of an earlier file layout (``traces`` and ``chunks`` tables, one row
+    per trace) into ``received`` and ``decided``; a no-op on a current file.
+
+    Example:
+        >>> db = sqlite3.connect(":memory:")
+        >>> upgrade_layout(db)
+    """
+    def exists(table: str) -> bool:
+        return bool(db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)).fetchone())
+
+    if not exists("traces"):
+        return
+    columns = {row[1] for row in db.execute("PRAGMA table_info(traces)")}
+    data = "data" if "data" in columns else "NULL"
+    order = "id" if "id" in columns else "first_seen"
+    db.execute("BEGIN IMMEDIATE")
+    traces = db.execute(
+        f"SELECT trace_id, first_seen, span_count, has_candidate, root_seen, decided, {data}"
+        f" FROM traces ORDER BY {order}").fetchall()
+    for trace_id, first_seen, span_count, candidate, root, decided, head in traces:
+        stored: list[tuple[str, bytes]] = [("spans", head)] if head is not None else []
+        if exists("chunks"):
+            stored += db.execute(
+                "SELECT signal, data FROM chunks WHERE trace_id = ? ORDER BY id", (trace_id,)).fetchall()
+        if not stored:
+            continue  # nothing of it was kept
+        flags = (CANDIDATE if candidate else 0) | (ROOT if root else 0)
+        last = 0
+        for i, (signal, chunk) in enumerate(stored):
+            entry = (trace_id, span_count, flags) if i == 0 else (trace_id, 0, 0)
+            last = int(db.execute(
+                "INSERT INTO received(at, signal, whole, summary, data) VALUES (?, ?, 0, ?, ?)",
+                (first_seen, signal, _ENTRY.pack(*entry), chunk)).lastrowid or 0)
+        if decided:
+            db.execute("INSERT OR REPLACE INTO decided(trace_id, through_row) VALUES (?, ?)", (trace_id, last))
+    db.execute("DROP TABLE traces")
+    if exists("chunks"):
+        db.execute("DROP TABLE chunks")
+    db.execute("COMMIT")

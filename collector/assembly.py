@@ -13,14 +13,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-from opentelemetry.proto.logs.v1.logs_pb2 import LogsData, ResourceLogs
-from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, TracesData
+from opentelemetry.proto.logs.v1.logs_pb2 import LogsData
+from opentelemetry.proto.trace.v1.trace_pb2 import TracesData
 
 from collector._aio import wait_event
 from collector.assembly_types import AppendResult, TraceChunk
@@ -29,6 +29,9 @@ from collector.errors import QueueFull, Unavailable
 from collector.metrics import Metrics
 from collector.queue import JobQueue, RunRecord, ScoreJob
 from collector.registry import ScorerRegistry
+from collector.trace_split import CANDIDATE, split_logs, split_traces, summarize_spans
+
+__all__ = ["RequestBuffer", "TraceAssembler", "TraceBuffer", "split_logs", "split_traces"]
 
 logger = logging.getLogger(__name__)
 
@@ -50,234 +53,18 @@ class TraceBuffer(Protocol):
     async def finish(self, trace_id: bytes) -> None: ...
 
 
-def _varint(value: int) -> bytes:
-    if value < 0x80:
-        return bytes((value,))
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
-def _field(tag: int, payload: bytes) -> bytes:
-    """One length-delimited protobuf field (``tag`` is the whole first byte: number << 3 | 2)."""
-    return bytes((tag,)) + _varint(len(payload)) + payload
-
-
-_NO_TRACE = bytes(16)
-_HEADERS_UP_TO = 1 << 14
-# The tag and length of a ``spans`` field (ScopeSpans field 2) for every length below 16 KiB.
-_SPAN_HEADERS = [b"\x12" + _varint(size) for size in range(_HEADERS_UP_TO)]
-_RESOURCE_HEADERS = [b"\x0a" + _varint(size) for size in range(_HEADERS_UP_TO)]
-
-
-def _read_varint(buf: bytes, pos: int) -> tuple[int, int]:
-    byte = buf[pos]
-    if byte < 0x80:
-        return byte, pos + 1
-    result, shift, pos = byte & 0x7F, 7, pos + 1
-    while True:
-        byte = buf[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return result, pos
-        shift += 7
-        if shift > 63:
-            raise ValueError("varint too long")
-
-
-def _embedded(buf: bytes, start: int, end: int, number: int) -> list[tuple[int, int]]:
-    """Where each length-delimited field ``number`` of the message in ``buf[start:end]`` lies."""
-    out = []
-    pos = start
-    while pos < end:
-        tag, pos = _read_varint(buf, pos)
-        wire = tag & 7
-        if wire == 2:
-            size, pos = _read_varint(buf, pos)
-            if tag >> 3 == number:
-                out.append((pos, pos + size))
-            pos += size
-        elif wire == 0:
-            pos = _read_varint(buf, pos)[1]
-        elif wire == 1:
-            pos += 8
-        elif wire == 5:
-            pos += 4
-        else:
-            raise ValueError(f"wire type {wire}")
-    if pos != end:
-        raise ValueError("field runs past its message")
-    return out
-
-
-def span_bytes(raw: bytes) -> list[list[list[bytes]]] | None:
-    """Each span's bytes in an encoded ``ExportTraceServiceRequest`` (or ``TracesData``), per
-    resource and scope, in order; None if ``raw`` is not well formed.
+class RequestBuffer(TraceBuffer, Protocol):
+    """A trace buffer that stores whole requests as received, with a per-trace summary
+    (trace id, span count, `trace_split` flags), and cuts them by trace only when loading.
 
     Example:
-        >>> from opentelemetry.proto.trace.v1.trace_pb2 import ScopeSpans, Span
-        >>> span = Span(trace_id=b"\\x01" * 16, span_id=b"\\x02" * 8, name="a")
-        >>> raw = TracesData(resource_spans=[ResourceSpans(scope_spans=[ScopeSpans(spans=[span])])])
-        >>> span_bytes(raw.SerializeToString()) == [[[span.SerializeToString()]]]
-        True
-        >>> span_bytes(b"\\x0a\\x05") is None
-        True
+        >>> RequestBuffer.__name__
+        'RequestBuffer'
     """
-    try:
-        return [
-            [[raw[a:b] for a, b in _embedded(raw, s, e, 2)] for s, e in _embedded(raw, rs, re, 2)]
-            for rs, re in _embedded(raw, 0, len(raw), 1)
-        ]
-    except (ValueError, IndexError):
-        return None
 
-
-def _head(tag: int, size: int) -> bytes:
-    """The tag byte and length of a length-delimited field (``tag`` 0x0A or 0x12)."""
-    if size < _HEADERS_UP_TO:
-        return _SPAN_HEADERS[size] if tag == 0x12 else _RESOURCE_HEADERS[size]
-    return bytes((tag,)) + _varint(size)
-
-
-class _Keys:
-    """A span's attribute keys, read only if iterated (most candidates are known by name)."""
-
-    __slots__ = ("_span",)
-
-    def __init__(self, span: Any) -> None:
-        self._span = span
-
-    def __iter__(self) -> Iterator[str]:
-        return (kv.key for kv in self._span.attributes)
-
-
-def split_traces(
-    resource_spans: Iterable[ResourceSpans], is_candidate: Callable[[str, Iterable[str]], bool],
-    raw: bytes | None = None,
-) -> tuple[list[TraceChunk], int]:
-    """Cut resource spans into one serialised `TracesData` chunk per trace id.
-
-    Returns the chunks and the number of spans rejected for invalid trace or span ids.
-    No message is built per trace: each span is serialised once and a chunk is the
-    concatenation of its spans' bytes, framed by its resource's and scopes' bytes (each
-    serialised once per request). ``is_candidate(name, keys)`` gets the span's attribute
-    keys lazily, so a span whose name decides is never walked; once a trace has a
-    candidate, its other spans are not tested. ``raw``, the request's protobuf encoding
-    (whose parse gave ``resource_spans``), lets spans be sliced out of it rather than
-    serialised again.
-
-    Example:
-        >>> from opentelemetry.proto.trace.v1.trace_pb2 import ScopeSpans, Span
-        >>> rs = ResourceSpans(scope_spans=[ScopeSpans(spans=[
-        ...     Span(trace_id=b"\\x01" * 16, span_id=b"\\x02" * 8, name="a"),
-        ...     Span(trace_id=b"\\x03" * 16, span_id=b"\\x04" * 8, name="b")])])
-        >>> chunks, rejected = split_traces([rs], lambda name, keys: name == "b")
-        >>> [(c.trace_id[:1], c.span_count, c.has_run_candidate) for c in chunks], rejected
-        ([(b'\\x01', 1, False), (b'\\x03', 1, True)], 0)
-        >>> TracesData.FromString(chunks[1].data).resource_spans[0].scope_spans[0].spans[0].name
-        'b'
-    """
-    # trace id -> [slot, [framed span, ...], slot, [...], ...]: slots in order, each once
-    grouped: dict[bytes, list[Any]] = {}
-    candidates: set[bytes] = set()
-    roots: set[bytes] = set()
-    # per scope slot: (resource index, scope field, scope schema_url field)
-    scopes: list[tuple[int, bytes, bytes]] = []
-    resources: list[tuple[bytes, bytes]] = []  # (resource field, schema_url field)
-    headers = _SPAN_HEADERS
-    rejected = 0
-    sources = list(resource_spans)
-    encoded = span_bytes(raw) if raw is not None else None
-    if encoded is not None and [[len(ss.spans) for ss in rs.scope_spans] for rs in sources] != [
-            [len(spans) for spans in scopes] for scopes in encoded]:
-        encoded = None  # not the encoding of these messages: serialise instead
-    for ri, rs in enumerate(sources):
-        resources.append((
-            _field(0x0A, rs.resource.SerializeToString()) if rs.HasField("resource") else b"",
-            _field(0x1A, rs.schema_url.encode()) if rs.schema_url else b"",
-        ))
-        for si, ss in enumerate(rs.scope_spans):
-            slot = len(scopes)
-            sliced = encoded[ri][si] if encoded is not None else None
-            scopes.append((
-                ri,
-                _field(0x0A, ss.scope.SerializeToString()) if ss.HasField("scope") else b"",
-                _field(0x1A, ss.schema_url.encode()) if ss.schema_url else b"",
-            ))
-            for k, span in enumerate(ss.spans):
-                trace_id = span.trace_id
-                if len(trace_id) != 16 or trace_id == _NO_TRACE or len(span.span_id) != 8:
-                    rejected += 1
-                    continue
-                data = sliced[k] if sliced is not None else span.SerializeToString()
-                size = len(data)
-                framed = headers[size] + data if size < _HEADERS_UP_TO else b"\x12" + _varint(size) + data
-                entry = grouped.get(trace_id)
-                if entry is None:
-                    grouped[trace_id] = [slot, [framed]]
-                elif entry[-2] == slot:
-                    entry[-1].append(framed)
-                else:
-                    entry += (slot, [framed])
-                if not span.parent_span_id:
-                    roots.add(trace_id)
-                if trace_id not in candidates and is_candidate(span.name, _Keys(span)):
-                    candidates.add(trace_id)
-    chunks = []
-    for trace_id, entry in grouped.items():
-        if len(entry) == 2:  # the usual case: the trace's spans are in one scope
-            slot, framed = entry
-            ri, scope, scope_url = scopes[slot]
-            resource, resource_url = resources[ri]
-            inner = len(scope) + sum(map(len, framed)) + len(scope_url)
-            scope_head = _head(0x12, inner)
-            data = b"".join((
-                _head(0x0A, len(resource) + len(scope_head) + inner + len(resource_url)),
-                resource, scope_head, scope, *framed, scope_url, resource_url,
-            ))
-            count = len(framed)
-        else:
-            by_resource: dict[int, list[bytes]] = {}
-            count = 0
-            for i in range(0, len(entry), 2):
-                ri, scope, scope_url = scopes[entry[i]]
-                by_resource.setdefault(ri, []).append(_field(0x12, b"".join((scope, *entry[i + 1], scope_url))))
-                count += len(entry[i + 1])
-            data = b"".join(
-                _field(0x0A, b"".join((resources[ri][0], *scope_fields, resources[ri][1])))
-                for ri, scope_fields in by_resource.items()
-            )
-        chunks.append(TraceChunk(trace_id, "spans", data, count, trace_id in candidates, trace_id in roots))
-    return chunks, rejected
-
-
-def split_logs(resource_logs: Iterable[ResourceLogs]) -> list[TraceChunk]:
-    """Cut resource logs into one serialised `LogsData` chunk per trace id (others dropped).
-
-    Example:
-        >>> from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord, ScopeLogs
-        >>> rl = ResourceLogs(scope_logs=[ScopeLogs(log_records=[
-        ...     LogRecord(trace_id=b"\\x01" * 16), LogRecord()])])
-        >>> [(c.signal, c.span_count) for c in split_logs([rl])]
-        [('logs', 0)]
-    """
-    grouped: dict[bytes, LogsData] = {}
-    for rl in resource_logs:
-        for sl in rl.scope_logs:
-            for rec in sl.log_records:
-                if len(rec.trace_id) != 16:
-                    continue
-                data = grouped.setdefault(rec.trace_id, LogsData())
-                out_rl = data.resource_logs.add(schema_url=rl.schema_url)
-                out_rl.resource.CopyFrom(rl.resource)
-                out_sl = out_rl.scope_logs.add(schema_url=sl.schema_url)
-                out_sl.scope.CopyFrom(sl.scope)
-                out_sl.log_records.append(rec)
-    return [TraceChunk(tid, "logs", d.SerializeToString(), 0, False) for tid, d in grouped.items()]
+    async def append_request(
+        self, signal: str, raw: bytes, entries: Sequence[tuple[bytes, int, int]],
+    ) -> AppendResult: ...
 
 
 class TraceAssembler:
@@ -311,6 +98,8 @@ class TraceAssembler:
         self._registry = registry
         self._metrics = metrics
         self._adapters = adapters
+        # Buffers that keep requests whole skip the per-trace cut on the ingest path.
+        self._stores_requests = callable(getattr(buffer, "append_request", None))
         self._max_pending = max_pending_jobs
         self._retry_after = retry_after_s
         self._tick = tick_s
@@ -353,7 +142,9 @@ class TraceAssembler:
             raise QueueFull("too many jobs waiting", retry_after_s=self._retry_after)
 
     async def _append(self, chunks: list[TraceChunk]) -> None:
-        result = await self._buffer.append(chunks)
+        self._count(await self._buffer.append(chunks))
+
+    def _count(self, result: AppendResult) -> None:
         if result.evicted_traces:
             self._metrics.traces_evicted.labels(reason="max_traces").inc(result.evicted_traces)
             logger.warning("trace buffer full: evicted %d traces", result.evicted_traces)
@@ -378,6 +169,8 @@ class TraceAssembler:
         is_candidate = self._adapters.is_run_candidate
         resource_spans = list(request.resource_spans)
         total = sum(len(ss.spans) for rs in resource_spans for ss in rs.scope_spans)
+        if self._stores_requests:
+            return await self._consume_whole(request, raw, resource_spans, total)
         if total > 512:  # large batches are cut off the loop
             chunks, rejected = await asyncio.get_running_loop().run_in_executor(
                 self._pool, split_traces, resource_spans, is_candidate, raw)
@@ -386,6 +179,25 @@ class TraceAssembler:
         if chunks:
             await self._append(chunks)
             if any(c.has_run_candidate for c in chunks) and self._wake is not None:
+                self._wake.set()
+        message = f"{rejected} spans have an invalid trace or span id" if rejected else ""
+        return Accepted(total - rejected, rejected, message)
+
+    async def _consume_whole(
+        self, request: ExportTraceServiceRequest, raw: bytes | None, resource_spans: list[Any], total: int,
+    ) -> Accepted:
+        """Store the request as received, with its per-trace summary (nothing else is decoded)."""
+        is_candidate = self._adapters.is_run_candidate
+        if total > 512:  # large batches are read off the loop
+            entries, rejected = await asyncio.get_running_loop().run_in_executor(
+                self._pool, summarize_spans, resource_spans, is_candidate)
+        else:
+            entries, rejected = summarize_spans(resource_spans, is_candidate)
+        if entries:
+            buffer: Any = self._buffer
+            body = raw if raw is not None else request.SerializeToString()
+            self._count(await buffer.append_request("spans", body, entries))
+            if self._wake is not None and any(flags & CANDIDATE for _, _, flags in entries):
                 self._wake.set()
         message = f"{rejected} spans have an invalid trace or span id" if rejected else ""
         return Accepted(total - rejected, rejected, message)

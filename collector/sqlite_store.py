@@ -140,6 +140,20 @@ class SqliteStore:
         at = time.time() if now is None else now
         return await self._runner.call(lambda db: self._buffer.append(db, chunks, at))
 
+    async def append_request(
+        self, signal: str, raw: bytes, entries: Sequence[tuple[bytes, int, int]], now: float | None = None,
+    ) -> AppendResult:
+        """Store a whole request as received (``TracesData`` or ``LogsData`` encoding) with its
+        per-trace summary (`collector.trace_split.summarize_spans`); it is cut by trace
+        only when one of its traces is decided.
+
+        Example:
+            >>> SqliteStore(":memory:").append_request  # doctest: +ELLIPSIS
+            <bound method SqliteStore.append_request of ...>
+        """
+        at = time.time() if now is None else now
+        return await self._runner.call(lambda db: self._buffer.append_request(db, signal, raw, entries, at))
+
     async def due(self, limit: int, now: float | None = None) -> tuple[list[bytes], int]:
         """Trace ids ready for a decision, and how many run-less traces expired (dropped).
 
@@ -362,7 +376,7 @@ class SqliteStore:
                 in_flight=one("SELECT count(*) FROM jobs WHERE lease_until > ?", now),
                 dead=one("SELECT count(*) FROM dead_letters"),
                 outbox=one("SELECT count(*) FROM outbox"),
-                traces=one("SELECT count(*) FROM traces WHERE decided = 0"),
+                traces=self._buffer.reload(db) if self._buffer.stale else self._buffer.count,
             )
 
         return await self._runner.call(work)
