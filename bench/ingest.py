@@ -193,6 +193,20 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def thread_cpu(pid: int) -> dict[int, tuple[float, float]]:
+    """(user, system) CPU seconds of each thread of a process."""
+    out = {}
+    tick = os.sysconf("SC_CLK_TCK")
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        out[int(tid)] = (int(fields[11]) / tick, int(fields[12]) / tick)
+    return out
+
+
 def child_pid(pid: int) -> int:
     """The first child of a process (the daemon under py-spy)."""
     with open(f"/proc/{pid}/task/{pid}/children") as children:
@@ -288,11 +302,13 @@ async def main() -> None:
                             latencies.append(time.perf_counter() - sent)
 
             cpu_before = cpu_seconds(daemon_pid)
+            threads_before = thread_cpu(daemon_pid)
             client_before = resource.getrusage(resource.RUSAGE_SELF)
             started = time.perf_counter()
             await asyncio.gather(*(client() for _ in range(args.concurrency)))
             load_s = time.perf_counter() - started
             daemon_cpu = cpu_seconds(daemon_pid) - cpu_before
+            threads_after = thread_cpu(daemon_pid)
             client_after = resource.getrusage(resource.RUSAGE_SELF)
             decided = await metric_sum(session, base, "tracescore_runs_found_total")
     finally:
@@ -316,6 +332,11 @@ async def main() -> None:
           f"{os.cpu_count()} cores shared with the client)")
     print(f"daemon  {daemon_cpu:.2f} CPU s during the load ({daemon_cpu / load_s:.2f} cores); "
           f"client {client_cpu:.2f} CPU s")
+    busy = sorted(
+        ((after[0] - threads_before.get(tid, (0.0, 0.0))[0], after[1] - threads_before.get(tid, (0.0, 0.0))[1])
+         for tid, after in threads_after.items()), key=sum, reverse=True)
+    print("threads " + ", ".join(f"{u:.2f}+{s:.2f}" for u, s in busy if u + s >= 0.01)
+          + " CPU s (user+system) per daemon thread, busiest first (the event loop is one; the store's writer another)")
     print(f"accepted per daemon CPU second            {per_cpu:10,.0f} spans/s")
     print(f"ratios  accepted / decode only {rate / decode_limit:.3f}   "
           f"accepted / decode+read {rate / read_limit:.3f}")

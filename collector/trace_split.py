@@ -255,9 +255,11 @@ def summarize_spans(
     """Per trace id: (trace id, span count, flags), in order of first appearance; and the
     number of spans rejected for an invalid trace or span id.
 
-    Flags: `CANDIDATE` when a span may be a run or LLM span (``is_candidate(name, keys)``,
-    keys read only when the name does not decide, and not at all once the trace has a
-    candidate), `ROOT` when a span has no parent. Nothing else is read.
+    Flags: `CANDIDATE` when a span may be a run or LLM span, `ROOT` when a span has no
+    parent. Nothing else is read. ``is_candidate(name, keys)`` must hold when the name alone
+    decides (``is_candidate(name, ())``) or when a key does: names are tested first, for
+    every span, and attribute keys are read only for spans of traces that no name made a
+    candidate (in GenAI traces, almost none).
 
     Example:
         >>> from opentelemetry.proto.trace.v1.trace_pb2 import ScopeSpans, Span
@@ -271,6 +273,7 @@ def summarize_spans(
     counts: dict[bytes, int] = {}
     candidates: set[bytes] = set()
     roots: set[bytes] = set()
+    unnamed: list[tuple[bytes, Any]] = []  # spans whose name does not decide
     rejected = 0
     no_trace = _NO_TRACE
     for rs in resource_spans:
@@ -283,8 +286,14 @@ def summarize_spans(
                 counts[trace_id] = counts.get(trace_id, 0) + 1
                 if not span.parent_span_id:
                     roots.add(trace_id)
-                if trace_id not in candidates and is_candidate(span.name, _Keys(span)):
-                    candidates.add(trace_id)
+                if trace_id not in candidates:
+                    if is_candidate(span.name, ()):
+                        candidates.add(trace_id)
+                    else:
+                        unnamed.append((trace_id, span))
+    for trace_id, span in unnamed:
+        if trace_id not in candidates and is_candidate(span.name, _Keys(span)):
+            candidates.add(trace_id)
     return [
         (t, n, (CANDIDATE if t in candidates else 0) | (ROOT if t in roots else 0)) for t, n in counts.items()
     ], rejected

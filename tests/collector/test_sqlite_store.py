@@ -237,7 +237,7 @@ async def test_trace_map_is_read_back_after_a_failed_commit(tmp_path: Path) -> N
     await store.append([TraceChunk(T1, "spans", b"1", 1, True, True)], now=0.0)
     buffer = store._buffer
     # What a rolled-back group commit leaves: an index that no longer matches the file.
-    buffer.index.add([(T2, 1, 3, 999)], now=0.0)
+    buffer.index.add([(T2, 1, 3)], now=0.0, rows=999)
     store._runner._on_rollback()  # type: ignore[misc]
     assert await store.load(T2) == [] and [c.data for c in await store.load(T1)] == [b"1"]
     await store.append([TraceChunk(T2, "spans", b"2", 1, True, True)], now=0.0)
