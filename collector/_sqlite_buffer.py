@@ -204,7 +204,10 @@ class TraceIndex:
                 self._remove(trace_id)
             lost += min(overflow, len(fresh))
         distinct = (rows,) if isinstance(rows, int) else set(rows)
-        self.freed_rows.extend(row for row in distinct if row not in refs)
+        unheld = [row for row in distinct if row not in refs]
+        if unheld:  # no trace kept them (dropped spans, or traces removed above: listed once)
+            listed = set(self.freed_rows)
+            self.freed_rows.extend(row for row in unheld if row not in listed)
         return AppendResult(evicted_traces=lost, dropped_spans=dropped)
 
     def _victims(self, n: int, keep: set[bytes]) -> list[bytes]:
