@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import fcntl
+import logging
 import sqlite3
 from collections import deque
 from collections.abc import Callable
@@ -19,6 +20,8 @@ from pathlib import Path
 from typing import IO, Any, TypeVar
 
 from collector._sqlite_buffer import upgrade_layout
+
+logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
@@ -30,7 +33,10 @@ CREATE TABLE IF NOT EXISTS received (
     signal TEXT NOT NULL,
     whole INTEGER NOT NULL,  -- 1: a whole request, cut by trace when loaded; 0: one trace's chunk
     summary BLOB NOT NULL,  -- 21 bytes per trace: trace id, span count, flags
-    data BLOB NOT NULL
+    data BLOB NOT NULL,  -- empty when the bytes are in the body log:
+    segment INTEGER,  -- its segment,
+    offset INTEGER,  -- where they start
+    length INTEGER  -- and how many
 );
 CREATE TABLE IF NOT EXISTS decided (
     trace_id BLOB PRIMARY KEY,
@@ -86,9 +92,14 @@ class SqliteRunner:
         0
     """
 
-    def __init__(self, path: str, on_rollback: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self, path: str, on_rollback: Callable[[], None] | None = None,
+        before_commit: Callable[[], None] | None = None, after_commit: Callable[[], None] | None = None,
+    ) -> None:
         self._path = path
         self._on_rollback = on_rollback  # state kept beside the file is reloaded after a failed commit
+        self._before_commit = before_commit  # runs (on the store's thread) before each COMMIT; may raise
+        self._after_commit = after_commit  # runs after each successful COMMIT
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tracescore-sqlite")
         self._db: sqlite3.Connection | None = None
         self._lock_file: IO[bytes] | None = None
@@ -139,19 +150,26 @@ class SqliteRunner:
             outcomes = [(fut, None, closed) for _, fut in batch]
         else:
             try:
-                outcomes = self._run_batch(db, batch)
+                outcomes = self._run_batch(db, batch, self._before_commit)
             except Exception as err:  # BEGIN/COMMIT failed (busy, I/O error): every call fails
                 if db.in_transaction:
                     db.execute("ROLLBACK")
                 if self._on_rollback is not None:
                     self._on_rollback()
                 outcomes = [(fut, None, err) for _, fut in batch]
+            else:
+                if self._after_commit is not None:
+                    try:
+                        self._after_commit()
+                    except Exception:  # housekeeping: the calls themselves succeeded
+                        logger.exception("after-commit step failed")
         for fut, result, error in outcomes:
             fut.get_loop().call_soon_threadsafe(_resolve, fut, result, error)
 
     @staticmethod
     def _run_batch(
-        db: sqlite3.Connection, batch: list[tuple[Callable[[sqlite3.Connection], Any], asyncio.Future[Any]]]
+        db: sqlite3.Connection, batch: list[tuple[Callable[[sqlite3.Connection], Any], asyncio.Future[Any]]],
+        before_commit: Callable[[], None] | None = None,
     ) -> list[tuple[asyncio.Future[Any], Any, BaseException | None]]:
         outcomes: list[tuple[asyncio.Future[Any], Any, BaseException | None]] = []
         db.execute("BEGIN IMMEDIATE")
@@ -166,6 +184,8 @@ class SqliteRunner:
             else:
                 db.execute("RELEASE call")
                 outcomes.append((fut, result, None))
+        if before_commit is not None:
+            before_commit()
         db.execute("COMMIT")
         return outcomes
 

@@ -34,6 +34,7 @@ from typing import Any
 from opentelemetry.proto.logs.v1.logs_pb2 import LogsData
 from opentelemetry.proto.trace.v1.trace_pb2 import TracesData
 
+from collector._body_log import BodyLog
 from collector.assembly_types import AppendResult, TraceChunk
 from collector.trace_split import CANDIDATE, ROOT, split_logs, split_traces
 
@@ -330,8 +331,12 @@ class BufferTables:
     max_spans: int = 10_000
     max_age: float = 600.0
     index: TraceIndex = field(init=False)
+    log: BodyLog | None = None  # where whole requests' bytes go (None: inside the row)
     stale: bool = True  # the index must be rebuilt from the file before use
     _cut: OrderedDict[int, dict[bytes, list[TraceChunk]]] = field(default_factory=OrderedDict)
+    _segment_of: dict[int, int] = field(default_factory=dict)  # row -> body log segment
+    _segment_rows: dict[int, int] = field(default_factory=dict)  # segment -> rows in it
+    _doomed: list[int] = field(default_factory=list)  # segments to delete once committed
 
     def __post_init__(self) -> None:
         self.index = self._new_index()
@@ -357,6 +362,35 @@ class BufferTables:
         """
         self.stale = True
         self._cut.clear()
+        self._doomed.clear()  # their rows' deletion was rolled back
+
+    def before_commit(self) -> None:
+        """Flush the bodies the transaction's rows point at (the runner's pre-commit step).
+
+        Example:
+            >>> BufferTables().before_commit()
+        """
+        if self.log is not None:
+            self.log.sync()
+
+    def after_commit(self) -> None:
+        """Delete the body segments whose last row the committed transaction deleted.
+
+        Example:
+            >>> BufferTables().after_commit()
+        """
+        if self._doomed and self.log is not None:
+            self.log.delete(self._doomed)
+        self._doomed.clear()
+
+    def close(self) -> None:
+        """Flush and close the body log.
+
+        Example:
+            >>> BufferTables().close()
+        """
+        if self.log is not None:
+            self.log.close()
 
     def reload(self, db: sqlite3.Connection) -> int:
         """Rebuild the index from the file; returns how many undecided traces are buffered.
@@ -376,11 +410,17 @@ class BufferTables:
         if not self.stale:
             return
         index = self._new_index()
+        if self.log is not None and self.log.current == 0:
+            self.log.open()
+        self._segment_of, self._segment_rows = {}, {}
         decisions = sorted((through, trace_id) for trace_id, through in db.execute(
             "SELECT trace_id, through_row FROM decided"))
         pending = iter(decisions)
         decision = next(pending, None)
-        for row, at, summary in db.execute("SELECT id, at, summary FROM received ORDER BY id"):
+        for row, at, summary, segment in db.execute(
+                "SELECT id, at, summary, segment FROM received ORDER BY id"):
+            if segment is not None:
+                self._hold(row, segment)
             while decision is not None and decision[0] < row:
                 index.finish(decision[1])
                 decision = next(pending, None)
@@ -392,6 +432,12 @@ class BufferTables:
         self.stale = False
         self._cut.clear()
         self._flush(db)  # rows and decisions the replayed bounds let go
+        if self.log is not None:  # segments no row points into (a crash before a commit)
+            self.log.delete([s for s in self.log.segments() if s not in self._segment_rows])
+
+    def _hold(self, row: int, segment: int) -> None:
+        self._segment_of[row] = segment
+        self._segment_rows[segment] = self._segment_rows.get(segment, 0) + 1
 
     def append(self, db: sqlite3.Connection, chunks: Sequence[TraceChunk], now: float) -> AppendResult:
         """Store chunks as they are, one row each, evicting and dropping over the bounds.
@@ -425,10 +471,19 @@ class BufferTables:
             'append_request'
         """
         self._fresh(db)
-        row = int(db.execute(
-            "INSERT INTO received(at, signal, whole, summary, data) VALUES (?, ?, 1, ?, ?)",
-            (now, signal, pack_summary(entries), raw),
-        ).lastrowid or 0)
+        if self.log is None:
+            row = int(db.execute(
+                "INSERT INTO received(at, signal, whole, summary, data) VALUES (?, ?, 1, ?, ?)",
+                (now, signal, pack_summary(entries), raw),
+            ).lastrowid or 0)
+        else:
+            segment, offset = self.log.append(raw)
+            row = int(db.execute(
+                "INSERT INTO received(at, signal, whole, summary, data, segment, offset, length)"
+                " VALUES (?, ?, 1, ?, x'', ?, ?, ?)",
+                (now, signal, pack_summary(entries), segment, offset, len(raw)),
+            ).lastrowid or 0)
+            self._hold(row, segment)
         result = self.index.add(entries, now, row)
         self._flush(db)
         return result
@@ -443,6 +498,13 @@ class BufferTables:
             db.execute(f"DELETE FROM received WHERE id IN ({','.join('?' * len(part))})", part)
             for row in part:
                 self._cut.pop(row, None)
+                segment = self._segment_of.pop(row, None)
+                if segment is not None:
+                    left = self._segment_rows[segment] - 1
+                    self._segment_rows[segment] = left
+                    if not left and self.log is not None and segment != self.log.current:
+                        del self._segment_rows[segment]
+                        self._doomed.append(segment)
         for i in range(0, len(forgotten), _IN_BATCH):
             ids = forgotten[i:i + _IN_BATCH]
             db.execute(f"DELETE FROM decided WHERE trace_id IN ({','.join('?' * len(ids))})", ids)
@@ -483,10 +545,14 @@ class BufferTables:
         for row in self.index.rows_of(trace_id):
             cut = self._cut.get(row)
             if cut is None:
-                found = db.execute("SELECT signal, whole, data FROM received WHERE id = ?", (row,)).fetchone()
+                found = db.execute(
+                    "SELECT signal, whole, data, segment, offset, length FROM received WHERE id = ?", (row,),
+                ).fetchone()
                 if found is None:
                     continue
-                signal, whole, data = found
+                signal, whole, data, segment, offset, length = found
+                if segment is not None and self.log is not None:
+                    data = self.log.read(segment, offset, length)
                 if not whole:
                     out.append(TraceChunk(trace_id, signal, data, 0, False))
                     continue

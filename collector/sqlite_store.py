@@ -21,6 +21,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from collector._body_log import BodyLog
 from collector._sqlite import SqliteRunner
 from collector._sqlite_buffer import BufferTables
 from collector.assembly_types import AppendResult, TraceChunk
@@ -96,7 +97,10 @@ class SqliteStore:
         max_attempts: int = 5,
     ) -> None:
         self._buffer = BufferTables(decision_wait, rootless_wait, max_traces, max_spans_per_trace, max_trace_age)
-        self._runner = SqliteRunner(path, on_rollback=self._buffer.invalidate)
+        if path not in ("", ":memory:"):  # whole requests' bytes go to segment files beside it
+            self._buffer.log = BodyLog(path + ".bodies")
+        self._runner = SqliteRunner(path, on_rollback=self._buffer.invalidate,
+                                    before_commit=self._buffer.before_commit, after_commit=self._buffer.after_commit)
         self._visibility = visibility_timeout_s
         self._max_attempts = max_attempts
         self._depth = 0
@@ -127,7 +131,10 @@ class SqliteStore:
         """
         if self._started:
             self._started = False
-            await self._runner.close()
+            try:
+                await self._runner.call(lambda db: self._buffer.close())
+            finally:
+                await self._runner.close()
 
     # ----------------------------------------------------------------- trace buffer
     async def append(self, chunks: Sequence[TraceChunk], now: float | None = None) -> AppendResult:

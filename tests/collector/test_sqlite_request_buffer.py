@@ -239,8 +239,46 @@ async def test_whole_requests_are_stored_as_received(tmp_path: Path) -> None:
     await _append(store, first, now=1000.0)
     await _append(store, second, now=1001.0)
     await store.shutdown()
-    rows = _read(path, "SELECT whole, signal, data FROM received ORDER BY id")
-    assert rows == [(1, "spans", first.SerializeToString()), (1, "spans", second.SerializeToString())]
+    rows = _read(path, "SELECT whole, signal, data, segment, offset, length FROM received ORDER BY id")
+    assert [r[:3] for r in rows] == [(1, "spans", b""), (1, "spans", b"")]  # the bytes are in the body log
+    segments = sorted((tmp_path / "q.db.bodies").glob("*.seg"))
+    assert [p.name for p in segments] == ["00000001.seg"]
+    stored = segments[0].read_bytes()
+    assert [stored[offset:offset + length] for *_, offset, length in rows] == [
+        first.SerializeToString(), second.SerializeToString()]
+    assert len(stored) == sum(r[5] for r in rows)  # written once, nothing else
+
+
+async def test_body_segments_go_once_no_row_points_into_them(tmp_path: Path) -> None:
+    from collector._body_log import BodyLog
+
+    path = str(tmp_path / "q.db")
+    store = await _open(path, max_trace_age=60.0)
+    assert store._buffer.log is not None
+    store._buffer.log._limit = 1  # every body starts a new segment
+    await _append(store, _first_request(), now=1000.0)
+    await _append(store, _second_request(), now=1001.0)
+    bodies = tmp_path / "q.db.bodies"
+    assert len(list(bodies.glob("*.seg"))) == 2
+    due, _ = await store.due(100, now=1040.0)
+    assert due
+    for trace_id in due:
+        await store.finish(trace_id)
+    assert len(list(bodies.glob("*.seg"))) == 2  # decided traces stay as context
+    await store.due(100, now=5000.0)  # everything ages out: its rows, then its segments, go
+    assert _read(path, "SELECT count(*) FROM received") == [(0,)]
+    live = {p.name for p in bodies.glob("*.seg")}
+    assert live == {f"{store._buffer.log.current:08d}.seg"}  # only the one being written stays
+    await store.shutdown()
+    # A segment no row points into (bytes of a transaction that never committed) goes at start.
+    orphan = BodyLog(str(bodies))
+    orphan.open()
+    orphan.append(b"never committed")
+    orphan.close()
+    store = await _open(path)
+    assert _read(path, "SELECT count(*) FROM received") == [(0,)]
+    assert {p.name for p in bodies.glob("*.seg")} <= {f"{store._buffer.log.current:08d}.seg"}
+    await store.shutdown()
 
 
 async def test_rows_are_deleted_once_every_trace_they_hold_has_left(tmp_path: Path) -> None:

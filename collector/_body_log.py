@@ -1,0 +1,153 @@
+"""Append-only segment files holding the request bodies of the SQLite trace buffer.
+
+A body is written once, here, and the store's ``received`` row points at it (segment,
+offset, length). Inside SQLite it would be written twice (the WAL, then the database at
+checkpoint) in page-sized pieces: on a small VM that cost more CPU than everything else
+on the ingest path. Bodies are flushed (``fdatasync``) before the transaction that
+references them commits (`BodyLog.sync` is the runner's pre-commit step), so a committed
+row never points at bytes a crash could lose; bytes written by a transaction that did
+not commit are never referenced. Each process starts a new segment; a segment is deleted
+once no row points into it.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+SEGMENT_BYTES = 64 * 1024 * 1024
+
+
+class BodyLog:
+    """Segment files ``NNNNNNNN.seg`` in one directory.
+
+    Example:
+        >>> import tempfile
+        >>> log = BodyLog(tempfile.mkdtemp())
+        >>> log.open()
+        >>> where = log.append(b"body")
+        >>> log.sync()
+        >>> log.read(*where, 4)
+        b'body'
+        >>> log.close()
+    """
+
+    def __init__(self, directory: str, segment_bytes: int = SEGMENT_BYTES) -> None:
+        self._dir = Path(directory)
+        self._limit = segment_bytes
+        self._segment = 0
+        self._fd: int | None = None
+        self._size = 0
+        self._unsynced: list[int] = []  # fds written since the last sync (the current one last)
+
+    @property
+    def current(self) -> int:
+        """The segment being written (0 before `open`).
+
+        Example:
+            >>> BodyLog("unused").current
+            0
+        """
+        return self._segment
+
+    def segments(self) -> list[int]:
+        """The segment numbers on disk, ascending.
+
+        Example:
+            >>> import tempfile
+            >>> BodyLog(tempfile.mkdtemp()).segments()
+            []
+        """
+        if not self._dir.is_dir():
+            return []
+        return sorted(int(p.stem) for p in self._dir.glob("*.seg") if p.stem.isdigit())
+
+    def open(self) -> None:
+        """Create the directory and start a new segment after any on disk.
+
+        Example:
+            >>> BodyLog.open.__name__
+            'open'
+        """
+        self._dir.mkdir(parents=True, exist_ok=True)
+        existing = self.segments()
+        self._start(existing[-1] + 1 if existing else 1)
+
+    def _path(self, segment: int) -> Path:
+        return self._dir / f"{segment:08d}.seg"
+
+    def _start(self, segment: int) -> None:
+        self._segment = segment
+        self._fd = os.open(self._path(segment), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        self._size = 0
+        self._unsynced.append(self._fd)
+
+    def append(self, data: bytes) -> tuple[int, int]:
+        """Write ``data``; returns (segment, offset). Durable only after `sync`.
+
+        Example:
+            >>> BodyLog.append.__name__
+            'append'
+        """
+        if self._fd is None:
+            raise RuntimeError("body log is not open")
+        if self._size and self._size + len(data) > self._limit:
+            self._start(self._segment + 1)  # the previous fd is closed at the next sync
+        where = (self._segment, self._size)
+        view = memoryview(data)
+        while view:
+            written = os.write(self._fd, view)
+            view = view[written:]
+        self._size += len(data)
+        if not self._unsynced or self._unsynced[-1] != self._fd:
+            self._unsynced.append(self._fd)
+        return where
+
+    def sync(self) -> None:
+        """Flush everything written since the last call to disk.
+
+        Example:
+            >>> BodyLog("unused").sync()
+        """
+        for fd in self._unsynced:
+            os.fdatasync(fd)
+            if fd != self._fd:
+                os.close(fd)
+        self._unsynced = []
+
+    def read(self, segment: int, offset: int, length: int) -> bytes:
+        """The bytes written at (segment, offset).
+
+        Example:
+            >>> BodyLog.read.__name__
+            'read'
+        """
+        fd = os.open(self._path(segment), os.O_RDONLY)
+        try:
+            data = os.pread(fd, length, offset)
+        finally:
+            os.close(fd)
+        if len(data) != length:
+            raise OSError(f"segment {segment} ends before offset {offset} + {length}")
+        return data
+
+    def delete(self, segments: list[int]) -> None:
+        """Delete segments (never the one being written).
+
+        Example:
+            >>> BodyLog("unused").delete([])
+        """
+        for segment in segments:
+            if segment != self._segment:
+                self._path(segment).unlink(missing_ok=True)
+
+    def close(self) -> None:
+        """Flush and close; safe twice.
+
+        Example:
+            >>> BodyLog("unused").close()
+        """
+        if self._fd is not None:
+            self.sync()
+            os.close(self._fd)
+            self._fd = None
