@@ -1,8 +1,11 @@
 """Trace assembly: received spans -> durable per-trace buffer -> decided runs -> score jobs.
 
-`TraceAssembler.consume_traces` splits a request by trace and appends it to the
-`TraceBuffer` (durable) before returning, so a receiver answers success only for data
-that survives a crash. A trace holding a run candidate is decided ``decision_wait`` after
+`TraceAssembler.consume_traces` appends a request to the `TraceBuffer` (durable) before
+returning, so a receiver answers success only for data that survives a crash. A buffer
+that keeps requests whole (`RequestBuffer`, the SQLite store) gets the request as received
+and a per-trace summary (`trace_split.summarize_spans`: ids, parent, name, and keys only
+when no name decides), so no attribute is walked on the ingest path; other buffers get
+the request cut by trace. A trace holding a run candidate is decided ``decision_wait`` after
 its latest candidate arrived: the adapters turn it into runs, each registered scorer
 whose filter matches and whose sampling admits the trace becomes a `ScoreJob`, and the
 trace is forgotten only after its jobs are queued (queueing is idempotent, so a
