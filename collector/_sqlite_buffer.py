@@ -4,7 +4,8 @@ Decision timing: a trace with a run candidate is decided ``decision_wait`` after
 root span arrived (the root ends, and is exported, last), or after its latest candidate
 when the root has not arrived, waiting at least ``rootless_wait`` then. A decided trace
 stays as context (so late run spans are decided again with the whole trace) until
-``max_trace_age`` or eviction; decided traces are evicted first and do not count as lost.
+``max_trace_age`` or eviction; decided traces are evicted first and do not count as lost
+(one waiting for a late run's decision is undecided again: evicted in age order, and counted).
 
 Layout: the ingest path writes one ``received`` row per request and nothing per trace:
 the request's protobuf bytes as they arrived, and a summary of 21 bytes per trace (trace
@@ -155,7 +156,7 @@ class TraceIndex:
             need = len(traces) + len(fresh) - self.max_traces
             if need > 0:
                 for victim in self._victims(need, set(ids)):
-                    lost += not self._flags[traces[victim]] & _DECIDED
+                    lost += victim not in self.decided
                     self._remove(victim)
         wait = self.decision_wait
         rootless = max(wait, self.rootless_wait)
@@ -199,6 +200,8 @@ class TraceIndex:
             if decide_at[slot] != at:
                 decide_at[slot] = at
                 push(heap, (at, next(seq), trace_id))
+                if state & _DECIDED:  # a late run: undecided again until its decision
+                    self.decided.pop(trace_id, None)
         overflow = len(traces) - self.max_traces
         if overflow > 0:  # more new traces than the buffer holds: the oldest of them go too
             for trace_id in fresh[:overflow]:
@@ -230,8 +233,8 @@ class TraceIndex:
             else:
                 del refs[row]
                 self.freed_rows.append(row)
-        if self._flags[slot] & _DECIDED:
-            del self.decided[trace_id]
+        if self._flags[slot] & _DECIDED:  # its decision record goes too
+            self.decided.pop(trace_id, None)
             self.forgotten.append(trace_id)
         self._rows[slot] = ()
         self._decide_at[slot] = _NEVER

@@ -350,3 +350,18 @@ def test_index_counts_agree_after_churn() -> None:
     freed = set(index.freed_rows)
     assert not freed & set(index.refs)  # no row both held and freed
     assert freed | set(index.refs) == set(range(1, row + 1))  # every row accounted for
+
+
+def test_a_decided_trace_waiting_for_a_late_run_is_undecided_again() -> None:
+    index = TraceIndex(max_traces=2, decision_wait=5.0)
+    first, second, third = b"\x0a" * 16, b"\x0b" * 16, b"\x0c" * 16
+    index.add([(first, 1, BOTH)], now=0.0, rows=1)
+    index.finish(first)
+    assert index.undecided == 0
+    index.add([(first, 1, CANDIDATE)], now=10.0, rows=2)  # a late run span
+    assert index.undecided == 1 and index.due(now=15.0, limit=10)[0] == [first]
+    index.add([(second, 1, 0)], now=11.0, rows=3)
+    # Full: the late run is not evicted as "decided" (silently); it goes as the oldest, counted.
+    assert index.add([(third, 1, 0)], now=12.0, rows=4).evicted_traces == 1
+    assert first not in index.traces and index.forgotten == [first]
+    assert sorted(index.freed_rows) == [1, 2]
