@@ -38,7 +38,7 @@ class BodyLog:
         self._segment = 0
         self._fd: int | None = None
         self._size = 0
-        self._unsynced: list[int] = []  # fds written since the last sync (the current one last)
+        self._unsynced: list[int] = []  # fds written since the last sync
 
     @property
     def current(self) -> int:
@@ -77,10 +77,12 @@ class BodyLog:
         return self._dir / f"{segment:08d}.seg"
 
     def _start(self, segment: int) -> None:
+        previous = self._fd
+        if previous is not None and previous not in self._unsynced:
+            os.close(previous)  # flushed already (one still unsynced is closed by `sync`)
         self._segment = segment
         self._fd = os.open(self._path(segment), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         self._size = 0
-        self._unsynced.append(self._fd)
 
     def append(self, data: bytes) -> tuple[int, int]:
         """Write ``data``; returns (segment, offset). Durable only after `sync`.
@@ -92,7 +94,7 @@ class BodyLog:
         if self._fd is None:
             raise RuntimeError("body log is not open")
         if self._size and self._size + len(data) > self._limit:
-            self._start(self._segment + 1)  # the previous fd is closed at the next sync
+            self._start(self._segment + 1)
         where = (self._segment, self._size)
         view = memoryview(data)
         while view:

@@ -480,7 +480,11 @@ class BufferTables:
                 (now, signal, pack_summary(entries), raw),
             ).lastrowid or 0)
         else:
+            writing = self.log.current
             segment, offset = self.log.append(raw)
+            if segment != writing and not self._segment_rows.get(writing):
+                self._segment_rows.pop(writing, None)  # rolled over a segment no row holds
+                self._doomed.append(writing)
             row = int(db.execute(
                 "INSERT INTO received(at, signal, whole, summary, data, segment, offset, length)"
                 " VALUES (?, ?, 1, ?, x'', ?, ?, ?)",

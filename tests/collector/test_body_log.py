@@ -67,3 +67,17 @@ def test_segments_are_private_to_the_daemon_user(tmp_path: Path) -> None:
 def test_append_before_open_is_refused(tmp_path: Path) -> None:
     with pytest.raises(RuntimeError, match="not open"):
         BodyLog(str(tmp_path)).append(b"x")
+
+
+def test_rolling_over_closes_the_finished_segment(tmp_path: Path) -> None:
+    log = BodyLog(str(tmp_path), segment_bytes=4)
+    log.open()
+    log.append(b"aaaa")
+    log.sync()
+    before = len(os.listdir("/proc/self/fd"))
+    for _ in range(20):  # every append starts a segment after a synced one
+        log.append(b"bbbb")
+        log.sync()
+    assert len(os.listdir("/proc/self/fd")) == before  # one file open, not one per segment
+    assert log.read(21, 0, 4) == b"bbbb"
+    log.close()
