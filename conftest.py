@@ -16,3 +16,33 @@ import pytest
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
     """Skip conftest files as collection targets; everything else is decided by pytest."""
     return True if collection_path.name == "conftest.py" else None
+
+
+EXIT_WATCHDOG_S = 120.0
+"""How long the process may take to exit after the last test before it is ended with stacks."""
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Bound the time from the last test to process exit.
+
+    A gRPC aio server that a failed test left running is finalised by the garbage collector,
+    and grpc's finaliser can then block the process for ever (it joins a poller thread that
+    never ends): a CI run that had already reported its result once hung to its time limit.
+    The watchdog prints every thread's stack and exits, with the session's status, or 1
+    when the session had passed (a process that cannot exit is a bug worth a red run).
+    """
+    import faulthandler
+    import os
+    import sys
+    import threading
+    import time
+
+    def watchdog() -> None:
+        time.sleep(EXIT_WATCHDOG_S)
+        sys.stderr.write(f"\npytest did not exit within {EXIT_WATCHDOG_S:.0f}s of the last test; "
+                         "threads:\n")
+        faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
+        sys.stderr.flush()
+        os._exit(int(exitstatus) or 1)
+
+    threading.Thread(target=watchdog, name="pytest-exit-watchdog", daemon=True).start()

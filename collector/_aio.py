@@ -4,13 +4,15 @@ Python 3.11's ``asyncio.wait_for`` swallows a task's cancellation when it arrive
 same loop iteration as the awaited thing completes (fixed in 3.12, where ``wait_for`` is
 built on ``asyncio.timeout``). A daemon loop that swallows its own cancellation never stops,
 so every bounded wait here uses ``asyncio.timeout``, which re-raises such a cancellation.
+Libraries we call still use ``wait_for`` (redis-py), so stopping a task is `cancel_and_wait`,
+which cancels again until the task has ended.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable
-from typing import TypeVar
+from collections.abc import Awaitable, Iterable
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 
@@ -41,3 +43,37 @@ async def bounded(awaitable: Awaitable[T], timeout: float) -> T:  # noqa: ASYNC1
     """
     async with asyncio.timeout(timeout):
         return await awaitable
+
+
+async def cancel_and_wait(tasks: Iterable[asyncio.Task[Any]], timeout: float = 5.0,  # noqa: ASYNC109
+                          every: float = 0.05) -> set[asyncio.Task[Any]]:
+    """Cancel ``tasks`` and wait for them to end, cancelling again every ``every`` seconds.
+
+    One ``cancel()`` is not enough on 3.11: library code that awaits 3.11's ``wait_for``
+    (redis-py does, around every socket write when ``socket_timeout`` is set) can swallow it,
+    and a loop that swallowed its cancellation runs on. Each repeat lands on the task's next
+    await. Returns the tasks still running after ``timeout`` seconds (empty when all ended);
+    their outcomes (cancelled, or an exception) are retrieved, never raised.
+
+    Example:
+        >>> async def main() -> int:
+        ...     task = asyncio.create_task(asyncio.sleep(10))
+        ...     return len(await cancel_and_wait([task], timeout=1.0))
+        >>> asyncio.run(main())
+        0
+    """
+    tasks = list(tasks)
+    pending = {task for task in tasks if not task.done()}
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while pending:
+        for task in pending:
+            task.cancel()
+        left = deadline - loop.time()
+        if left <= 0:
+            break
+        _, pending = await asyncio.wait(pending, timeout=min(every, left))
+    for task in tasks:
+        if task.done() and not task.cancelled():
+            task.exception()  # retrieved: not reported as "never retrieved"
+    return pending

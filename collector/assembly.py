@@ -25,7 +25,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.logs.v1.logs_pb2 import LogsData
 from opentelemetry.proto.trace.v1.trace_pb2 import TracesData
 
-from collector._aio import wait_event
+from collector._aio import cancel_and_wait, wait_event
 from collector.assembly_types import AppendResult, TraceChunk
 from collector.consumer import Accepted
 from collector.errors import QueueFull, Unavailable
@@ -133,8 +133,7 @@ class TraceAssembler:
         """
         self._accepting = False
         if self._task is not None:
-            self._task.cancel()
-            await asyncio.wait({self._task}, timeout=timeout)  # its outcome (cancelled) is expected
+            await cancel_and_wait([self._task], timeout)  # its outcome (cancelled) is expected
             self._task = None
         await asyncio.to_thread(self._pool.shutdown, True)
 

@@ -23,7 +23,7 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
-from collector._aio import wait_event
+from collector._aio import cancel_and_wait, wait_event
 from collector.config import ExportConfig
 from collector.metrics import Metrics
 from collector.queue import ScoreRecord
@@ -268,8 +268,7 @@ class ScoreExporter:
                     pass
         except TimeoutError:
             logger.warning("outbox not flushed within %.1fs; the rest is exported after restart", timeout)
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+            await cancel_and_wait([self._task])
         self._task = None
         if self._exporter is not None:
             await self._in_thread(self._exporter.shutdown)

@@ -20,6 +20,7 @@ import grpc
 from opentelemetry.proto.collector.logs.v1 import logs_service_pb2, logs_service_pb2_grpc
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
 
+from collector._aio import cancel_and_wait
 from collector.config import ExportConfig
 from collector.export import http_url
 from collector.metrics import Metrics
@@ -110,9 +111,7 @@ class Forwarder:
                     await self._queue.join()
             except TimeoutError:
                 logger.warning("dropping %d requests not forwarded before shutdown", self._queue.qsize())
-            for task in self._tasks:
-                task.cancel()
-            await asyncio.gather(*self._tasks, return_exceptions=True)
+            await cancel_and_wait(self._tasks)
             self._tasks = []
         if self._channel is not None:
             await self._channel.close()

@@ -19,6 +19,7 @@ import logging
 import time
 from collections.abc import Sequence
 
+from collector._aio import cancel_and_wait
 from collector._redis_conn import UNREACHABLE, connect
 from collector._redis_keys import GROUP, RedisKeys
 from collector.assembly_types import AppendResult, TraceChunk
@@ -113,8 +114,7 @@ class RedisStore:
             >>> asyncio.run(RedisStore("redis://127.0.0.1:6379/0").shutdown())
         """
         if self._refresher is not None:
-            self._refresher.cancel()
-            await asyncio.gather(self._refresher, return_exceptions=True)
+            await cancel_and_wait([self._refresher])
             self._refresher = None
         if self._started:
             self._started = False

@@ -16,13 +16,14 @@ import logging
 import signal
 import ssl
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from types import ModuleType
 from typing import Any
 
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
+from collector._aio import cancel_and_wait
 from collector.assembly import TraceAssembler
 from collector.config import Config
 from collector.consumer import Accepted
@@ -252,22 +253,31 @@ class Service:
         self._stopped = True
         self.ready = False
         share = max(0.5, timeout / 4)
-        if self.grpc is not None:
-            await self.grpc.shutdown(min(1.0, share))
-        if self.http is not None:
-            await self.http.shutdown(min(1.0, share))
-        if self.assembler is not None:
-            await self.assembler.shutdown(share)
-        if self.forwarder is not None:
-            await self.forwarder.shutdown(share)
-        await self.worker.shutdown(share)
-        await self.exporter.shutdown(share)
-        await asyncio.to_thread(self.signals.shutdown)
-        if self._stats_task is not None:
-            self._stats_task.cancel()
-            await asyncio.gather(self._stats_task, return_exceptions=True)
-        await self.store.shutdown()
-        logger.info("tracescore stopped")
+        grpc, http, assembler, forwarder, stats = (self.grpc, self.http, self.assembler,
+                                                   self.forwarder, self._stats_task)
+        steps: list[tuple[str, Callable[[], Awaitable[object]]]] = []
+        if grpc is not None:
+            steps.append(("gRPC receiver", lambda: grpc.shutdown(min(1.0, share))))
+        if http is not None:
+            steps.append(("HTTP receiver", lambda: http.shutdown(min(1.0, share))))
+        if assembler is not None:
+            steps.append(("assembly", lambda: assembler.shutdown(share)))
+        if forwarder is not None:
+            steps.append(("forwarding", lambda: forwarder.shutdown(share)))
+        steps += [("workers", lambda: self.worker.shutdown(share)),
+                  ("export", lambda: self.exporter.shutdown(share)),
+                  ("score signals", lambda: asyncio.to_thread(self.signals.shutdown))]
+        if stats is not None:
+            steps.append(("stats", lambda: cancel_and_wait([stats])))
+        steps.append(("store", self.store.shutdown))
+        failed = 0
+        for what, step in steps:  # each part stops even when an earlier one failed
+            try:
+                await step()
+            except Exception:
+                failed += 1
+                logger.exception("stopping the %s failed", what)
+        logger.info("tracescore stopped%s", f" ({failed} parts failed to stop cleanly)" if failed else "")
 
     def describe(self) -> str:
         """One line saying where the daemon listens and where scores go.

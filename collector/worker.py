@@ -24,7 +24,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from collector._aio import bounded, wait_event
+from collector._aio import bounded, cancel_and_wait, wait_event
 from collector.metrics import Metrics
 from collector.queue import Dead, Done, JobQueue, LeasedJob, Retry, ScoreRecord, Settlement
 from collector.registry import RegisteredScorer, ScorerRegistry
@@ -191,14 +191,13 @@ class Worker:
         if self._task is None:
             return
         self._stopping = True  # ends the loop at its next turn even if a cancellation were lost
-        self._task.cancel()
-        await asyncio.wait({self._task})  # the loop's outcome (cancelled) is not an error here
+        await cancel_and_wait([self._task])  # the loop's outcome (cancelled) is not an error here
         self._task = None
         pending = set(self._inflight)
         if pending:
             _, still = await asyncio.wait(pending, timeout=timeout)
             for task in still:
-                task.cancel()
+                task.cancel()  # once: a second cancel would cut the hand-back short
             if still:
                 await asyncio.wait(still, timeout=HANDBACK_TIMEOUT_S + 1.0)
 

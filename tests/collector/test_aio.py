@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
-from collector._aio import bounded, wait_event
+from collector._aio import bounded, cancel_and_wait, wait_event
 
 
 async def _cancel_as_event_fires(
@@ -57,3 +57,59 @@ async def test_wait_event_reports_set_or_timed_out() -> None:
 async def test_bounded_times_out() -> None:
     with pytest.raises(TimeoutError):
         await bounded(asyncio.Event().wait(), 0.01)
+
+
+async def _swallows_first_cancellation(ended: list[str]) -> None:
+    """A loop like library code on 3.11: its first cancellation is lost, as `wait_for` loses it."""
+    swallowed = False
+    try:
+        while True:
+            try:
+                await asyncio.sleep(0.01)
+            except asyncio.CancelledError:
+                if swallowed:
+                    raise
+                swallowed = True
+                asyncio.current_task().uncancel()  # type: ignore[union-attr]
+    finally:
+        ended.append("ended")
+
+
+async def test_cancel_and_wait_cancels_again_until_the_task_ends() -> None:
+    ended: list[str] = []
+    task = asyncio.create_task(_swallows_first_cancellation(ended))
+    await asyncio.sleep(0.02)
+    assert await cancel_and_wait([task], timeout=2.0) == set()
+    assert task.cancelled() and ended == ["ended"]
+
+
+async def test_one_cancel_is_not_enough_for_such_a_loop() -> None:
+    """The reason `cancel_and_wait` repeats: a single cancel leaves this loop running."""
+    ended: list[str] = []
+    task = asyncio.create_task(_swallows_first_cancellation(ended))
+    await asyncio.sleep(0.02)
+    task.cancel()
+    done, _ = await asyncio.wait({task}, timeout=0.2)
+    assert not done
+    assert await cancel_and_wait([task], timeout=2.0) == set()
+
+
+async def test_cancel_and_wait_returns_what_would_not_end_and_retrieves_outcomes() -> None:
+    release = asyncio.Event()
+
+    async def stubborn() -> None:
+        while not release.is_set():
+            try:
+                await asyncio.sleep(0.01)
+            except asyncio.CancelledError:
+                asyncio.current_task().uncancel()  # type: ignore[union-attr]
+
+    async def fails() -> None:
+        raise ValueError("boom")
+
+    holdout, failed = asyncio.create_task(stubborn()), asyncio.create_task(fails())
+    await asyncio.sleep(0)
+    assert await cancel_and_wait([holdout, failed], timeout=0.2) == {holdout}
+    assert isinstance(failed.exception(), ValueError)
+    release.set()
+    await asyncio.wait({holdout})

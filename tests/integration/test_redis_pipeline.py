@@ -35,9 +35,20 @@ async def _services(config_data: dict, *roles: str) -> list[Service]:
 
 
 async def _shutdown(*services: Service) -> None:
-    async with asyncio.timeout(30):  # a hang fails here, with the stack of the stuck await
-        for service in services:
-            await service.shutdown()
+    """Shut every service down, each within 30 s, even when an earlier one failed or hung.
+
+    A hang fails here, with the stack of the stuck await. A service left running would leave
+    its gRPC server to the garbage collector, and grpc's finaliser then hangs the process.
+    """
+    errors: list[BaseException] = []
+    for service in services:
+        try:
+            async with asyncio.timeout(30):
+                await service.shutdown()
+        except Exception as err:
+            errors.append(err)
+    if errors:
+        raise errors[0]
 
 
 def _decisions(service: Service, reason: str) -> float:

@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from collector._aio import cancel_and_wait
 from collector.assembly_types import TraceChunk
 from collector.errors import Unavailable
 from collector.queue import Done, RunRecord, ScoreJob, ScoreRecord
@@ -116,3 +117,23 @@ async def test_idle_consumers_without_jobs_are_pruned_and_busy_ones_kept(prefix:
         await busy.settle(held, Done(None))
     finally:
         await store.shutdown()
+
+
+async def test_a_loop_of_redis_calls_always_stops(prefix: str) -> None:
+    """redis-py awaits 3.11's `wait_for` around socket writes, which can swallow a cancellation;
+    the daemon stops its Redis loops with `cancel_and_wait`, which cancels again until they end.
+    (A CI run hung in shutdown on the store's depth refresher before this.)"""
+    store = await _open(prefix)
+    try:
+        async def busy() -> None:
+            while True:
+                await store.refresh()
+
+        for turn in range(40):
+            task = asyncio.create_task(busy())
+            await asyncio.sleep(0.001 * (turn % 4))
+            assert await cancel_and_wait([task], timeout=2.0) == set(), f"turn {turn}"
+            assert task.cancelled()
+    finally:
+        async with asyncio.timeout(10):
+            await store.shutdown()
