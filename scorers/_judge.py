@@ -16,7 +16,8 @@ point. One call is one *judge execution*; it makes one or more HTTP *attempts*:
 
 Every outcome is recorded as a `JudgeExecution` (attached to `JudgeError.execution` on
 failure): usage summed over attempts, cost computed once from that usage, every HTTP
-attempt counted.
+attempt counted (``attempt_count``) and every reply the model completed (``model_call_count``,
+Mastra's ``modelCallCount``: a JSON-fallback retry makes it 2, a request that failed adds 0).
 """
 
 from __future__ import annotations
@@ -115,6 +116,7 @@ class _Execution:
         self.prompt = prompt
         self.started = time.perf_counter()
         self.attempts = 0
+        self.model_calls = 0
         self.processor_retries = 0
         self.input_tokens = 0
         self.output_tokens = 0
@@ -148,6 +150,7 @@ class _Execution:
             usage=usage,
             cost_usd=self.route.cost_usd(usage),
             attempt_count=self.attempts,
+            model_call_count=self.model_calls,
             duration_ms=int((time.perf_counter() - self.started) * 1000),
             error=error,
         )
@@ -178,6 +181,7 @@ class _Execution:
                 if decision.delay_ms > 0:
                     await asyncio.sleep(decision.delay_ms / 1000)
                 continue
+            self.model_calls += 1
             self.add_usage(reply.usage)
             return reply
 

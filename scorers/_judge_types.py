@@ -125,6 +125,10 @@ class JudgeUsage(BaseModel):
 class JudgeExecution(BaseModel):
     """One execution of a prompt step's judge call (all its attempts), as recorded on results.
 
+    ``attempt_count`` counts HTTP requests sent (processor retries and the JSON-fallback retry
+    included); ``model_call_count`` counts the replies the model completed (Mastra's
+    ``modelCallCount``), so a 429 retried into a success gives 2 and 1.
+
     Example:
         >>> ex = JudgeExecution(status="success", prompt="Score it", output=0.8,
         ...                     model="openai/gpt-4o-mini", attempt_count=1, duration_ms=120)
@@ -141,6 +145,7 @@ class JudgeExecution(BaseModel):
     usage: JudgeUsage = Field(default_factory=JudgeUsage)
     cost_usd: float | None = None
     attempt_count: int = 0
+    model_call_count: int = 0
     duration_ms: int = 0
     error: dict[str, Any] | None = None
 

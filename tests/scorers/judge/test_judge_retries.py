@@ -42,7 +42,7 @@ async def test_junk_then_valid_retries_once_with_system_injection(
     assert "response_format" not in second.body  # fallback: system injection only
     assert second.message_text("system").endswith(SYSTEM_SUFFIX)
     assert second.message_text("user") == "Score it."
-    assert execution.attempt_count == 2
+    assert (execution.attempt_count, execution.model_call_count) == (2, 2)  # both replies completed
     assert (execution.usage.input_tokens, execution.usage.output_tokens,
             execution.usage.total_tokens) == (20, 40, 60)
 
@@ -74,6 +74,7 @@ async def test_two_bad_replies_fail_quoting_the_reply(server: Any, settings: dic
     assert err.retryable is False
     assert err.execution is not None
     assert err.execution.status == "failed" and err.execution.attempt_count == 2
+    assert err.execution.model_call_count == 2
     assert err.execution.raw_output is not None and err.execution.raw_output.startswith("Totally")
     assert err.execution.error is not None and err.execution.error["type"] == "JudgeOutputError"
     assert err.execution.usage.total_tokens == 30
@@ -96,6 +97,7 @@ async def test_provider_errors_never_trigger_the_json_fallback(
     assert not isinstance(err, JudgeOutputError)
     assert err.status_code == status and err.retryable is True
     assert err.execution is not None and err.execution.attempt_count == 1
+    assert err.execution.model_call_count == 0  # the request failed: no model reply completed
     assert err.execution.error == {"type": type(err.__cause__).__name__,
                                    "message": str(err.__cause__), "status_code": status}
 
@@ -186,6 +188,7 @@ async def test_connection_reset_is_retried_and_matched(server: Any, settings: di
         judge(settings, error_processors=[StreamErrorRetryProcessor(matchers=[matcher])]),
         "Hi", output_schema=None)
     assert value == "ok" and len(server.requests) == 3 and execution.attempt_count == 3
+    assert execution.model_call_count == 1  # two resets, one completed reply
     assert seen == [True, True]  # the matcher's policy (2 retries) outranks the default (1)
 
 
