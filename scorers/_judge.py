@@ -12,7 +12,8 @@ point. One call is one *judge execution*; it makes one or more HTTP *attempts*:
    execution). Without error processors the failure is final at once.
 4. Output processors run on each reply; the reply is parsed and validated. A parse or
    validation failure (never a provider error) is retried exactly once with system
-   injection; a second failure raises `JudgeOutputError` quoting the reply's start.
+   injection (inline with ``fallback_json_prompt_injection="inline"``); a second failure
+   raises `JudgeOutputError` quoting the reply's start.
 
 Every outcome is recorded as a `JudgeExecution` (attached to `JudgeError.execution` on
 failure): usage summed over attempts, cost computed once from that usage, every HTTP
@@ -282,10 +283,11 @@ async def execute_judge_call(
         try:
             value = await _structured_attempt(state, messages, spec, mode)
         except OutputInvalid as invalid:
+            fallback: Mode = "inline" if judge.fallback_json_prompt_injection == "inline" else "system"
             logger.warning("judge reply from %s did not match the schema (%s); retrying once "
-                           "with the schema in the system message", route.model,
-                           str(invalid).splitlines()[0])
-            value = await _structured_attempt(state, messages, spec, "system", last=True)
+                           "with %s schema injection", route.model, str(invalid).splitlines()[0],
+                           fallback)
+            value = await _structured_attempt(state, messages, spec, fallback, last=True)
         return value, state.record("success", output=_to_json(value))
     except _ProviderFailure as failure:
         error = failure.error

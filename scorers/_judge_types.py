@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 JsonPromptInjection = bool | Literal["auto", "system", "inline"]
+FallbackJsonPromptInjection = Literal[True, "system", "inline"]
 
 DEFAULT_MAX_PROCESSOR_RETRIES = 10
 """Budget of processor-driven retries when error processors are set and no budget is given."""
@@ -26,6 +27,9 @@ class Judge(BaseModel):
         instructions: the judge's system prompt.
         json_prompt_injection: "auto" (native structured output when litellm says the model
             supports it, else inline), True or "system", "inline", or False (native only).
+        fallback_json_prompt_injection: how the schema is injected on the one retry after a
+            reply that does not parse or validate: "system" (the default, as SPEC and
+            Mastra's default) or True, or "inline" (Mastra's ``fallbackJsonPromptInjection``).
         input_processors: processors with ``process_input(messages) -> messages``.
         output_processors: processors with ``process_output_result(result) -> result``.
         error_processors: processors with ``process_api_error(error, retry_count)``.
@@ -45,6 +49,7 @@ class Judge(BaseModel):
     model: str | None = None
     instructions: str | None = None
     json_prompt_injection: JsonPromptInjection = "auto"
+    fallback_json_prompt_injection: FallbackJsonPromptInjection = "system"
     input_processors: list[Any] | None = None
     output_processors: list[Any] | None = None
     error_processors: list[Any] | None = None

@@ -62,6 +62,29 @@ async def test_fallback_from_inline_uses_system_injection(server: Any, settings:
     assert second.message_text("system").endswith(SYSTEM_SUFFIX)
 
 
+@pytest.mark.parametrize("fallback", ["inline", True])
+async def test_the_fallback_injection_mode_can_be_chosen(server: Any, settings: dict[str, Any],
+                                                         fallback: Any) -> None:
+    server.script(Reply.text("nope"), Reply.json({"score": 1}))
+    value, _ = await execute_judge_call(judge(settings, fallback_json_prompt_injection=fallback),
+                                        "Score it.", output_schema=SCORE_SCHEMA)
+    first, second = server.requests
+    assert value == {"score": 1} and "response_format" in first.body
+    assert "response_format" not in second.body
+    if fallback == "inline":  # Mastra's fallbackJsonPromptInjection: "inline"
+        assert second.message_text("user").startswith("Score it.\n")
+        assert "Return only valid JSON" in second.message_text("user")
+        assert not second.message_text("system").endswith(SYSTEM_SUFFIX)
+    else:
+        assert second.message_text("user") == "Score it."
+        assert second.message_text("system").endswith(SYSTEM_SUFFIX)
+
+
+def test_the_fallback_injection_mode_is_validated() -> None:
+    with pytest.raises(ValueError, match="fallback_json_prompt_injection"):
+        Judge(model="openai/x", instructions="i", fallback_json_prompt_injection="auto")  # type: ignore[arg-type]
+
+
 async def test_two_bad_replies_fail_quoting_the_reply(server: Any, settings: dict[str, Any],
                                                       transport: str) -> None:
     server.script(Reply.text("junk one"), Reply.text("Totally not JSON, sorry " + "x" * 400))
