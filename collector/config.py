@@ -12,7 +12,7 @@ import os
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
 
@@ -149,6 +149,10 @@ class WorkersConfig(BaseModel):
     model_config = _MODEL
     concurrency: int = Field(default=64, gt=0)
     judge_concurrency: int = Field(default=32, gt=0)
+    # Judge requests per minute per model and worker process (0: no limit); a model listed in
+    # judge_rpm_by_model gets its own limit (0 there exempts it).
+    judge_rpm: int = Field(default=0, ge=0)
+    judge_rpm_by_model: dict[str, Annotated[int, Field(ge=0)]] = Field(default_factory=dict)
     job_timeout_s: float = Field(default=240.0, gt=0)  # a run taking longer is retried (then failed)
 
 

@@ -39,6 +39,7 @@ from collector.score_signals import ScoreSignals
 from collector.sqlite_store import SqliteStore
 from collector.worker import Worker
 from scorers import set_judge_concurrency
+from scorers._rate_limit import configure_judge_rate_limits
 
 logger = logging.getLogger(__name__)
 
@@ -186,8 +187,9 @@ class Service:
             'start'
         """
         cfg = self.config
-        # Judge calls are limited per model inside the judge engine (process-wide setting).
+        # Judge calls are limited per model inside the judge engine (process-wide settings).
         set_judge_concurrency(cfg.workers.judge_concurrency)
+        configure_judge_rate_limits(cfg.workers.judge_rpm or None, cfg.workers.judge_rpm_by_model)
         adapters = self._adapters or importlib.import_module("adapters")
         self.assembler = TraceAssembler(
             self.store, self.store, self.registry, self.metrics, adapters,

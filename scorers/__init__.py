@@ -32,6 +32,7 @@ from scorers._judge import set_judge_concurrency
 from scorers._judge_types import Judge, JudgeExecution, JudgeStepRecord, JudgeUsage, merge_judges
 from scorers._pii import PIIRedactor
 from scorers._processors import StreamErrorRetryProcessor
+from scorers._rate_limit import set_judge_rate_limit
 from scorers._run import NotScorable, ScorerResult, ScorerRun, StepResults, not_scorable
 from scorers._steps import PromptStep
 from scorers.errors import (
@@ -62,6 +63,7 @@ __all__ = [
     "JudgeUsage",
     "merge_judges",
     "set_judge_concurrency",
+    "set_judge_rate_limit",
     "StreamErrorRetryProcessor",
     "PIIRedactor",
     # agent types

@@ -5,8 +5,9 @@ point. One call is one *judge execution*; it makes one or more HTTP *attempts*:
 
 1. Input processors run once on ``[system: instructions, user: prompt]``.
 2. The schema is injected per ``json_prompt_injection`` (`scorers._structured_output`).
-3. Each attempt holds the model's concurrency slot (`set_judge_concurrency`) only while
-   its request is in flight. A provider or network error is offered to the error
+3. Each attempt takes a token of the model's requests-per-minute limit when one is set
+   (`set_judge_rate_limit`), then holds the model's concurrency slot
+   (`set_judge_concurrency`) only while its request is in flight. A provider or network error is offered to the error
    processors; the first `RetryDecision(retry=True)` sends the *same* request again
    after its delay, while ``judge.effective_max_processor_retries`` lasts (one budget per
    execution). Without error processors the failure is final at once.
@@ -35,6 +36,7 @@ from pydantic import BaseModel
 from scorers._judge_transport import Reply, Route, ensure_litellm, route_for, send
 from scorers._judge_types import Judge, JudgeExecution, JudgeUsage
 from scorers._processors import JudgeReply, RetryDecision, is_provider_retryable
+from scorers._rate_limit import judge_rate_limiter
 from scorers._retry_after import iter_error_chain, parse_retry_after_ms
 from scorers._structured_output import (
     Mode,
@@ -162,9 +164,12 @@ class _Execution:
         judge = self.judge
         budget = judge.effective_max_processor_retries
         semaphore = _semaphore(self.route.model)
+        limiter = judge_rate_limiter(self.route.model)
         while True:
             self.attempts += 1
             try:
+                if limiter is not None:  # before the slot: waiting for the rate holds no slot
+                    await limiter.acquire()
                 async with semaphore:
                     reply = await send(self.route, messages, response_format, format_key)
             except Exception as exc:

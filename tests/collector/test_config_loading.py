@@ -72,6 +72,9 @@ def test_otel_variables_fill_export_only_when_not_configured() -> None:
         ({}, {"TRACESCORE_WORKERS_CONCURRENCY": "many"}, "workers.concurrency"),
         ({"queue": {"url": "postgres://x"}}, {}, "queue"),
         ({"export": {"endpoint": "http://127.0.0.1:4317"}}, {}, "own receiver"),
+        ({"workers": {"judge_rpm": -5}}, {}, "workers.judge_rpm"),
+        ({"workers": {"judge_rpm_by_model": {"openai/gpt-4o": -1}}}, {},
+         "workers.judge_rpm_by_model.openai/gpt-4o"),
     ],
 )
 def test_bad_configuration_names_the_key(data: dict, env: dict, path: str) -> None:
@@ -140,3 +143,30 @@ def test_scorer_labels_and_threshold_are_exclusive() -> None:
 def test_job_timeout_must_be_below_the_visibility_timeout() -> None:
     with pytest.raises(ConfigError, match="job_timeout_s must be below"):
         config_from_dict({"workers": {"job_timeout_s": 300}, "queue": {"visibility_timeout_s": 300}}, env={})
+
+
+def test_judge_rate_limits_from_file_and_env() -> None:
+    config = config_from_dict({"workers": {"judge_rpm_by_model": {"openai/gpt-4o": 500}}},
+                              env={"TRACESCORE_WORKERS_JUDGE_RPM": "1200"})
+    assert (config.workers.judge_rpm, config.workers.judge_rpm_by_model) == (1200, {"openai/gpt-4o": 500})
+    assert config_from_dict({}, env={}).workers.judge_rpm == 0  # no limit unless asked
+
+
+async def test_the_service_applies_the_judge_rate_limits(tmp_path: Path) -> None:
+    from collector.registry import ScorerRegistry
+    from collector.service import Service
+    from scorers._rate_limit import configure_judge_rate_limits, get_judge_rate_limit
+
+    config = config_from_dict({
+        "receiver": {"grpc_endpoint": "", "http_endpoint": ""},
+        "queue": {"url": f"sqlite:///{tmp_path / 'q.db'}"},
+        "workers": {"judge_rpm": 600, "judge_rpm_by_model": {"openai/gpt-4o": 60, "ollama/x": 0}},
+    }, env={})
+    service = Service(config, ScorerRegistry([]))
+    try:
+        await service.start()
+        assert [get_judge_rate_limit(m) for m in ("openai/gpt-4o", "ollama/x", "openai/gpt-4o-mini")] == [
+            60, None, 600]
+    finally:
+        await service.shutdown()
+        configure_judge_rate_limits(None, {})

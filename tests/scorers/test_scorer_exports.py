@@ -16,7 +16,7 @@ EXPECTED = {
     "PromptStep",
     # judge
     "Judge", "JudgeExecution", "JudgeStepRecord", "JudgeUsage", "merge_judges",
-    "set_judge_concurrency", "StreamErrorRetryProcessor", "PIIRedactor",
+    "set_judge_concurrency", "set_judge_rate_limit", "StreamErrorRetryProcessor", "PIIRedactor",
     # agent types
     "Message", "ScorerRunInputForAgent", "ScorerRunOutputForAgent", "ToolCall", "TextPart",
     "ReasoningPart", "ToolCallPart", "ToolResultPart", "FilePart", "OtherPart",

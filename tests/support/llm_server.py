@@ -125,6 +125,7 @@ class RecordedRequest:
     path: str
     headers: Mapping[str, str]  # case-insensitive
     body: Any
+    received_at: float = 0.0  # time.monotonic() when the request arrived
 
     @property
     def messages(self) -> list[dict[str, Any]]:
@@ -280,7 +281,8 @@ class LLMTestServer:
             except ValueError:
                 body = raw.decode("utf-8", "replace")
             self.request_count += 1
-            self.requests.append(RecordedRequest(request.path, CIMultiDict(request.headers), body))
+            self.requests.append(RecordedRequest(request.path, CIMultiDict(request.headers), body,
+                                                 time.monotonic()))
             reply = self._next_reply(body)
             latency = self.latency_ms if reply.latency_ms is None else reply.latency_ms
             if latency > 0:
