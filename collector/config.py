@@ -14,16 +14,52 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from collector.errors import ConfigError
 
 _MODEL = ConfigDict(extra="forbid", frozen=True)
 
 
-def _check_endpoint(value: str, key: str) -> None:
+class KeyProblem(ValueError):
+    """A bad value found by a check across keys: ``key`` is its dotted path from the root.
+
+    Pydantic reports a model-level check at the model's own path; this carries the path of
+    the key at fault, so the message names it (``receiver.tls_key_file: ...``).
+
+    Example:
+        >>> KeyProblem("export.endpoint", "is this daemon's own receiver").key
+        'export.endpoint'
+    """
+
+    def __init__(self, key: str, message: str) -> None:
+        super().__init__(message)
+        self.key = key
+        self.message = message
+
+
+def _check_endpoint(value: str, key: str) -> str:
     if value and (":" not in value or not value.rsplit(":", 1)[1].isdigit()):
-        raise ValueError(f"{key} must be HOST:PORT or empty, got {value!r}")
+        raise KeyProblem(f"receiver.{key}", f"must be HOST:PORT or empty, got {value!r}")
+    return value
+
+
+def endpoint_host_port(endpoint: str) -> str:
+    """The ``host:port`` an export endpoint URL (or bare ``host:port``) points at.
+
+    Example:
+        >>> endpoint_host_port("http://127.0.0.1:4318/v1/traces"), endpoint_host_port("backend:4317")
+        ('127.0.0.1:4318', 'backend:4317')
+    """
+    return endpoint.split("://", 1)[-1].split("/", 1)[0]
 
 
 class ReceiverConfig(BaseModel):
@@ -32,8 +68,8 @@ class ReceiverConfig(BaseModel):
     Example:
         >>> ReceiverConfig().http_endpoint
         '127.0.0.1:4318'
-        >>> ReceiverConfig(auth_token="env:NO_SUCH_VAR_XYZ").token() is None
-        True
+        >>> ReceiverConfig(auth_token="s3cret").token()
+        's3cret'
     """
 
     model_config = _MODEL
@@ -50,7 +86,8 @@ class ReceiverConfig(BaseModel):
         _check_endpoint(self.grpc_endpoint, "grpc_endpoint")
         _check_endpoint(self.http_endpoint, "http_endpoint")
         if bool(self.tls_cert_file) != bool(self.tls_key_file):
-            raise ValueError("tls_cert_file and tls_key_file must be given together")
+            missing = "tls_key_file" if self.tls_cert_file else "tls_cert_file"
+            raise KeyProblem(f"receiver.{missing}", "tls_cert_file and tls_key_file must be given together")
         return self
 
     def tls(self) -> tuple[bytes, bytes] | None:
@@ -64,16 +101,26 @@ class ReceiverConfig(BaseModel):
             return None
         return Path(self.tls_cert_file).read_bytes(), Path(self.tls_key_file).read_bytes()
 
-    def token(self) -> str | None:
+    def token(self, env: Mapping[str, str] | None = None) -> str | None:
         """The bearer token in force (``env:NAME`` read from the environment), or None.
+
+        Raises:
+            ConfigError: ``env:NAME`` names a variable that is unset or empty (a daemon
+                meant to require a token must not start open).
 
         Example:
             >>> ReceiverConfig(auth_token="s3cret").token()
             's3cret'
+            >>> ReceiverConfig().token() is None
+            True
         """
         raw = self.auth_token.get_secret_value()
         if raw.startswith("env:"):
-            raw = os.environ.get(raw[4:], "")
+            name = raw[4:]
+            raw = (os.environ if env is None else env).get(name, "")
+            if not raw:
+                raise ConfigError(f"invalid configuration: receiver.auth_token: environment "
+                                  f"variable {name} is not set")
         return raw or None
 
 
@@ -114,7 +161,7 @@ class QueueConfig(BaseModel):
     @model_validator(mode="after")
     def _scheme(self) -> QueueConfig:
         if not self.url.startswith(("sqlite:///", "redis://", "rediss://")):
-            raise ValueError("url must start with sqlite:/// or redis://")
+            raise KeyProblem("queue.url", f"must start with sqlite:///, redis:// or rediss://, got {self.url!r}")
         return self
 
     @property
@@ -241,11 +288,16 @@ class ScorerConfig(BaseModel):
             return "pass" if score >= self.pass_threshold else "fail"
         return None
 
-    @model_validator(mode="after")
-    def _ref_shape(self) -> ScorerConfig:
-        module, _, attr = self.ref.rpartition(":")
+    @field_validator("ref")
+    @classmethod
+    def _ref_shape(cls, ref: str) -> str:
+        module, _, attr = ref.rpartition(":")
         if not module or not attr:
-            raise ValueError(f"ref must be module:attribute or path/file.py:attribute, got {self.ref!r}")
+            raise ValueError(f"must be module:attribute or path/file.py:attribute, got {ref!r}")
+        return ref
+
+    @model_validator(mode="after")
+    def _label_rules(self) -> ScorerConfig:
         if self.labels and self.pass_threshold is not None:
             raise ValueError("give labels or pass_threshold, not both")
         return self
@@ -268,15 +320,27 @@ class Config(BaseModel):
     scorers: list[ScorerConfig] = Field(default_factory=list)
 
     @model_validator(mode="after")
-    def _no_loop(self) -> Config:
-        target = self.export.endpoint.split("://", 1)[-1].split("/", 1)[0]
-        own = {self.receiver.grpc_endpoint, self.receiver.http_endpoint} - {""}
-        if target and target in own:
-            raise ValueError(f"export.endpoint {self.export.endpoint!r} is this daemon's own receiver")
+    def _across_sections(self) -> Config:
         if self.workers.job_timeout_s >= self.queue.visibility_timeout_s:
             # Otherwise a slow job's lease runs out and a second worker runs it too.
-            raise ValueError("workers.job_timeout_s must be below queue.visibility_timeout_s")
+            raise KeyProblem("workers.job_timeout_s", "must be below queue.visibility_timeout_s")
         return self
+
+    @property
+    def exports_to_itself(self) -> bool:
+        """True when ``export.endpoint`` is one of this daemon's own receivers.
+
+        Scores sent there are received back as spans of no agent run, harmlessly; forwarded
+        spans would come back and be forwarded again for ever, so the daemon does not
+        forward in that case (and says so at start).
+
+        Example:
+            >>> Config.model_validate({"export": {"endpoint": "http://127.0.0.1:4317"}}).exports_to_itself
+            True
+        """
+        own = {self.receiver.grpc_endpoint, self.receiver.http_endpoint} - {""}
+        target = endpoint_host_port(self.export.endpoint)
+        return bool(target) and target in own
 
 
 _SECTIONS = ("receiver", "assembly", "queue", "workers", "export")
@@ -342,6 +406,10 @@ def _format_validation(err: ValidationError) -> str:
     for item in err.errors():
         path = ".".join(str(p) for p in item["loc"]) or "(root)"
         msg = "unknown key" if item["type"] == "extra_forbidden" else item["msg"]
+        msg = msg.removeprefix("Value error, ")
+        problem = (item.get("ctx") or {}).get("error")
+        if isinstance(problem, KeyProblem):  # a check across keys names the key at fault
+            path, msg = problem.key, problem.message
         lines.append(f"{path}: {msg}")
     return "invalid configuration: " + "; ".join(lines)
 
@@ -367,9 +435,11 @@ def config_from_dict(data: Mapping[str, Any], env: Mapping[str, str] | None = No
     _apply_env(merged, env)
     _apply_otel(merged, env)
     try:
-        return Config.model_validate(merged)
+        config = Config.model_validate(merged)
     except ValidationError as err:
         raise ConfigError(_format_validation(err)) from None
+    config.receiver.token()  # an "env:NAME" token whose variable is unset fails here, at start
+    return config
 
 
 def load_config(path: str | Path | None, env: Mapping[str, str] | None = None) -> Config:

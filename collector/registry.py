@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import importlib.util
+import os
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -40,6 +41,15 @@ class Scorer(Protocol):
     def version(self) -> str | None: ...
 
     async def run(self, **kwargs: Any) -> Any: ...
+
+
+def _import_from_working_directory() -> None:
+    # The console script's sys.path starts with its bin directory, not the working directory:
+    # `tracescore serve --scorer my_scorers:quality` run beside my_scorers.py must find it, as
+    # `python -m` would. Appended, so an installed package is never shadowed by a local folder.
+    cwd = os.getcwd()
+    if cwd not in sys.path and "" not in sys.path:
+        sys.path.append(cwd)
 
 
 def load_ref(ref: str) -> Any:
@@ -74,6 +84,7 @@ def load_ref(ref: str) -> Any:
                 sys.modules[name] = module
                 spec.loader.exec_module(module)
         else:
+            _import_from_working_directory()
             module = importlib.import_module(target)
     except ConfigError:
         raise

@@ -172,7 +172,12 @@ class Service:
             job_timeout_s=w.job_timeout_s,
             **({"poll_s": 0.01} if q.kind == "redis" else {}),  # a Redis take waits on the stream
         )
-        self.forwarder = Forwarder(e, self.metrics) if e.endpoint and e.forward_spans else None
+        forward = bool(e.endpoint and e.forward_spans)
+        if forward and config.exports_to_itself:
+            logger.warning("export.endpoint %s is this daemon's own receiver: received spans are not "
+                           "forwarded (they would come back for ever); scores are sent there", e.endpoint)
+            forward = False
+        self.forwarder = Forwarder(e, self.metrics) if forward else None
         self.assembler: TraceAssembler | None = None
         self.http: HttpReceiver | None = None
         self.grpc: GrpcReceiver | None = None

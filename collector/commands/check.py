@@ -39,6 +39,9 @@ def run(args: argparse.Namespace) -> int:
     print(f"{args.config}: OK")
     print(f"  queue: {config.queue.url}")
     print(f"  export: {config.export.endpoint or '(none: scores are logged)'} ({config.export.protocol})")
+    if config.exports_to_itself:
+        print(f"  warning: export.endpoint {config.export.endpoint} is this daemon's own receiver: "
+              "scores go back into it and received spans are not forwarded")
     for entry in registry.entries:
         print(f"  scorer {entry.scorer_id} (version {entry.version or '-'}, "
               f"sampling {entry.config.sampling}) from {entry.config.ref}")

@@ -158,7 +158,7 @@ def load_runs(paths: Sequence[str], err: Console) -> Loaded:
                 else:
                     spans.extend(spans_from_resource_spans(read_trace_file(path).resource_spans))
             except OtlpFileError as exc:
-                err.print(f"tracescore: {exc}", markup=False, highlight=False)
+                err.print(f"tracescore: {exc}", markup=False, highlight=False, soft_wrap=True)
                 loaded.failed_files.append(path)
             bar.advance(task)
     for trace in assemble(spans, logs):
@@ -272,5 +272,5 @@ def run(args: argparse.Namespace) -> int:
     if loaded.failed_files:
         summary += f"; {len(loaded.failed_files)} file(s) unreadable"
     if err.is_terminal or out_format == "table":
-        err.print(summary, markup=False, highlight=False)
+        err.print(summary, markup=False, highlight=False, soft_wrap=True)
     return 1 if loaded.failed_files else 0

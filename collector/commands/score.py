@@ -242,7 +242,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         scorers = load_scorers(args.scorers)
     except ConfigError as exc:
-        err.print(f"tracescore: {exc}", markup=False, highlight=False)
+        err.print(f"tracescore: {exc}", markup=False, highlight=False, soft_wrap=True)
         return 2
     loaded = load_runs(args.files, err)
     outcomes = asyncio.run(score_all(loaded.runs, scorers, args.concurrency, err))
@@ -267,6 +267,7 @@ def run(args: argparse.Namespace) -> int:
         out.print(_results_table(loaded.runs, outcomes))
         out.print(_summary_table(summary))
     if loaded.failed_files:
-        err.print(f"{len(loaded.failed_files)} file(s) could not be read", markup=False, highlight=False)
+        err.print(f"{len(loaded.failed_files)} file(s) could not be read", markup=False, highlight=False,
+                  soft_wrap=True)
         return 1
     return 0

@@ -82,3 +82,15 @@ def test_default_format_is_jsonl_when_piped() -> None:
                           capture_output=True, text=True, timeout=60, check=False)
     assert proc.returncode == 0 and json.loads(proc.stdout)["span_name"] == "chat gpt-4o-mini"
     assert proc.stderr == ""
+
+
+def test_error_lines_are_never_wrapped(tmp_path: Path) -> None:
+    """A path in an error stays whole (rich wraps at 80 columns unless told not to)."""
+    import os
+
+    missing = tmp_path / ("a-rather-long-folder-name-" * 4) / "missing_capture_file_name.pb"
+    proc = subprocess.run([str(TRACESCORE), "inspect", str(missing),
+                           "--format", "jsonl"], capture_output=True, text=True, timeout=60, check=False,
+                          env={**os.environ, "COLUMNS": "80"})
+    assert proc.returncode == 1
+    assert str(missing) in proc.stderr

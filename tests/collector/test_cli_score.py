@@ -116,3 +116,17 @@ def test_installed_command(tmp_path: Path) -> None:
     (row,) = _rows(proc.stdout)
     assert (row["scorer"], row["score"], row["convention"]) == ("answered", 1.0, "traceloop")
     assert "scores per scorer" in proc.stderr
+
+
+def test_a_module_beside_the_user_is_found(tmp_path: Path) -> None:
+    """`--scorer my_scorers:x` run in the folder that holds my_scorers.py, no PYTHONPATH: the
+    console script's own sys.path does not hold the working directory, so the loader adds it."""
+    (tmp_path / "beside_scorers.py").write_text(SCORERS)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    proc = subprocess.run([str(TRACESCORE), "score", str(FIXTURES / "traceloop" / "S1.pb"),
+                           "--scorer", "beside_scorers:answered", "--format", "jsonl"],
+                          capture_output=True, text=True, timeout=120, check=False,
+                          env={**env, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    (row,) = _rows(proc.stdout)
+    assert (row["scorer"], row["score"]) == ("answered", 1.0)

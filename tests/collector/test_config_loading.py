@@ -71,7 +71,11 @@ def test_otel_variables_fill_export_only_when_not_configured() -> None:
         ({}, {"TRACESCORE_WORKERS_CONCURENCY": "3"}, "workers.concurency: unknown key"),
         ({}, {"TRACESCORE_WORKERS_CONCURRENCY": "many"}, "workers.concurrency"),
         ({"queue": {"url": "postgres://x"}}, {}, "queue"),
-        ({"export": {"endpoint": "http://127.0.0.1:4317"}}, {}, "own receiver"),
+        ({"queue": {"url": "mysql://x"}}, {}, "queue.url: must start with"),
+        ({"receiver": {"grpc_endpoint": "bad"}}, {}, "receiver.grpc_endpoint: must be HOST:PORT"),
+        ({"receiver": {"tls_cert_file": "c.pem"}}, {}, "receiver.tls_key_file: "),
+        ({"scorers": [{"ref": "nocolon"}]}, {}, "scorers.0.ref: must be module:attribute"),
+        ({"workers": {"job_timeout_s": 400}}, {}, "workers.job_timeout_s: must be below"),
         ({"workers": {"judge_rpm": -5}}, {}, "workers.judge_rpm"),
         ({"workers": {"judge_rpm_by_model": {"openai/gpt-4o": -1}}}, {},
          "workers.judge_rpm_by_model.openai/gpt-4o"),
@@ -86,6 +90,71 @@ def test_bad_configuration_names_the_key(data: dict, env: dict, path: str) -> No
 def test_config_is_frozen() -> None:
     with pytest.raises(ValidationError):
         Config().receiver.max_body_bytes = 3  # type: ignore[misc]
+
+
+SPEC_EXAMPLE = """
+[receiver]
+grpc_endpoint = "127.0.0.1:4317"     # "" disables
+http_endpoint = "127.0.0.1:4318"     # "" disables
+auth_token = ""                      # bearer token; "env:NAME" reads it from NAME
+max_body_bytes = 16777216            # also the limit after gzip decompression
+
+[assembly]
+decision_wait = 5.0                  # seconds after a run span arrives
+max_traces = 100000
+max_spans_per_trace = 10000
+
+[queue]
+url = "sqlite:///.tracescore/queue.db"   # or "redis://127.0.0.1:6379/0"
+
+[workers]
+concurrency = 64                     # jobs in flight per worker process
+judge_concurrency = 32               # judge calls in flight per model
+
+[export]
+endpoint = "http://127.0.0.1:4317"   # a trace backend, or another collector
+protocol = "grpc"                    # or "http/protobuf"
+headers = {}
+forward_spans = true
+max_attribute_chars = 4096
+
+[[scorers]]
+ref = "my_scorers:quality"           # module:attribute, importable or a file path
+sampling = 1.0                       # 0..1, deterministic on trace id
+filter = { service = "support-bot" } # service, agent, span_name, attributes
+"""
+
+
+def test_the_spec_example_configuration_loads(tmp_path: Path) -> None:
+    """SPEC §4's example, verbatim. Its export endpoint is this daemon's own gRPC receiver:
+    accepted (scores go there), and received spans are not forwarded, which would loop."""
+    path = tmp_path / "tracescore.toml"
+    path.write_text(SPEC_EXAMPLE)
+    config = load_config(path, env={})
+    assert (config.receiver.max_body_bytes, config.assembly.max_spans_per_trace,
+            config.workers.judge_concurrency, config.export.max_attribute_chars) == (16777216, 10000, 32, 4096)
+    assert config.scorers[0].filter.service == "support-bot"
+    assert config.exports_to_itself
+    assert not load_config(None, env={}).exports_to_itself
+
+
+def test_a_daemon_exporting_to_itself_does_not_forward(tmp_path: Path) -> None:
+    from collector.registry import ScorerRegistry
+    from collector.service import Service
+
+    config = config_from_dict({"queue": {"url": f"sqlite:///{tmp_path / 'q.db'}"},
+                               "export": {"endpoint": "http://127.0.0.1:4317"}}, env={})
+    assert Service(config, ScorerRegistry([])).forwarder is None
+    other = config_from_dict({"queue": {"url": f"sqlite:///{tmp_path / 'q.db'}"},
+                              "export": {"endpoint": "http://127.0.0.1:14317"}}, env={})
+    assert Service(other, ScorerRegistry([])).forwarder is not None
+
+
+def test_an_auth_token_from_an_unset_variable_fails_at_start(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A daemon meant to require a token must not start open because a variable is missing."""
+    monkeypatch.delenv("TS_TEST_MISSING_TOKEN", raising=False)
+    with pytest.raises(ConfigError, match="receiver.auth_token: environment variable TS_TEST_MISSING_TOKEN"):
+        config_from_dict({"receiver": {"auth_token": "env:TS_TEST_MISSING_TOKEN"}}, env={})
 
 
 def test_auth_token_from_env(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -141,7 +210,7 @@ def test_scorer_labels_and_threshold_are_exclusive() -> None:
 
 
 def test_job_timeout_must_be_below_the_visibility_timeout() -> None:
-    with pytest.raises(ConfigError, match="job_timeout_s must be below"):
+    with pytest.raises(ConfigError, match="workers.job_timeout_s: must be below queue.visibility_timeout_s"):
         config_from_dict({"workers": {"job_timeout_s": 300}, "queue": {"visibility_timeout_s": 300}}, env={})
 
 
