@@ -169,18 +169,29 @@ def make_span_exporter(cfg: ExportConfig) -> SpanExporter | None:
     return Http(endpoint=http_url(cfg.endpoint, "/v1/traces"), headers=headers, timeout=cfg.timeout_s)
 
 
+_SIGNAL_PATHS = ("/v1/traces", "/v1/logs", "/v1/metrics")
+
+
 def http_url(endpoint: str, path: str) -> str:
-    """An OTLP/HTTP URL: the endpoint as given when it has a path, else endpoint + ``path``.
+    """The OTLP/HTTP URL of one signal (``path``: ``/v1/traces``, ``/v1/logs`` or ``/v1/metrics``).
+
+    The endpoint is a base URL, as ``OTEL_EXPORTER_OTLP_ENDPOINT`` is in the OpenTelemetry
+    specification: the signal's path is appended to whatever path it has (Langfuse's
+    ``.../api/public/otel``). An endpoint that already ends in a signal path is taken as
+    that signal's URL, and the other signals use the same base.
 
     Example:
-        >>> http_url("http://h:4318", "/v1/traces"), http_url("http://h:4318/custom", "/v1/traces")
-        ('http://h:4318/v1/traces', 'http://h:4318/custom')
+        >>> http_url("http://h:4318", "/v1/traces"), http_url("http://h/api/public/otel/", "/v1/traces")
+        ('http://h:4318/v1/traces', 'http://h/api/public/otel/v1/traces')
+        >>> http_url("http://h:6006/v1/traces", "/v1/traces"), http_url("http://h:6006/v1/traces", "/v1/logs")
+        ('http://h:6006/v1/traces', 'http://h:6006/v1/logs')
     """
-    base = endpoint if "://" in endpoint else f"http://{endpoint}"
-    scheme, rest = base.split("://", 1)
-    if "/" in rest and rest.split("/", 1)[1]:
-        return base
-    return f"{scheme}://{rest.rstrip('/')}{path}"
+    base = (endpoint if "://" in endpoint else f"http://{endpoint}").rstrip("/")
+    for signal_path in _SIGNAL_PATHS:
+        if base.endswith(signal_path):
+            base = base[: -len(signal_path)]
+            break
+    return f"{base}{path}"
 
 
 def _export_suppressed(exporter: SpanExporter, spans: list[ReadableSpan]) -> SpanExportResult:

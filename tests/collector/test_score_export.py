@@ -177,3 +177,40 @@ async def test_export_never_waits_behind_user_code_on_the_default_executor(tmp_p
         release.set()
         await asyncio.gather(*blockers)
     await store.shutdown()
+
+
+async def test_an_otel_endpoint_with_a_path_is_a_base_url() -> None:
+    """OTEL_EXPORTER_OTLP_ENDPOINT is a base URL (OpenTelemetry spec): a backend that lives
+    under a path (Langfuse's /api/public/otel) gets scores at <base>/v1/traces."""
+    import asyncio
+
+    from aiohttp import web
+
+    from collector.config import config_from_dict
+
+    paths: list[str] = []
+
+    async def receive(request: web.Request) -> web.Response:
+        paths.append(request.path)
+        await request.read()
+        return web.Response(body=b"", content_type="application/x-protobuf")
+
+    app = web.Application()
+    app.router.add_post("/{tail:.*}", receive)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    try:
+        config = config_from_dict({}, env={
+            "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{port}/api/public/otel",
+            "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf"})
+        exporter = make_span_exporter(config.export)
+        assert exporter is not None
+        result = await asyncio.to_thread(exporter.export, [build_span(_record())])
+        exporter.shutdown()
+        assert result is SpanExportResult.SUCCESS
+        assert paths == ["/api/public/otel/v1/traces"]
+    finally:
+        await runner.cleanup()
