@@ -291,6 +291,10 @@ class TraceAssembler:
         extraction = ad.extract_runs(trace)
         for skip in extraction.skipped:
             self._metrics.runs_skipped.labels(reason=skip.reason).inc()
+        if extraction.skipped:  # also per scorer (SPEC: every decision is counted per scorer)
+            for entry in self._registry.entries:
+                self._metrics.decisions.labels(scorer=entry.scorer_id, reason="skipped").inc(
+                    len(extraction.skipped))
         by_id = {s.span_id: s for s in spans}
         jobs = []
         for run in extraction.runs:

@@ -12,7 +12,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 # Bounded reason vocabularies (documented here so dashboards know what to expect).
 DECISION_REASONS = (
     "queued", "duplicate", "sampled_out", "filtered_out",
-    "scored", "not_scorable", "failed", "retried",
+    "scored", "not_scorable", "failed", "retried", "skipped",
 )
 
 

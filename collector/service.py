@@ -242,6 +242,7 @@ class Service:
                 self.metrics.jobs.labels(state="queued").set(stats.queued)
                 self.metrics.jobs.labels(state="in_flight").set(stats.in_flight)
                 self.metrics.jobs.labels(state="dead").set(stats.dead)
+                self.metrics.jobs.labels(state="failed").set(stats.dead)  # SPEC's name: failed for good
                 self.metrics.outbox_records.set(stats.outbox)
                 self.metrics.traces_buffered.set(stats.traces)
             except Exception:

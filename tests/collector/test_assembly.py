@@ -276,3 +276,22 @@ def test_split_traces_slices_spans_out_of_the_received_encoding() -> None:
     other = ExportTraceServiceRequest(resource_spans=[request.resource_spans[0]]).SerializeToString()
     for wrong in (other, b"\x0a\xff", b"\x0b"):
         assert split_traces(list(request.resource_spans), adapters.is_run_candidate, wrong) == (serialised, 1)
+
+
+async def test_what_an_adapter_skips_is_counted_per_scorer(tmp_path: Path) -> None:
+    """SPEC: every decision, "skipped by an adapter" included, is counted per scorer."""
+    entries = [RegisteredScorer(_scorer("a"), ScorerConfig(ref="x:a")),
+               RegisteredScorer(_scorer("b"), ScorerConfig(ref="x:b"))]
+    asm, store, metrics = await _assembler(tmp_path, entries)
+    await asm.start()
+    request, _, _ = _agent_request()
+    spans = request.resource_spans[0].scope_spans[0].spans
+    spans.append(spans[0])  # the same span id twice: the adapters keep one and skip the other
+    await asm.consume_traces(request)
+    await _poll(_queued(store, 2), "a job per scorer for the run that is still there")
+    text = metrics.render().decode()
+    assert 'tracescore_runs_skipped_total{reason="duplicate_span_id"} 1.0' in text
+    assert 'tracescore_decisions_total{reason="skipped",scorer="a"} 1.0' in text
+    assert 'tracescore_decisions_total{reason="skipped",scorer="b"} 1.0' in text
+    await asm.shutdown()
+    await store.shutdown()

@@ -111,6 +111,7 @@ async def test_scores_reach_backend_as_child_spans(tmp_path: Path, backend: Capt
         assert 'tracescore_decisions_total{reason="scored",scorer="answer-length"} 2.0' in text
         assert 'tracescore_decisions_total{reason="failed",scorer="always-fails"} 1.0' in text
         assert "tracescore_score_duration_seconds_bucket" in text
+        assert all(f'tracescore_jobs{{state="{state}"}}' in text for state in ("queued", "in_flight", "failed"))
     finally:
         await service.shutdown()
 
