@@ -56,6 +56,26 @@ class Judge(BaseModel):
     max_processor_retries: int | None = Field(default=None, ge=0)
     model_settings: dict[str, Any] | None = None
 
+    def __init__(self, model: str | None = None, instructions: str | None = None, /, **data: Any) -> None:
+        """SPEC's signature ``Judge(model, instructions, ...)``: both may be given by position.
+
+        Only what the caller gave counts as set, so a step judge that names neither still
+        inherits both from the scorer's judge (`merge_judges`).
+
+        Example:
+            >>> Judge("openai/gpt-4o-mini", "Be strict.").model_fields_set == {"model", "instructions"}
+            True
+        """
+        if model is not None:
+            if "model" in data:
+                raise TypeError("Judge() got model both by position and by keyword")
+            data["model"] = model
+        if instructions is not None:
+            if "instructions" in data:
+                raise TypeError("Judge() got instructions both by position and by keyword")
+            data["instructions"] = instructions
+        super().__init__(**data)
+
     @property
     def effective_max_processor_retries(self) -> int:
         """The processor retry budget in force: explicit, else 10 with error processors, else 0.

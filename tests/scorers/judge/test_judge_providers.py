@@ -62,3 +62,26 @@ async def test_known_model_cost_through_litellm(server: Any) -> None:
     _, execution = await execute_judge_call(provider_judge("deepseek/deepseek-chat", server), "p",
                                             output_schema=None)
     assert execution.cost_usd is not None and execution.cost_usd > 0
+
+
+async def test_a_replaced_acompletion_sees_every_call(server: Any, settings: dict[str, Any],
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """SPEC: all judge calls go through litellm.acompletion. The shared-session shortcut for
+    OpenAI-compatible providers steps aside once someone replaced it (a test's mock)."""
+    from scorers._judge_transport import ensure_litellm
+
+    litellm = await ensure_litellm()
+    original = litellm.acompletion
+    seen: list[str] = []
+
+    async def recording(**kwargs: Any) -> Any:
+        seen.append(kwargs["model"])
+        return await original(**kwargs)
+
+    server.script(Reply.text("fine"))
+    judge = Judge(model="openai/gpt-4o-mini", instructions="Grade.", model_settings=settings)
+    assert route_for("openai/gpt-4o-mini", settings).fast  # the shortcut applies to this model
+    monkeypatch.setattr(litellm, "acompletion", recording)
+    value, execution = await execute_judge_call(judge, "Hi", output_schema=None)
+    assert value == "fine" and len(seen) == 1 and seen[0].endswith("gpt-4o-mini")
+    assert len(server.requests) == 1 and execution.attempt_count == 1
