@@ -84,8 +84,10 @@ def _content_value(value: Any) -> Any:
     return value
 
 
-def indexed_messages(attrs: Mapping[str, Any], prefix: str) -> list[Msg]:
+def indexed_messages(attrs: Mapping[str, Any], prefix: str, default_role: str = "user") -> list[Msg]:
     """Messages from legacy indexed attributes (``gen_ai.prompt.N.role`` / ``.content`` / ``.tool_calls.M.*``).
+
+    An entry without a role gets ``default_role``: "user" in a prompt, "assistant" in a completion.
 
     Example:
         >>> attrs = {"gen_ai.completion.0.role": "assistant",
@@ -98,7 +100,7 @@ def indexed_messages(attrs: Mapping[str, Any], prefix: str) -> list[Msg]:
     raws = []
     for entry in indexed(attrs, prefix):
         raw: dict[str, Any] = {
-            "role": entry.get("role") or "user",
+            "role": entry.get("role") or default_role,
             "content": _content_value(entry.get("content")),
         }
         if "tool_call_id" in entry:
@@ -250,7 +252,7 @@ def view_span(span: TraceSpan, logs: Sequence[TraceLog], report: Report) -> Span
     if not view.request and legacy:
         view.request = indexed_messages(attrs, "gen_ai.prompt.")
     if not view.response and legacy:
-        view.response = indexed_messages(attrs, "gen_ai.completion.")
+        view.response = indexed_messages(attrs, "gen_ai.completion.", default_role="assistant")
     if not view.request:
         view.request = events.request
     if not view.response:

@@ -22,8 +22,10 @@ from adapters._view import Report, SpanView, common_context, int_attr, str_attr,
 __all__ = ["claims", "oi_messages", "view_span"]
 
 
-def oi_messages(attrs: Mapping[str, Any], prefix: str) -> list[Msg]:
+def oi_messages(attrs: Mapping[str, Any], prefix: str, default_role: str = "user") -> list[Msg]:
     """Messages from flattened OpenInference attributes under ``prefix`` (sorted by integer index).
+
+    An entry without a role gets ``default_role``: "user" among inputs, "assistant" among outputs.
 
     Example:
         >>> attrs = {"llm.output_messages.0.message.role": "assistant",
@@ -45,7 +47,7 @@ def oi_messages(attrs: Mapping[str, Any], prefix: str) -> list[Msg]:
                 elif ptype == "image":
                     parts.append({"type": "image", "url": part.get("message_content.image.image.url")})
             content = parts or None
-        raw: dict[str, Any] = {"role": entry.get("message.role") or "user", "content": content}
+        raw: dict[str, Any] = {"role": entry.get("message.role") or default_role, "content": content}
         calls = [
             {
                 "id": c.get("tool_call.id"),
@@ -169,7 +171,7 @@ def view_span(span: TraceSpan, logs: Sequence[TraceLog], report: Report) -> Span
         return None
     view = SpanView(span=span, convention="openinference", kind="llm", context=ctx, usage=_usage(attrs))
     view.request = oi_messages(attrs, "llm.input_messages.")
-    view.response = oi_messages(attrs, "llm.output_messages.")
+    view.response = oi_messages(attrs, "llm.output_messages.", default_role="assistant")
     if not view.request and not view.response:
         gen = genai.view_span(span, logs, report)
         if gen is not None and gen.has_content:

@@ -324,3 +324,13 @@ def test_nameless_agent_wrapper_yields_to_the_named_agent() -> None:
     ]
     runs = extract(request(("x", spans))).runs
     assert [(r.span_id, r.request_context["agent_name"]) for r in runs] == [(sid(2), "terse_agent")]
+
+
+def test_a_legacy_completion_without_a_role_is_the_assistant_s() -> None:
+    attrs: dict[str, object] = {"gen_ai.system": "openai", "gen_ai.prompt.0.role": "user",
+                                "gen_ai.prompt.0.content": "Weather?",
+                                "gen_ai.completion.0.tool_calls.0.id": "c1",
+                                "gen_ai.completion.0.tool_calls.0.name": "get_weather",
+                                "gen_ai.completion.0.tool_calls.0.arguments": '{"city": "Paris"}'}
+    (run,) = extract(request(("x", [span(1, "llm", None, attrs)]))).runs
+    assert brief(run)["output"] == [["assistant", "", [["c1", "get_weather", {"city": "Paris"}]]]]

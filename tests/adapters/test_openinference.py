@@ -166,3 +166,13 @@ def test_langgraph_chain_spans_with_state_messages_and_agent_nodes() -> None:
     runs = extract(request(("openinference.instrumentation.langchain", spans))).runs
     assert [r.span_id for r in runs] == [sid(1)]
     assert brief(runs[0])["output"] == EXPECTED_OUTPUT
+
+
+def test_an_output_message_without_a_role_is_the_assistant_s() -> None:
+    attrs = {"openinference.span.kind": "LLM", "llm.model_name": "gpt-4o-mini",
+             **oi_msgs("llm.input_messages", [SYS, USER]),
+             "llm.output_messages.0.message.content": "It is sunny.",
+             "llm.output_messages.0.message.tool_calls.0.tool_call.id": "call_1",
+             "llm.output_messages.0.message.tool_calls.0.tool_call.function.name": "get_weather"}
+    (run,) = extract(request((SCOPE, [span(1, "ChatCompletion", None, attrs)]))).runs
+    assert brief(run)["output"] == [["assistant", "It is sunny.", [["call_1", "get_weather", {}]]]]
