@@ -170,12 +170,17 @@ class InjectedCallable:
             kwargs: dict[str, Any] = {}
         else:
             args, kwargs = (), {name: available[name] for name in self.keywords}
-        if self.is_async:
-            return await self.fn(*args, **kwargs)
-        result = await asyncio.to_thread(self.fn, *args, **kwargs)
-        if inspect.isawaitable(result):
-            result = await result
-        return result
+        try:
+            if self.is_async:
+                return await self.fn(*args, **kwargs)
+            result = await asyncio.to_thread(self.fn, *args, **kwargs)
+            if inspect.isawaitable(result):
+                result = await result
+            return result
+        except SystemExit as exc:
+            # User code calling sys.exit() fails its step; it must not stop the process
+            # (asyncio lets SystemExit out of the event loop: the daemon would exit).
+            raise RuntimeError(f"scorer code called sys.exit({exc.code!r})") from exc
 
 
 def positional_callable(fn: Callable[..., Any], *names: str) -> InjectedCallable:

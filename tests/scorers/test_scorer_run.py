@@ -490,3 +490,23 @@ async def test_concurrent_runs_of_one_scorer_are_independent() -> None:
     assert [r.score for r in results] == [float(i * 2) for i in range(50)]
     assert [r.reason for r in results] == [f"{i}->{i * 2}" for i in range(50)]
     assert [r.run_id for r in results] == [f"r{i}" for i in range(50)]
+
+
+@pytest.mark.parametrize("asynchronous", [False, True])
+async def test_sys_exit_in_a_step_fails_the_run_not_the_process(asynchronous: bool) -> None:
+    """asyncio lets SystemExit out of the event loop: a scorer calling sys.exit() would stop
+    the daemon. It fails its step like any other error instead."""
+    import sys
+
+    def leave(run: Any) -> float:
+        sys.exit(3)
+
+    async def leave_async(run: Any) -> float:
+        sys.exit(3)
+
+    scorer = create_scorer(id="quits", description="calls sys.exit").generate_score(
+        leave_async if asynchronous else leave)
+    with pytest.raises(ScorerRunError) as caught:
+        await scorer.run({"input": "x", "output": "y"})
+    assert caught.value.failed_step == "generate_score"
+    assert "sys.exit(3)" in str(caught.value.__cause__)
