@@ -14,7 +14,8 @@ never bare lists or numbers; scores are rounded to two decimals. All scores are 
 * LLM-judged: `answer_relevancy`, `answer_similarity`, `faithfulness`, `hallucination`,
   `context_recall`, `context_precision`, `context_relevance`, `noise_sensitivity`,
   `prompt_alignment`, `tool_call_accuracy_llm`, `rubric`, `multi_turn_judge`,
-  `summarization`, `bias`, `toxicity`. Each takes a ``judge`` (a `Judge`, a dict of its
+  `summarization`, `bias`, `toxicity`. `tool_call_accuracy` is either tool-call scorer
+  (LLM-judged when given a ``judge``). Each takes a ``judge`` (a `Judge`, a dict of its
   fields, or a model string) and brings default judge instructions; litellm is imported
   only when a judge call runs. A run that lacks what the scorer needs (no answer, no
   context, no ground truth, no rubric) is `not_scorable` before any judge call, except
@@ -46,7 +47,7 @@ from scorers.builtin._llm_rubric import multi_turn_judge, parse_rubric, rubric
 from scorers.builtin._llm_summarization import summarization
 from scorers.builtin._similarity import content_similarity, dice_similarity, textual_difference
 from scorers.builtin._tone import Sentiment, analyze_sentiment, tone_consistency
-from scorers.builtin._tool_calls import tool_call_accuracy_code
+from scorers.builtin._tool_calls import tool_call_accuracy, tool_call_accuracy_code
 
 __all__ = [
     # code-based scorers
@@ -55,6 +56,7 @@ __all__ = [
     "keyword_coverage",
     "textual_difference",
     "tone_consistency",
+    "tool_call_accuracy",
     "tool_call_accuracy_code",
     "checks",
     # LLM-judged scorers

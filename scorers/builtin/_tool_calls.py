@@ -130,3 +130,21 @@ def tool_call_accuracy_code(
         .preprocess(preprocess)
         .generate_score(score)
     )
+
+
+def tool_call_accuracy(judge: Any = None, **options: Any) -> Scorer[Any, Any]:
+    """SPEC §1.6's "tool-call accuracy", both kinds: the LLM-judged scorer when a ``judge``
+    is given (`tool_call_accuracy_llm`, with ``available_tools``), else the code-based one
+    (`tool_call_accuracy_code`, with ``expected_tool`` or ``expected_tool_order``).
+
+    Example:
+        >>> tool_call_accuracy(expected_tool="get_weather").id
+        'code-tool-call-accuracy'
+        >>> tool_call_accuracy("openai/gpt-4o-mini", available_tools=["get_weather"]).id
+        'llm-tool-call-accuracy'
+    """
+    if judge is None:
+        return tool_call_accuracy_code(**options)
+    from scorers.builtin._llm_alignment import tool_call_accuracy_llm
+
+    return tool_call_accuracy_llm(judge, **options)
