@@ -54,8 +54,10 @@ _GRPC_CODE = {400: 3, 401: 16, 413: 8, 415: 3, 429: 8, 503: 14, 500: 13}
 def check_bearer(header: str | None, token: str | None) -> None:
     """Raise `Unauthenticated` unless ``header`` is ``Bearer <token>`` (no token: anything passes).
 
+    The scheme is case-insensitive and may be followed by any whitespace (RFC 7235).
+
     Example:
-        >>> check_bearer("Bearer s3cret", "s3cret")
+        >>> check_bearer("Bearer s3cret", "s3cret"); check_bearer("bearer  s3cret", "s3cret")
         >>> check_bearer(None, "s3cret")
         Traceback (most recent call last):
         ...
@@ -63,8 +65,8 @@ def check_bearer(header: str | None, token: str | None) -> None:
     """
     if token is None:
         return
-    expected = f"Bearer {token}".encode()
-    if header is None or not hmac.compare_digest(header.strip().encode(), expected):
+    scheme, _, credentials = (header or "").strip().partition(" ")
+    if scheme.lower() != "bearer" or not hmac.compare_digest(credentials.strip().encode(), token.encode()):
         raise Unauthenticated("missing or invalid bearer token")
 
 

@@ -238,3 +238,19 @@ async def test_grpc_large_request_is_parsed_off_the_loop() -> None:
         assert rec.traces == [request] and rec.raws == [request.SerializeToString()]
     finally:
         await receiver.shutdown(0.2)
+
+
+@pytest.mark.parametrize("header", ["Bearer tok", "bearer tok", "BEARER tok", "Bearer  tok", " Bearer tok "])
+def test_the_bearer_scheme_is_case_insensitive(header: str) -> None:
+    from collector.receiver_http import check_bearer
+
+    check_bearer(header, "tok")
+
+
+@pytest.mark.parametrize("header", [None, "", "Bearer", "Bearer tok2", "Basic tok", "Bearertok", "tok"])
+def test_a_wrong_or_missing_bearer_token_is_refused(header: str | None) -> None:
+    from collector.errors import Unauthenticated
+    from collector.receiver_http import check_bearer
+
+    with pytest.raises(Unauthenticated):
+        check_bearer(header, "tok")
