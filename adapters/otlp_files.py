@@ -109,10 +109,21 @@ def _json_documents(path: str, data: bytes) -> list[Any]:
 def _parse(path: str, message: Message) -> None:
     data = _read_bytes(path)
     stripped = data.lstrip()
+    if not stripped:
+        raise OtlpFileError(path, "empty file: no OTLP request in it")
+    kind = type(message).__name__
+    top = "resourceSpans" if isinstance(message, ExportTraceServiceRequest) else "resourceLogs"
+    named_json = path.removesuffix(".gz").endswith(".json")
+    if named_json and stripped[:1] not in (b"{", b"["):
+        raise OtlpFileError(path, f"not OTLP/JSON: the file does not start with a JSON object ({kind})")
     if stripped[:1] in (b"{", b"["):
         for document in _json_documents(path, stripped):
             if not isinstance(document, dict):
                 raise OtlpFileError(path, "OTLP/JSON must be a JSON object")
+            snake = "resource_spans" if top == "resourceSpans" else "resource_logs"
+            if document and not {top, snake} & document.keys():
+                found = ", ".join(sorted(map(str, document))[:5])
+                raise OtlpFileError(path, f"not an OTLP/JSON {kind}: no {top!r} (keys: {found})")
             part = type(message)()
             try:
                 json_format.ParseDict(_hex_ids_to_base64(document), part, ignore_unknown_fields=True)

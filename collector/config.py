@@ -105,8 +105,9 @@ class ReceiverConfig(BaseModel):
         """The bearer token in force (``env:NAME`` read from the environment), or None.
 
         Raises:
-            ConfigError: ``env:NAME`` names a variable that is unset or empty (a daemon
-                meant to require a token must not start open).
+            ConfigError: ``env:NAME`` names a variable that is not set (a daemon meant to
+                require a token must not start open because a secret was not mounted). A
+                variable set to "" disables auth, as ``auth_token = ""`` does.
 
         Example:
             >>> ReceiverConfig(auth_token="s3cret").token()
@@ -117,10 +118,11 @@ class ReceiverConfig(BaseModel):
         raw = self.auth_token.get_secret_value()
         if raw.startswith("env:"):
             name = raw[4:]
-            raw = (os.environ if env is None else env).get(name, "")
-            if not raw:
+            value = (os.environ if env is None else env).get(name)
+            if value is None:
                 raise ConfigError(f"invalid configuration: receiver.auth_token: environment "
                                   f"variable {name} is not set")
+            raw = value
         return raw or None
 
 

@@ -10,6 +10,7 @@ import pytest
 
 from collector.commands import serve
 from collector.config import load_config
+from collector.errors import ConfigError
 from collector.registry import ScorerRegistry
 from scorers.utils import make_agent_run
 
@@ -23,10 +24,13 @@ def test_scale_out_config_is_valid_and_its_example_scorer_loads(
     # In the containers the example scorer is mounted at /etc/tracescore; here it is in deploy/.
     local = tmp_path / "tracescore.scale.toml"
     local.write_text(text.replace("/etc/tracescore/example_scorers.py", str(DEPLOY / "example_scorers.py")))
+    monkeypatch.delenv("TRACESCORE_TOKEN", raising=False)
+    with pytest.raises(ConfigError, match="TRACESCORE_TOKEN is not set"):  # never starts open
+        load_config(local, env={})
+    monkeypatch.setenv("TRACESCORE_TOKEN", "s3cret")
     config = load_config(local, env={})
     assert config.queue.url.startswith("redis://")
     assert config.receiver.grpc_endpoint == "0.0.0.0:4317"
-    monkeypatch.setenv("TRACESCORE_TOKEN", "s3cret")
     assert config.receiver.token() == "s3cret"
     monkeypatch.setenv("TRACESCORE_TOKEN", "")
     assert config.receiver.token() is None

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -125,3 +126,29 @@ def test_json_lines_are_merged(tmp_path: Path) -> None:
     path.write_text(json.dumps(OTLP_JSON) + "\n" + (FIXTURES / "traceloop" / "S1.json").read_text().replace("\n", "") + "\n")
     spans = spans_from_resource_spans(read_trace_file(path).resource_spans)
     assert [s.name for s in spans] == ["chat", "openai.chat"]
+
+
+@pytest.mark.parametrize(("name", "content", "message"), [
+    ("empty.json", "", "empty file"),
+    ("empty.pb", "", "empty file"),
+    ("blank.json", "  \n", "empty file"),
+    ("hello.json", "hello", "not OTLP/JSON: the file does not start with a JSON object"),
+    ("other.json", '{"foo": 1}', "no 'resourceSpans' (keys: foo)"),
+    ("spans.logs.json", '{"resourceSpans": []}', "no 'resourceLogs'"),
+])
+def test_files_that_hold_no_otlp_request_are_errors(tmp_path: Path, name: str, content: str, message: str) -> None:
+    from adapters.otlp_files import OtlpFileError, read_logs_file, read_trace_file
+
+    path = tmp_path / name
+    path.write_text(content)
+    read = read_logs_file if ".logs." in name else read_trace_file
+    with pytest.raises(OtlpFileError, match=re.escape(message)):
+        read(path)
+
+
+def test_an_empty_json_request_is_a_valid_empty_request(tmp_path: Path) -> None:
+    from adapters.otlp_files import read_trace_file
+
+    path = tmp_path / "none.json"
+    path.write_text("{}")
+    assert len(read_trace_file(path).resource_spans) == 0

@@ -151,10 +151,14 @@ def test_a_daemon_exporting_to_itself_does_not_forward(tmp_path: Path) -> None:
 
 
 def test_an_auth_token_from_an_unset_variable_fails_at_start(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A daemon meant to require a token must not start open because a variable is missing."""
+    """A daemon meant to require a token must not start open because a variable is missing;
+    a variable set to "" disables auth on purpose (as auth_token = "" does)."""
     monkeypatch.delenv("TS_TEST_MISSING_TOKEN", raising=False)
     with pytest.raises(ConfigError, match="receiver.auth_token: environment variable TS_TEST_MISSING_TOKEN"):
         config_from_dict({"receiver": {"auth_token": "env:TS_TEST_MISSING_TOKEN"}}, env={})
+    monkeypatch.setenv("TS_TEST_MISSING_TOKEN", "")
+    config = config_from_dict({"receiver": {"auth_token": "env:TS_TEST_MISSING_TOKEN"}}, env={})
+    assert config.receiver.token() is None
 
 
 def test_auth_token_from_env(monkeypatch: pytest.MonkeyPatch) -> None:
