@@ -143,15 +143,27 @@ class TraceAssembler:
         if self._queue.depth() >= self._max_pending:
             raise QueueFull("too many jobs waiting", retry_after_s=self._retry_after)
 
-    async def _append(self, chunks: list[TraceChunk]) -> None:
-        self._count(await self._buffer.append(chunks))
+    async def _append(self, chunks: list[TraceChunk]) -> int:
+        return self._count(await self._buffer.append(chunks))
 
-    def _count(self, result: AppendResult) -> None:
+    def _count(self, result: AppendResult) -> int:
+        """Count what the buffer gave up; returns the spans of this request it dropped."""
         if result.evicted_traces:
             self._metrics.traces_evicted.labels(reason="max_traces").inc(result.evicted_traces)
             logger.warning("trace buffer full: evicted %d traces", result.evicted_traces)
         if result.dropped_spans:
             self._metrics.spans_dropped.labels(reason="max_spans_per_trace").inc(result.dropped_spans)
+        return result.dropped_spans
+
+    @staticmethod
+    def _accepted(total: int, rejected: int, dropped: int) -> Accepted:
+        """OTLP partial success: invalid ids and spans over max_spans_per_trace are rejected."""
+        problems = []
+        if rejected:
+            problems.append(f"{rejected} spans have an invalid trace or span id")
+        if dropped:
+            problems.append(f"{dropped} spans were dropped: their trace is over max_spans_per_trace")
+        return Accepted(total - rejected - dropped, rejected + dropped, "; ".join(problems))
 
     async def consume_traces(self, request: ExportTraceServiceRequest, raw: bytes | None = None) -> Accepted:
         """Store a trace request durably; returns spans accepted and rejected.
@@ -178,12 +190,12 @@ class TraceAssembler:
                 self._pool, split_traces, resource_spans, is_candidate, raw)
         else:
             chunks, rejected = split_traces(resource_spans, is_candidate, raw)
+        dropped = 0
         if chunks:
-            await self._append(chunks)
+            dropped = await self._append(chunks)
             if any(c.has_run_candidate for c in chunks) and self._wake is not None:
                 self._wake.set()
-        message = f"{rejected} spans have an invalid trace or span id" if rejected else ""
-        return Accepted(total - rejected, rejected, message)
+        return self._accepted(total, rejected, dropped)
 
     async def _consume_whole(
         self, request: ExportTraceServiceRequest, raw: bytes | None, resource_spans: list[Any], total: int,
@@ -195,14 +207,14 @@ class TraceAssembler:
                 self._pool, summarize_spans, resource_spans, is_candidate)
         else:
             entries, rejected = summarize_spans(resource_spans, is_candidate)
+        dropped = 0
         if entries:
             buffer: Any = self._buffer
             body = raw if raw is not None else request.SerializeToString()
-            self._count(await buffer.append_request("spans", body, entries))
+            dropped = self._count(await buffer.append_request("spans", body, entries))
             if self._wake is not None and any(flags & CANDIDATE for _, _, flags in entries):
                 self._wake.set()
-        message = f"{rejected} spans have an invalid trace or span id" if rejected else ""
-        return Accepted(total - rejected, rejected, message)
+        return self._accepted(total, rejected, dropped)
 
     async def consume_logs(self, request: ExportLogsServiceRequest) -> Accepted:
         """Store the trace-linked log records of a logs request; returns records received.

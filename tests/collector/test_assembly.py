@@ -295,3 +295,25 @@ async def test_what_an_adapter_skips_is_counted_per_scorer(tmp_path: Path) -> No
     assert 'tracescore_decisions_total{reason="skipped",scorer="b"} 1.0' in text
     await asm.shutdown()
     await store.shutdown()
+
+
+async def test_spans_over_max_spans_per_trace_are_reported_as_rejected(tmp_path: Path) -> None:
+    """The client learns (OTLP partial success) that spans were dropped, not a plain success."""
+    store = SqliteStore(str(tmp_path / "q.db"), decision_wait=60.0, max_spans_per_trace=2)
+    await store.start()
+    metrics = Metrics()
+    asm = TraceAssembler(store, store, ScorerRegistry([]), metrics, adapters)
+    await asm.start()
+    request, _, _ = _agent_request()
+    spans = request.resource_spans[0].scope_spans[0].spans
+    template = spans[0]
+    for i in range(2):  # three spans of one trace in one request: over the limit of two
+        extra = spans.add()
+        extra.CopyFrom(template)
+        extra.span_id = bytes([9, 9, 9, 9, 9, 9, 9, i + 1])
+    accepted = await asm.consume_traces(request)
+    assert (accepted.accepted, accepted.rejected) == (0, 3)
+    assert "over max_spans_per_trace" in accepted.message
+    assert b'tracescore_spans_dropped_total{reason="max_spans_per_trace"} 3.0' in metrics.render()
+    await asm.shutdown()
+    await store.shutdown()
