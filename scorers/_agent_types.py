@@ -97,6 +97,7 @@ class Message(BaseModel):
         content = data.get("content")
         parts_in = data.get("parts")
         legacy_invocations: list[Any] = []
+        last_text_part = False  # Mastra's rule for its stored messages: the last text part
         if isinstance(content, dict):
             # Mastra storage format v2: {format: 2, parts: [...], content?, toolInvocations?}
             parts_in = content.get("parts") if parts_in is None else parts_in
@@ -109,6 +110,7 @@ class Message(BaseModel):
             if content.get("reasoning") and isinstance(content["reasoning"], str):
                 parts_in = [*(parts_in or []), {"type": "reasoning", "text": content["reasoning"]}]
             data["content"] = text if isinstance(text, str) else None
+            last_text_part = True
         elif isinstance(content, list):
             parts_in = content if parts_in is None else parts_in
             data["content"] = None
@@ -125,8 +127,11 @@ class Message(BaseModel):
             )
         data["parts"] = parts
         if data.get("content") is None:
-            texts = [p.get("text", "") for p in parts if isinstance(p, dict) and p.get("type") == "text"]
-            data["content"] = "\n".join(t for t in texts if t)
+            texts = [t for p in parts if isinstance(p, dict) and p.get("type") == "text"
+                     and (t := p.get("text", ""))]
+            # A Mastra message without content.content reads as its last text part (as
+            # getTextContentFromMastraDBMessage does); a chat message's text parts are joined.
+            data["content"] = (texts[-1] if texts else "") if last_text_part else "\n".join(texts)
         for key in ("toolCalls", "tool_calls"):
             if data.get(key) is None and key in data:
                 data[key] = []

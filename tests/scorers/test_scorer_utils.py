@@ -113,7 +113,7 @@ def test_get_text_content_follows_mastra_order(message: Any, text: str) -> None:
 def test_get_user_message_from_mastra_json_and_models() -> None:
     assert get_user_message(MASTRA_INPUT) == "Weather in Paris?"
     model = ScorerRunInputForAgent.model_validate(MASTRA_INPUT)
-    assert get_user_message(model) == "draft\nWeather in Paris?"  # Message.content joins text parts
+    assert get_user_message(model) == "Weather in Paris?"  # coerced as Mastra reads it: the last text part
     assert get_user_message(ScorerRun(input=model)) == get_user_message(model)
 
 

@@ -305,11 +305,13 @@ async def test_retry_after_is_capped_by_max_retry_after_ms(server: Any, settings
 
 
 async def test_retry_after_http_date(server: Any, settings: dict[str, Any]) -> None:
-    when = format_datetime(datetime.now(UTC) + timedelta(seconds=1), usegmt=True)
+    # An HTTP date has whole seconds: now + 3 s is 2 to 3 s ahead once formatted (with +1 s
+    # it could already be past when parsed, and the header would rightly be ignored).
+    when = format_datetime(datetime.now(UTC) + timedelta(seconds=3), usegmt=True)
     server.script(Reply.error(503, headers={"retry-after": when}))
     with pytest.raises(JudgeError) as caught:
         await execute_judge_call(judge(settings), "Hi", output_schema=None)
-    assert caught.value.retry_after_s is not None and 0 < caught.value.retry_after_s <= 1.0
+    assert caught.value.retry_after_s is not None and 0 < caught.value.retry_after_s <= 3.0
 
 
 async def test_delay_function_of_retry_count(server: Any, settings: dict[str, Any]) -> None:
