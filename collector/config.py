@@ -227,6 +227,22 @@ class ExportConfig(BaseModel):
     metrics_interval_s: float = Field(default=60.0, gt=0)
     forward_queue_size: int = Field(default=1024, gt=0)
 
+    @field_validator("endpoint")
+    @classmethod
+    def _endpoint_shape(cls, endpoint: str) -> str:
+        """An OTLP endpoint: ``http(s)://HOST[:PORT][/path]``, ``HOST:PORT``, or "" (none)."""
+        if not endpoint:
+            return endpoint
+        if "://" in endpoint:
+            scheme, rest = endpoint.split("://", 1)
+            host = rest.split("/", 1)[0]
+            if scheme in ("http", "https") and host and not any(c.isspace() for c in endpoint):
+                return endpoint
+        else:
+            host, _, port = endpoint.rpartition(":")
+            if host and port.isdigit() and not any(c.isspace() for c in endpoint):
+                return endpoint
+        raise ValueError(f"must be http(s)://HOST:PORT[/path] or HOST:PORT, got {endpoint!r}")
 
     def header_values(self) -> dict[str, str]:
         """The export headers in clear, for the exporters (never log them).
