@@ -92,10 +92,14 @@ def load_scorers(refs: Sequence[str]) -> list[Any]:
         collector.errors.ConfigError: scorer ref 'collections:OrderedDict': not a scorer (needs id and run)
     """
     scorers = []
+    seen: dict[str, str] = {}
     for ref in refs:
         obj = load_ref(ref)
         if isinstance(obj, type) or not hasattr(obj, "id") or not callable(getattr(obj, "run", None)):
             raise ConfigError(f"scorer ref {ref!r}: not a scorer (needs id and run)")
+        if str(obj.id) in seen:  # rows and the summary are keyed by scorer id
+            raise ConfigError(f"scorer ref {ref!r}: scorer id {obj.id!r} is already given by {seen[str(obj.id)]!r}")
+        seen[str(obj.id)] = ref
         scorers.append(obj)
     return scorers
 

@@ -100,6 +100,12 @@ def test_bad_file_still_scores_the_others(scorer_module: str, capsys: pytest.Cap
     assert "/nonexistent.pb" in captured.err
 
 
+def test_a_scorer_given_twice_exits_2(scorer_module: str, capsys: pytest.CaptureFixture[str]) -> None:
+    ref = f"{scorer_module}:answered"
+    assert main(["score", S1_FILES[0], "--scorer", ref, "--scorer", ref, "--format", "jsonl"]) == 2
+    assert "scorer id 'answered' is already given" in capsys.readouterr().err
+
+
 def test_unloadable_scorer_ref_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["score", S1_FILES[0], "--scorer", "no_such_module_xyz:thing", "--format", "jsonl"]) == 2
     assert "no_such_module_xyz" in capsys.readouterr().err
