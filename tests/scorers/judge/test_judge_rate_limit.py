@@ -120,7 +120,7 @@ async def test_judge_calls_reach_the_provider_at_the_limited_rate(
     assert len(times) == 50
     # What the provider saw: a burst of 20, then 20 a second (a few may arrive bunched up,
     # as the client's own CPU delays some sends more than others).
-    assert _most_in_any_window(times, 0.5) <= 20 + 10 + 5
+    assert _most_in_any_window(times, 0.5) <= 20 + 10 + 10  # unlimited: all 50 within ~0.1 s
 
 
 async def test_every_attempt_takes_a_token(server: Any, settings: dict[str, Any]) -> None:
@@ -140,4 +140,4 @@ async def test_unlimited_models_are_not_slowed(server: Any, settings: dict[str, 
     judge = Judge(model=MODEL, instructions="i", model_settings=settings)
     await asyncio.gather(*(execute_judge_call(judge, f"p{i}", output_schema=None) for i in range(20)))
     times = [r.received_at for r in server.requests]
-    assert len(times) == 20 and max(times) - min(times) < 1.0  # 20 at one a second would take 19 s
+    assert len(times) == 20 and max(times) - min(times) < 5.0  # 20 at one a second would take 19 s
