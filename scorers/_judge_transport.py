@@ -119,6 +119,8 @@ class Route:
     config: Any = None
     _native: bool | None = None
     _cost_known: bool = True
+    _unit_prices: tuple[float, float, float] | None = None  # (input, output, cached input) per token
+    _linear_checked: bool = False
     _client_timeout: Any = None
     _optional: dict[str, dict[str, Any]] = field(default_factory=dict)
 
@@ -154,21 +156,50 @@ class Route:
         return cached
 
     def cost_usd(self, usage: JudgeUsage) -> float | None:
-        """Price of ``usage`` from litellm's price map, None when litellm does not know the model."""
+        """Price of ``usage`` from litellm's price map, None when litellm does not know the model.
+
+        litellm's ``cost_per_token`` costs ~0.1 ms a call. When its own figures show the
+        model's price is linear (no tiers: the price of a sample usage equals the sum of its
+        per-token prices), the per-token prices are kept and multiplied instead.
+        """
         if not self._cost_known or (usage.input_tokens == 0 and usage.output_tokens == 0):
             return None
+        cached = usage.cached_input_tokens or 0
+        if not self._linear_checked:
+            self._linear_checked = True
+            self._unit_prices = self._linear_prices()
+        if self._unit_prices is not None:
+            p_in, p_out, p_cached = self._unit_prices
+            return (usage.input_tokens - cached) * p_in + cached * p_cached + usage.output_tokens * p_out
         try:
-            prompt_cost, completion_cost = litellm_module().cost_per_token(
-                model=self.model_name,
-                custom_llm_provider=self.provider,
-                prompt_tokens=usage.input_tokens,
-                completion_tokens=usage.output_tokens,
-                cache_read_input_tokens=usage.cached_input_tokens or 0,
-            )
+            return self._litellm_cost(usage.input_tokens, usage.output_tokens, cached)
         except Exception:
             self._cost_known = False
             return None
+
+    def _litellm_cost(self, prompt: int, completion: int, cached: int) -> float:
+        prompt_cost, completion_cost = litellm_module().cost_per_token(
+            model=self.model_name, custom_llm_provider=self.provider, prompt_tokens=prompt,
+            completion_tokens=completion, cache_read_input_tokens=cached,
+        )
         return float(prompt_cost) + float(completion_cost)
+
+    def _linear_prices(self) -> tuple[float, float, float] | None:
+        """Per-token (input, output, cached input) prices, if litellm prices this model linearly."""
+        try:
+            million = 1_000_000
+            p_in = self._litellm_cost(million, 0, 0) / million
+            p_out = self._litellm_cost(0, million, 0) / million
+            p_cached = self._litellm_cost(million, 0, million) / million
+            samples = ((1234, 567, 89), (300_000, 40_000, 0), (2_000_000, 300_000, 0), (7, 1, 0))
+            for prompt, completion, cached in samples:
+                expected = self._litellm_cost(prompt, completion, cached)
+                linear = (prompt - cached) * p_in + cached * p_cached + completion * p_out
+                if abs(linear - expected) > 1e-9 * max(1.0, abs(expected)):
+                    return None  # tiered or otherwise non-linear: ask litellm every time
+        except Exception:
+            return None
+        return p_in, p_out, p_cached
 
 
 _routes: dict[str, Route] = {}

@@ -253,3 +253,36 @@ async def test_unknown_provider_is_a_judge_error_without_requests(server: Any, s
     assert caught.value.retryable is False
     assert server.requests == []
     assert "Provider List" not in capsys.readouterr().out  # litellm's banner stays silent
+
+
+@pytest.mark.parametrize("usage", [(120, 12, 0), (5000, 300, 1000), (250_000, 2000, 0), (1, 1, 0)])
+def test_cost_from_per_token_prices_equals_litellm(usage: tuple[int, int, int]) -> None:
+    """A linearly priced model's cost comes from per-token prices derived from litellm,
+    identical to asking litellm's cost_per_token each time."""
+    from scorers._judge_transport import litellm_module, route_for
+    from scorers._judge_types import JudgeUsage
+
+    litellm = litellm_module()
+    route = route_for("openai/gpt-4o-mini", {"api_key": "k", "api_base": "http://127.0.0.1:9/v1"})
+    prompt, completion, cached = usage
+    cost = route.cost_usd(JudgeUsage(input_tokens=prompt, output_tokens=completion, cached_input_tokens=cached))
+    assert route._unit_prices is not None
+    expected = sum(litellm.cost_per_token(model="gpt-4o-mini", custom_llm_provider="openai",
+                                          prompt_tokens=prompt, completion_tokens=completion,
+                                          cache_read_input_tokens=cached))
+    assert cost == pytest.approx(expected, rel=1e-12)
+
+
+def test_a_tiered_price_is_asked_of_litellm_every_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    from scorers._judge_transport import Route, litellm_module
+    from scorers._judge_types import JudgeUsage
+
+    def tiered(*, prompt_tokens: int, completion_tokens: int, **_: Any) -> tuple[float, float]:
+        rate = 1e-6 if prompt_tokens <= 200_000 else 2e-6  # the whole prompt at the higher rate
+        return prompt_tokens * rate, completion_tokens * 4e-6
+
+    monkeypatch.setattr(litellm_module(), "cost_per_token", tiered)
+    route = Route(model="x/tiered", model_name="tiered", provider="x", settings={})
+    assert route.cost_usd(JudgeUsage(input_tokens=300_000, output_tokens=10)) == pytest.approx(0.6 + 4e-5)
+    assert route._unit_prices is None  # the samples showed the tier: no per-token shortcut
+    assert route.cost_usd(JudgeUsage(input_tokens=100, output_tokens=10)) == pytest.approx(1e-4 + 4e-5)
