@@ -28,13 +28,13 @@ import asyncio
 import inspect
 import logging
 import time
-import weakref
 from typing import Any
 
 from pydantic import BaseModel
 
 from scorers._judge_transport import Reply, Route, ensure_litellm, route_for, send
 from scorers._judge_types import Judge, JudgeExecution, JudgeUsage
+from scorers._per_loop import PerLoop
 from scorers._processors import JudgeReply, RetryDecision, is_provider_retryable
 from scorers._rate_limit import judge_rate_limiter
 from scorers._retry_after import iter_error_chain, parse_retry_after_ms
@@ -55,9 +55,7 @@ DEFAULT_JUDGE_CONCURRENCY = 32
 """Judge requests in flight per model and event loop (SPEC ``[workers] judge_concurrency``)."""
 
 _concurrency = DEFAULT_JUDGE_CONCURRENCY
-_semaphores: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, asyncio.Semaphore]] = (
-    weakref.WeakKeyDictionary()
-)
+_semaphores: PerLoop[asyncio.Semaphore] = PerLoop()
 
 
 def set_judge_concurrency(limit: int) -> None:
@@ -88,14 +86,7 @@ def get_judge_concurrency() -> int:
 
 
 def _semaphore(model: str) -> asyncio.Semaphore:
-    loop = asyncio.get_running_loop()
-    per_loop = _semaphores.get(loop)
-    if per_loop is None:
-        per_loop = _semaphores[loop] = {}
-    semaphore = per_loop.get(model)
-    if semaphore is None:
-        semaphore = per_loop[model] = asyncio.Semaphore(_concurrency)
-    return semaphore
+    return _semaphores.get(model, lambda: asyncio.Semaphore(_concurrency))
 
 
 async def _maybe_await(value: Any) -> Any:

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import asyncio
 import math
-import weakref
 from collections.abc import Mapping
+
+from scorers._per_loop import PerLoop
 
 
 class RateLimiter:
@@ -68,9 +69,7 @@ class RateLimiter:
 
 _default_rpm: int | None = None
 _per_model_rpm: dict[str, int | None] = {}
-_limiters: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, RateLimiter]] = (
-    weakref.WeakKeyDictionary()
-)
+_limiters: PerLoop[RateLimiter] = PerLoop()
 
 
 def set_judge_rate_limit(requests_per_minute: int | None, model: str | None = None) -> None:
@@ -143,11 +142,4 @@ def judge_rate_limiter(model: str) -> RateLimiter | None:
     rpm = get_judge_rate_limit(model)
     if rpm is None:
         return None
-    loop = asyncio.get_running_loop()
-    per_loop = _limiters.get(loop)
-    if per_loop is None:
-        per_loop = _limiters[loop] = {}
-    limiter = per_loop.get(model)
-    if limiter is None:
-        limiter = per_loop[model] = RateLimiter(rpm)
-    return limiter
+    return _limiters.get(model, lambda: RateLimiter(rpm))
