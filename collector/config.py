@@ -46,10 +46,9 @@ class KeyProblem(ValueError):
         self.message = message
 
 
-def _check_endpoint(value: str, key: str) -> str:
+def _check_endpoint(value: str, key: str) -> None:
     if value and (":" not in value or not value.rsplit(":", 1)[1].isdigit()):
         raise KeyProblem(f"receiver.{key}", f"must be HOST:PORT or empty, got {value!r}")
-    return value
 
 
 def endpoint_host_port(endpoint: str) -> str:
@@ -101,7 +100,7 @@ class ReceiverConfig(BaseModel):
             return None
         return Path(self.tls_cert_file).read_bytes(), Path(self.tls_key_file).read_bytes()
 
-    def token(self, env: Mapping[str, str] | None = None) -> str | None:
+    def token(self) -> str | None:
         """The bearer token in force (``env:NAME`` read from the environment), or None.
 
         Raises:
@@ -118,7 +117,7 @@ class ReceiverConfig(BaseModel):
         raw = self.auth_token.get_secret_value()
         if raw.startswith("env:"):
             name = raw[4:]
-            value = (os.environ if env is None else env).get(name)
+            value = os.environ.get(name)
             if value is None:
                 raise ConfigError(f"invalid configuration: receiver.auth_token: environment "
                                   f"variable {name} is not set")
