@@ -8,9 +8,9 @@ point. One call is one *judge execution*; it makes one or more HTTP *attempts*:
 3. Each attempt takes a token of the model's requests-per-minute limit when one is set
    (`set_judge_rate_limit`), then holds the model's concurrency slot
    (`set_judge_concurrency`) only while its request is in flight. A provider or network
-   error is offered to the error processors; the first `RetryDecision(retry=True)` sends the *same* request again
-   after its delay, while ``judge.effective_max_processor_retries`` lasts (one budget per
-   execution). Without error processors the failure is final at once.
+   error is offered to the error processors; the first `RetryDecision(retry=True)` sends
+   the *same* request again after its delay, while ``judge.effective_max_processor_retries``
+   lasts (one budget per execution). Without error processors the failure is final at once.
 4. Output processors run on each reply; the reply is parsed and validated. A parse or
    validation failure (never a provider error) is retried exactly once with system
    injection (inline with ``fallback_json_prompt_injection="inline"``); a second failure
