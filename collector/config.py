@@ -8,11 +8,14 @@ and bad values raise `ConfigError` naming the key's dotted path.
 
 from __future__ import annotations
 
+import functools
+import inspect
 import os
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import (
     BaseModel,
@@ -23,6 +26,7 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from redis.asyncio.connection import Connection, parse_url
 
 from collector.errors import ConfigError
 
@@ -59,6 +63,33 @@ def endpoint_host_port(endpoint: str) -> str:
         ('127.0.0.1:4318', 'backend:4317')
     """
     return endpoint.split("://", 1)[-1].split("/", 1)[0]
+
+
+def _check_redis_url(url: str) -> None:
+    """What redis-py would refuse only when connecting: a bad port, database or option."""
+    try:
+        options = parse_url(url)
+    except ValueError as err:
+        raise KeyProblem("queue.url", f"not a valid Redis URL: {err}") from None
+    database = urlsplit(url).path.strip("/")
+    if database and not database.isdigit():
+        raise KeyProblem("queue.url", f"the database must be a number, got {database!r}")
+    connection_class: Any = options.get("connection_class", Connection)
+    unknown = sorted(set(options) - {"connection_class"} - _connection_options(connection_class))
+    if unknown:
+        raise KeyProblem("queue.url", f"options Redis does not know: {', '.join(unknown)}")
+
+
+@functools.cache
+def _connection_options(connection_class: type) -> frozenset[str]:
+    """The keyword options a redis-py connection class takes (its __init__ and its bases')."""
+    names: set[str] = set()
+    for klass in connection_class.__mro__:
+        init = klass.__dict__.get("__init__")
+        if init is not None:
+            names.update(p.name for p in inspect.signature(init).parameters.values()
+                         if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY))
+    return frozenset(names - {"self"})
 
 
 class ReceiverConfig(BaseModel):
@@ -163,7 +194,24 @@ class QueueConfig(BaseModel):
     def _scheme(self) -> QueueConfig:
         if not self.url.startswith(("sqlite:///", "redis://", "rediss://")):
             raise KeyProblem("queue.url", f"must start with sqlite:///, redis:// or rediss://, got {self.url!r}")
+        if self.url.startswith("redis"):
+            _check_redis_url(self.url)
         return self
+
+    @property
+    def display_url(self) -> str:
+        """The URL with any password replaced by ``***`` (for logs and ``check``).
+
+        Example:
+            >>> QueueConfig(url="redis://:s3cret@redis:6379/0").display_url
+            'redis://:***@redis:6379/0'
+        """
+        scheme, sep, rest = self.url.partition("://")
+        userinfo, at, host = rest.rpartition("@")
+        if not at or ":" not in userinfo:
+            return self.url
+        user = userinfo.split(":", 1)[0]
+        return f"{scheme}{sep}{user}:***@{host}"
 
     @property
     def kind(self) -> Literal["sqlite", "redis"]:

@@ -19,10 +19,13 @@ import logging
 import time
 from collections.abc import Sequence
 
+from redis.exceptions import AuthenticationError, ResponseError
+
 from collector._aio import cancel_and_wait
 from collector._redis_conn import UNREACHABLE, connect
 from collector._redis_keys import GROUP, RedisKeys
 from collector.assembly_types import AppendResult, TraceChunk
+from collector.errors import ConfigError
 from collector.queue import LeasedJob, OutboxItem, ScoreJob, Settlement
 from collector.redis_buffer import RedisTraceBuffer
 from collector.redis_outbox import RedisOutbox
@@ -87,6 +90,7 @@ class RedisStore:
         )
         self.outbox = RedisOutbox(self.client, self.keys, lease_s=export_lease_s)
         self._refresh_s = refresh_s
+        self.reachable = False  # did the last round trip (start, then every refresh) succeed?
         self._refresher: asyncio.Task[None] | None = None
         self._started = False
 
@@ -103,7 +107,10 @@ class RedisStore:
         try:
             await self.queue.create_group()
             await self.refresh()
+        except (AuthenticationError, ResponseError) as err:  # refused, not away: retrying won't help
+            raise ConfigError(f"invalid configuration: queue.url: Redis refused: {err}") from err
         except UNREACHABLE as err:
+            self.reachable = False
             logger.warning("redis unreachable at start (components will retry): %s", err)
         self._refresher = asyncio.create_task(self._refresh_loop(), name="tracescore-redis-depth")
 
@@ -141,6 +148,7 @@ class RedisStore:
             pipe.zcard(self.keys.decide)
             jobs, delayed, outbox, deciding = await pipe.execute()
         self.queue.depth_cache = int(jobs) + int(delayed) + int(outbox) + int(deciding)
+        self.reachable = True
         return self.queue.depth_cache
 
     async def _refresh_loop(self) -> None:
@@ -149,7 +157,7 @@ class RedisStore:
             try:
                 await self.refresh()
             except UNREACHABLE:
-                pass  # appends fail (retryably) while Redis is away; depth is refreshed after
+                self.reachable = False  # appends fail (retryably) while Redis is away; /readyz says so
             except Exception:
                 logger.exception("refreshing the queue depth failed")
 

@@ -224,12 +224,22 @@ class Service:
             await self.grpc.start()
         if cfg.receiver.http_endpoint:
             self.http = HttpReceiver(cfg.receiver.http_endpoint, pipeline, self.metrics, token=token,
-                                     max_body_bytes=cfg.receiver.max_body_bytes, ready=lambda: self.ready,
+                                     max_body_bytes=cfg.receiver.max_body_bytes, ready=self.is_ready,
                                      ssl_context=ssl_context)
             await self.http.start()
         self._stats_task = asyncio.create_task(self._stats_loop(), name="tracescore-stats")
         self.ready = True
         logger.info("tracescore ready: %d scorers", len(self.registry.entries))
+
+    def is_ready(self) -> bool:
+        """``/readyz``: started and not draining, and the queue's store answering (a Redis
+        that cannot be reached, or refuses, makes every request fail: traffic should go elsewhere).
+
+        Example:
+            >>> Service(Config(), ScorerRegistry([])).is_ready()
+            False
+        """
+        return self.ready and bool(getattr(self.store, "reachable", True))
 
     async def _stats_loop(self) -> None:
         last_prune = 0.0

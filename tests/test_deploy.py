@@ -52,3 +52,29 @@ def test_roles_named_in_deploy_files_exist(name: str) -> None:
     assert set(named) <= set(roles)
     if "scale" in name or "kubernetes" in name:
         assert {"receiver", "worker"} <= set(named)
+
+
+def _image_env() -> dict[str, str]:
+    """The TRACESCORE_* variables the Dockerfile bakes into the image."""
+    return dict(re.findall(r"\b(TRACESCORE_[A-Z_]+)=(\S+)", (DEPLOY / "Dockerfile").read_text()))
+
+
+def test_the_image_environment_keeps_a_redis_config_on_redis(monkeypatch: pytest.MonkeyPatch,
+                                                             tmp_path: Path) -> None:
+    """Environment variables override the file: one baked into the image must not turn the
+    scale-out config (compose and Kubernetes) back into an embedded queue, which both roles refuse."""
+    monkeypatch.setenv("TRACESCORE_TOKEN", "")
+    local = tmp_path / "tracescore.scale.toml"
+    local.write_text((DEPLOY / "tracescore.scale.toml").read_text())
+    config = load_config(local, env=_image_env())
+    assert config.queue.url.startswith("redis://")
+    assert config.receiver.grpc_endpoint == "0.0.0.0:4317"
+
+
+def test_every_compose_service_of_the_shared_config_sets_its_token_variable() -> None:
+    """The scale config reads auth_token from env:TRACESCORE_TOKEN; a service without the
+    variable would refuse to start (an unset token variable is an error, not auth off)."""
+    text = (DEPLOY / "docker-compose.scale.yml").read_text()
+    services = re.split(r"\n  (?=tracescore-)", text)[1:]
+    assert len(services) == 2
+    assert all("TRACESCORE_TOKEN" in service for service in services)

@@ -37,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"tracescore: {err}", file=sys.stderr)
         return 2
     print(f"{args.config}: OK")
-    print(f"  queue: {config.queue.url}")
+    print(f"  queue: {config.queue.display_url}")
     print(f"  export: {config.export.endpoint or '(none: scores are logged)'} ({config.export.protocol})")
     if config.exports_to_itself:
         print(f"  warning: export.endpoint {config.export.endpoint} is this daemon's own receiver: "

@@ -70,6 +70,9 @@ def run(args: argparse.Namespace) -> int:
         logger.warning("no scorers registered: spans are received and forwarded, nothing is scored")
     try:
         asyncio.run(service.run_until_signal(lambda line: print(line, file=sys.stderr, flush=True)))
+    except ConfigError as err:  # found at start: Redis refused the URL's database or credentials
+        print(f"tracescore: {err}", file=sys.stderr)
+        return 2
     except (OSError, RuntimeError) as err:  # a port in use: OSError (aiohttp), RuntimeError (grpc)
         print(f"tracescore: cannot start: {err}", file=sys.stderr)
         return 1

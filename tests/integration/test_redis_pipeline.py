@@ -155,3 +155,19 @@ async def test_a_pending_decision_survives_its_receiver(setup: tuple[str, Captur
         assert _decisions(second, "queued") == 1
     finally:
         await _shutdown(second, worker)
+
+
+async def test_readyz_says_not_ready_while_redis_cannot_be_reached(setup: tuple[str, CaptureBackend]) -> None:
+    """SPEC: /readyz is 200 once receivers, queue and exporter are up. A receiver whose Redis is
+    away refuses every request, so it must not take traffic from a load balancer meanwhile."""
+    prefix, backend = setup
+    (away,) = await _services(_config(prefix, backend.endpoint, url="redis://127.0.0.1:1/0"), "receiver")
+    (up,) = await _services(_config(prefix, backend.endpoint), "receiver")
+    try:
+        async with aiohttp.ClientSession() as session:
+            for service, status in ((away, 503), (up, 200)):
+                assert service.http is not None
+                async with session.get(f"http://127.0.0.1:{service.http.port}/readyz") as resp:
+                    assert resp.status == status
+    finally:
+        await _shutdown(away, up)

@@ -5,13 +5,14 @@ from __future__ import annotations
 import asyncio
 import os
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import pytest
 
 from collector._aio import cancel_and_wait
 from collector.assembly_types import TraceChunk
-from collector.errors import Unavailable
+from collector.errors import ConfigError, Unavailable
 from collector.queue import Done, RunRecord, ScoreJob, ScoreRecord
 from collector.redis_store import RedisStore
 
@@ -137,3 +138,66 @@ async def test_a_loop_of_redis_calls_always_stops(prefix: str) -> None:
     finally:
         async with asyncio.timeout(10):
             await store.shutdown()
+
+
+async def _refused_at_start(url: str, prefix: str, refusal: str) -> None:
+    store = RedisStore(url, key_prefix=prefix)
+    try:
+        with pytest.raises(ConfigError, match=f"queue.url: Redis refused: .*{refusal}"):
+            await store.start()
+    finally:
+        await store.shutdown()
+
+
+async def test_a_database_redis_does_not_have_fails_at_start(prefix: str) -> None:
+    """It will not get better by retrying (as an outage would): the start fails, naming queue.url."""
+    await _refused_at_start(REDIS_URL.rsplit("/", 1)[0] + "/999", prefix, "DB index is out of range")
+
+
+@pytest.fixture
+def redis_with_password(tmp_path: Path) -> Iterator[str]:
+    """A private redis-server on a free loopback port that requires the password "right"."""
+    import socket
+    import subprocess
+    import time
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--requirepass",
+                               "right", "--save", "", "--appendonly", "no", "--dir", str(tmp_path)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "redis-server did not start"
+                time.sleep(0.05)
+        yield f"redis://127.0.0.1:{port}/0"
+    finally:
+        server.terminate()
+        server.wait(10)
+
+
+async def test_credentials_redis_refuses_fail_at_start(redis_with_password: str) -> None:
+    wrong = redis_with_password.replace("redis://", "redis://:wrong@", 1)
+    await _refused_at_start(wrong, "t:", "invalid username-password")
+    await _refused_at_start(redis_with_password, "t:", "Authentication required")
+
+
+def test_serve_exits_2_when_redis_refuses_the_url(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    scorer = Path(__file__).parent / "scorers_for_tests.py"
+    env = {**os.environ, "TRACESCORE_QUEUE_URL": REDIS_URL.rsplit("/", 1)[0] + "/999",
+           "TRACESCORE_RECEIVER_GRPC_ENDPOINT": "127.0.0.1:0", "TRACESCORE_RECEIVER_HTTP_ENDPOINT": "127.0.0.1:0",
+           "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    proc = subprocess.run([str(Path(sys.executable).parent / "tracescore"), "serve", "--scorer",
+                           f"{scorer}:answer_length"], capture_output=True, text=True, timeout=60,
+                          check=False, env=env, cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert "queue.url: Redis refused" in proc.stderr and "Traceback" not in proc.stderr
