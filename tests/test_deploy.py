@@ -78,3 +78,22 @@ def test_every_compose_service_of_the_shared_config_sets_its_token_variable() ->
     services = re.split(r"\n  (?=tracescore-)", text)[1:]
     assert len(services) == 2
     assert all("TRACESCORE_TOKEN" in service for service in services)
+
+
+def test_the_example_configuration_shows_every_key() -> None:
+    """The README says every configuration key is shown, with its default, in deploy/tracescore.toml."""
+    import tomllib
+
+    from collector.config import Config
+
+    data = tomllib.loads((DEPLOY / "tracescore.toml").read_text())
+    for section, field in Config.model_fields.items():
+        if section == "scorers":
+            continue
+        model = field.annotation
+        assert model is not None
+        shown = data.get(section, {})
+        assert set(model.model_fields) == set(shown), section
+        defaults = model()
+        for key, value in shown.items():  # each shown value is the default
+            assert getattr(model.model_validate({key: value}), key) == getattr(defaults, key), (section, key)
