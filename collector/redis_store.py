@@ -19,7 +19,7 @@ import logging
 import time
 from collections.abc import Sequence
 
-from redis.exceptions import AuthenticationError, ResponseError
+from redis.exceptions import AuthenticationError, OutOfMemoryError, ReadOnlyError, ResponseError
 
 from collector._aio import cancel_and_wait
 from collector._redis_conn import UNREACHABLE, connect
@@ -107,6 +107,9 @@ class RedisStore:
         try:
             await self.queue.create_group()
             await self.refresh()
+        except (ReadOnlyError, OutOfMemoryError) as err:  # a failover or a full Redis: passes
+            self.reachable = False
+            logger.warning("redis refuses writes at start (components will retry): %s", err)
         except (AuthenticationError, ResponseError) as err:  # refused, not away: retrying won't help
             raise ConfigError(f"invalid configuration: queue.url: Redis refused: {err}") from err
         except UNREACHABLE as err:
