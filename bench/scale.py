@@ -42,7 +42,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Sp
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from collector.redis_store import RedisStore  # noqa: E402
+from collector.store.redis.store import RedisStore  # noqa: E402
 
 SCORER = '''
 from scorers import create_scorer

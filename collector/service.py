@@ -24,20 +24,20 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsSer
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from collector._aio import cancel_and_wait
-from collector.assembly import TraceAssembler
+from collector.assemble.assembler import TraceAssembler
 from collector.config import Config
-from collector.consumer import Accepted
+from collector.receive.consumer import Accepted
 from collector.errors import ConfigError, Unavailable
-from collector.export import ScoreExporter, make_span_exporter
-from collector.forward import Forwarder
+from collector.export.scores import ScoreExporter, make_span_exporter
+from collector.export.forward import Forwarder
 from collector.metrics import Metrics
-from collector.receiver_grpc import GrpcReceiver
-from collector.receiver_http import HttpReceiver
-from collector.redis_store import RedisStore
-from collector.registry import ScorerRegistry
-from collector.score_signals import ScoreSignals
-from collector.sqlite_store import SqliteStore
-from collector.worker import Worker
+from collector.receive.grpc import GrpcReceiver
+from collector.receive.http import HttpReceiver
+from collector.store.redis.store import RedisStore
+from collector.work.registry import ScorerRegistry
+from collector.export.signals import ScoreSignals
+from collector.store.sqlite.store import SqliteStore
+from collector.work.worker import Worker
 from scorers import set_judge_concurrency
 from scorers._rate_limit import configure_judge_rate_limits
 

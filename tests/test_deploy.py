@@ -11,7 +11,7 @@ import pytest
 from collector.commands import serve
 from collector.config import load_config
 from collector.errors import ConfigError
-from collector.registry import ScorerRegistry
+from collector.work.registry import ScorerRegistry
 from scorers.utils import make_agent_run
 
 DEPLOY = Path(__file__).parents[1] / "deploy"

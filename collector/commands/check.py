@@ -7,7 +7,7 @@ import sys
 
 from collector.config import load_config
 from collector.errors import ConfigError
-from collector.registry import ScorerRegistry
+from collector.work.registry import ScorerRegistry
 
 HELP = "validate a configuration file and import its scorers"
 

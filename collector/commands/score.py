@@ -37,7 +37,7 @@ from collector.commands.inspect import (
     run_row,
 )
 from collector.errors import ConfigError
-from collector.registry import load_ref
+from collector.work.registry import load_ref
 from scorers.errors import ScorerRunError
 
 HELP = "score the agent runs in saved OTLP files with the given scorers (offline)"

@@ -9,7 +9,7 @@ import sys
 
 from collector.config import Config, ScorerConfig, load_config
 from collector.errors import ConfigError
-from collector.registry import ScorerRegistry
+from collector.work.registry import ScorerRegistry
 
 HELP = "run the daemon: receive OTLP, score agent runs, export scores"
 logger = logging.getLogger(__name__)

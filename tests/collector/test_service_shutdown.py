@@ -9,7 +9,7 @@ import grpc
 import pytest
 
 from collector.config import config_from_dict
-from collector.registry import ScorerRegistry
+from collector.work.registry import ScorerRegistry
 from collector.service import Service
 
 

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from collector.redis_store import RedisStore
-from collector.sqlite_store import SqliteStore
+from collector.store.redis.store import RedisStore
+from collector.store.sqlite.store import SqliteStore
 
 REDIS_URL = os.environ.get("TRACESCORE_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 

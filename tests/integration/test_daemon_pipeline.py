@@ -22,7 +22,7 @@ from opentelemetry.exporter.otlp.proto.http import Compression as HttpCompressio
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
 
 from collector.config import config_from_dict
-from collector.registry import ScorerRegistry
+from collector.work.registry import ScorerRegistry
 from collector.service import Service
 
 HERE = Path(__file__).parent

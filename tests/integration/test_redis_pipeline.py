@@ -17,8 +17,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from collector.config import config_from_dict
 from collector.errors import ConfigError
-from collector.redis_store import RedisStore
-from collector.registry import ScorerRegistry
+from collector.store.redis.store import RedisStore
+from collector.work.registry import ScorerRegistry
 from collector.service import Service
 
 PROTOBUF = {"Content-Type": "application/x-protobuf"}

@@ -1,0 +1,335 @@
+"""Trace assembly: received spans -> durable per-trace buffer -> decided runs -> score jobs.
+
+`TraceAssembler.consume_traces` appends a request to the `TraceBuffer` (durable) before
+returning, so a receiver answers success only for data that survives a crash. A buffer
+that keeps requests whole (`RequestBuffer`, the SQLite store) gets the request as received
+and a per-trace summary (`trace_split.summarize_spans`: ids, parent, name, and keys only
+when no name decides), so no attribute is walked on the ingest path; other buffers get
+the request cut by trace. A trace holding a run candidate is decided ``decision_wait`` after
+its latest candidate arrived: the adapters turn it into runs, each registered scorer
+whose filter matches and whose sampling admits the trace becomes a `ScoreJob`, and the
+trace is forgotten only after its jobs are queued (queueing is idempotent, so a
+decision interrupted by a crash is simply made again after the restart).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Protocol
+
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.logs.v1.logs_pb2 import LogsData
+from opentelemetry.proto.trace.v1.trace_pb2 import TracesData
+
+from collector._aio import cancel_and_wait, wait_event
+from collector.types import AppendResult, TraceChunk
+from collector.receive.consumer import Accepted
+from collector.errors import QueueFull, Unavailable
+from collector.metrics import Metrics
+from collector.types import JobQueue, RunRecord, ScoreJob
+from collector.work.registry import ScorerRegistry
+from collector.store.split import CANDIDATE, split_logs, split_traces, summarize_spans
+
+__all__ = ["RequestBuffer", "TraceAssembler", "TraceBuffer", "split_logs", "split_traces"]
+
+logger = logging.getLogger(__name__)
+
+
+class TraceBuffer(Protocol):
+    """Durable per-trace span storage (the queue's store).
+
+    Example:
+        >>> TraceBuffer.__name__
+        'TraceBuffer'
+    """
+
+    async def append(self, chunks: Sequence[TraceChunk]) -> AppendResult: ...
+
+    async def due(self, limit: int) -> tuple[list[bytes], int]: ...
+
+    async def load(self, trace_id: bytes) -> list[TraceChunk]: ...
+
+    async def finish(self, trace_id: bytes) -> None: ...
+
+
+class RequestBuffer(TraceBuffer, Protocol):
+    """A trace buffer that stores whole requests as received, with a per-trace summary
+    (trace id, span count, `trace_split` flags), and cuts them by trace only when loading.
+
+    Example:
+        >>> RequestBuffer.__name__
+        'RequestBuffer'
+    """
+
+    async def append_request(
+        self, signal: str, raw: bytes, entries: Sequence[tuple[bytes, int, int]],
+    ) -> AppendResult: ...
+
+
+class TraceAssembler:
+    """Buffers received spans per trace and turns decided traces into score jobs.
+
+    Args:
+        buffer: the durable trace buffer.
+        queue: where jobs go.
+        registry: the registered scorers.
+        metrics: the service's instruments.
+        adapters: the `adapters` module (or any object with ``is_run_candidate``,
+            ``spans_from_resource_spans``, ``logs_from_resource_logs``, ``AssembledTrace``
+            and ``extract_runs``).
+        max_pending_jobs: refuse new data (retryably) when this many jobs and results wait.
+        retry_after_s: the delay suggested to refused clients.
+        tick_s: how often due traces are looked for.
+        on_jobs: called after new jobs were queued (wakes the workers).
+
+    Example:
+        >>> TraceAssembler.consume_traces.__name__
+        'consume_traces'
+    """
+
+    def __init__(
+        self, buffer: TraceBuffer, queue: JobQueue, registry: ScorerRegistry, metrics: Metrics,
+        adapters: Any, *, max_pending_jobs: int = 100_000, retry_after_s: float = 5.0,
+        tick_s: float = 0.5, on_jobs: Callable[[], None] | None = None,
+    ) -> None:
+        self._buffer = buffer
+        self._queue = queue
+        self._registry = registry
+        self._metrics = metrics
+        self._adapters = adapters
+        # Buffers that keep requests whole skip the per-trace cut on the ingest path.
+        self._stores_requests = callable(getattr(buffer, "append_request", None))
+        self._max_pending = max_pending_jobs
+        self._retry_after = retry_after_s
+        self._tick = tick_s
+        self._on_jobs = on_jobs
+        # Own thread for decoding and extraction: the default executor runs user scorers' sync steps.
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tracescore-decide")
+        self._task: asyncio.Task[None] | None = None
+        self._accepting = False
+        self._wake: asyncio.Event | None = None
+
+    async def start(self) -> None:
+        """Start the decision loop (pending decisions of a previous process resume).
+
+        Example:
+            >>> TraceAssembler.start.__name__
+            'start'
+        """
+        self._accepting = True
+        self._wake = asyncio.Event()
+        self._task = asyncio.create_task(self._loop(), name="tracescore-assembly")
+
+    async def shutdown(self, timeout: float = 5.0) -> None:  # noqa: ASYNC109 (lifecycle contract)
+        """Stop accepting data and stop deciding; the buffer keeps what is pending.
+
+        Example:
+            >>> TraceAssembler.shutdown.__name__
+            'shutdown'
+        """
+        self._accepting = False
+        if self._task is not None:
+            await cancel_and_wait([self._task], timeout)  # its outcome (cancelled) is expected
+            self._task = None
+        await asyncio.to_thread(self._pool.shutdown, True)
+
+    def _admit(self) -> None:
+        if not self._accepting:
+            raise Unavailable("not accepting data (starting or draining)")
+        if self._queue.depth() >= self._max_pending:
+            raise QueueFull("too many jobs waiting", retry_after_s=self._retry_after)
+
+    async def _append(self, chunks: list[TraceChunk]) -> int:
+        return self._count(await self._buffer.append(chunks))
+
+    def _count(self, result: AppendResult) -> int:
+        """Count what the buffer gave up; returns the spans of this request it dropped."""
+        if result.evicted_traces:
+            self._metrics.traces_evicted.labels(reason="max_traces").inc(result.evicted_traces)
+            logger.warning("trace buffer full: evicted %d traces", result.evicted_traces)
+        if result.dropped_spans:
+            self._metrics.spans_dropped.labels(reason="max_spans_per_trace").inc(result.dropped_spans)
+        return result.dropped_spans
+
+    @staticmethod
+    def _accepted(total: int, rejected: int, dropped: int) -> Accepted:
+        """OTLP partial success: invalid ids and spans over max_spans_per_trace are rejected."""
+        problems = []
+        if rejected:
+            problems.append(f"{rejected} spans have an invalid trace or span id")
+        if dropped:
+            problems.append(f"{dropped} spans were dropped: their trace is over max_spans_per_trace")
+        return Accepted(total - rejected - dropped, rejected + dropped, "; ".join(problems))
+
+    async def consume_traces(self, request: ExportTraceServiceRequest, raw: bytes | None = None) -> Accepted:
+        """Store a trace request durably; returns spans accepted and rejected.
+
+        ``raw``: the request's protobuf encoding, when the receiver has it (spans are then
+        stored as received, not serialised again).
+
+        Raises:
+            QueueFull: when the daemon is full (the client should retry).
+            Unavailable: when the daemon is not accepting data.
+
+        Example:
+            >>> TraceAssembler.consume_traces.__name__
+            'consume_traces'
+        """
+        self._admit()
+        is_candidate = self._adapters.is_run_candidate
+        resource_spans = list(request.resource_spans)
+        total = sum(len(ss.spans) for rs in resource_spans for ss in rs.scope_spans)
+        if self._stores_requests:
+            return await self._consume_whole(request, raw, resource_spans, total)
+        if total > 512:  # large batches are cut off the loop
+            chunks, rejected = await asyncio.get_running_loop().run_in_executor(
+                self._pool, split_traces, resource_spans, is_candidate, raw)
+        else:
+            chunks, rejected = split_traces(resource_spans, is_candidate, raw)
+        dropped = 0
+        if chunks:
+            dropped = await self._append(chunks)
+            if any(c.has_run_candidate for c in chunks) and self._wake is not None:
+                self._wake.set()
+        return self._accepted(total, rejected, dropped)
+
+    async def _consume_whole(
+        self, request: ExportTraceServiceRequest, raw: bytes | None, resource_spans: list[Any], total: int,
+    ) -> Accepted:
+        """Store the request as received, with its per-trace summary (nothing else is decoded)."""
+        is_candidate = self._adapters.is_run_candidate
+        if total > 512:  # large batches are read off the loop
+            entries, rejected = await asyncio.get_running_loop().run_in_executor(
+                self._pool, summarize_spans, resource_spans, is_candidate)
+        else:
+            entries, rejected = summarize_spans(resource_spans, is_candidate)
+        dropped = 0
+        if entries:
+            buffer: Any = self._buffer
+            body = raw if raw is not None else request.SerializeToString()
+            dropped = self._count(await buffer.append_request("spans", body, entries))
+            if self._wake is not None and any(flags & CANDIDATE for _, _, flags in entries):
+                self._wake.set()
+        return self._accepted(total, rejected, dropped)
+
+    async def consume_logs(self, request: ExportLogsServiceRequest) -> Accepted:
+        """Store the trace-linked log records of a logs request; returns records received.
+
+        Example:
+            >>> TraceAssembler.consume_logs.__name__
+            'consume_logs'
+        """
+        self._admit()
+        total = sum(len(sl.log_records) for rl in request.resource_logs for sl in rl.scope_logs)
+        chunks = split_logs(request.resource_logs)
+        if chunks:
+            await self._append(chunks)
+        return Accepted(total)
+
+    async def _loop(self) -> None:
+        wake = self._wake or asyncio.Event()
+        while True:
+            try:
+                decided = await self.decide_due()
+            except Exception:
+                self._metrics.errors.labels(component="assembly").inc()
+                logger.exception("trace decision failed; retrying")
+                decided = 0
+            if decided == 0:
+                await wait_event(wake, self._tick)
+                wake.clear()
+
+    async def decide_due(self) -> int:
+        """Decide every trace whose time has come; returns how many were decided.
+
+        Example:
+            >>> TraceAssembler.decide_due.__name__
+            'decide_due'
+        """
+        # Bounded batch: a decided trace is held in memory whole (up to max_spans_per_trace spans).
+        trace_ids, expired = await self._buffer.due(64)
+        if expired:
+            self._metrics.traces_evicted.labels(reason="no_run").inc(expired)
+        if not trace_ids:
+            return 0
+        # Concurrent store calls are group-committed: one transaction per step, not per trace.
+        loaded = await asyncio.gather(*(self._buffer.load(t) for t in trace_ids))
+        jobs = await asyncio.get_running_loop().run_in_executor(
+            self._pool, lambda: [job for t, c in zip(trace_ids, loaded, strict=True) for job in self._safe_jobs_for(t, c)]
+        )
+        if jobs:
+            flags = await self._queue.put(jobs)
+            for job, new in zip(jobs, flags, strict=True):
+                reason = "queued" if new else "duplicate"
+                self._metrics.decisions.labels(scorer=job.scorer_id, reason=reason).inc()
+            if any(flags) and self._on_jobs is not None:
+                self._on_jobs()
+        await asyncio.gather(*(self._buffer.finish(t) for t in trace_ids))
+        return len(trace_ids)
+
+    def _safe_jobs_for(self, trace_id: bytes, chunks: list[TraceChunk]) -> list[ScoreJob]:
+        # A trace that cannot be decided must not block the others (nor be retried forever).
+        try:
+            return self._jobs_for(trace_id, chunks)
+        except Exception:
+            self._metrics.errors.labels(component="assembly").inc()
+            self._metrics.runs_skipped.labels(reason="trace_error").inc()
+            logger.exception("deciding trace %s failed; it is skipped", trace_id.hex())
+            return []
+
+    def _jobs_for(self, trace_id: bytes, chunks: list[TraceChunk]) -> list[ScoreJob]:
+        """Decode a trace, extract runs and match scorers (runs on a worker thread)."""
+        ad = self._adapters
+        resource_spans: list[Any] = []
+        resource_logs: list[Any] = []
+        for chunk in chunks:
+            if chunk.signal == "spans":
+                traces = TracesData()
+                traces.ParseFromString(chunk.data)
+                resource_spans.extend(traces.resource_spans)
+            else:
+                logs = LogsData()
+                logs.ParseFromString(chunk.data)
+                resource_logs.extend(logs.resource_logs)
+        spans = ad.spans_from_resource_spans(resource_spans)
+        if not spans:
+            return []
+        logs_list = ad.logs_from_resource_logs(resource_logs)
+        trace = ad.AssembledTrace(trace_id=trace_id.hex(), spans=tuple(spans), logs=tuple(logs_list))
+        extraction = ad.extract_runs(trace)
+        for skip in extraction.skipped:
+            self._metrics.runs_skipped.labels(reason=skip.reason).inc()
+        if extraction.skipped:  # also per scorer (SPEC: every decision is counted per scorer)
+            for entry in self._registry.entries:
+                self._metrics.decisions.labels(scorer=entry.scorer_id, reason="skipped").inc(
+                    len(extraction.skipped))
+        by_id = {s.span_id: s for s in spans}
+        jobs = []
+        for run in extraction.runs:
+            self._metrics.runs_found.labels(convention=run.convention or "unknown").inc()
+            span = by_id.get(run.span_id)
+            attributes = dict(span.attributes) if span is not None else {}
+            ctx = dict(run.request_context or {})
+            agent = ctx.get("agent_name") or attributes.get("gen_ai.agent.name")
+            response_id = ctx.get("response_id") or attributes.get("gen_ai.response.id")
+            record = RunRecord(
+                trace_id=run.trace_id, span_id=run.span_id, span_name=run.span_name,
+                service=run.service, convention=run.convention, start_ns=run.start_ns,
+                end_ns=run.end_ns, input=run.input.model_dump(mode="json"),
+                output=run.output.model_dump(mode="json"), request_context=ctx,
+                response_id=str(response_id) if response_id else None,
+                agent=str(agent) if agent else None,
+            )
+            for entry, decision in self._registry.decisions(
+                trace_id=run.trace_id, service=run.service, agent=record.agent,
+                span_name=run.span_name, attributes=attributes,
+            ):
+                if decision == "admitted":
+                    jobs.append(ScoreJob(record, entry.scorer_id, entry.version))
+                else:
+                    self._metrics.decisions.labels(scorer=entry.scorer_id, reason=decision).inc()
+        return jobs

@@ -1,0 +1,354 @@
+"""Score export: outbox records -> child spans of the scored spans -> the OTel SDK's OTLP exporter.
+
+A record leaves the outbox only after the exporter returned SUCCESS; on failure its
+batch is deferred with exponential backoff, so a backend outage delays scores and never
+loses them. Each record carries a score span id fixed when the score was produced, so a
+re-export after an ambiguous failure sends the same span again, never a second score.
+The blocking SDK exporter runs on a worker thread with instrumentation suppressed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Protocol, TypeVar
+
+from opentelemetry import context as otel_context
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import Event, ReadableSpan
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
+
+from collector._aio import cancel_and_wait, wait_event
+from collector.config import ExportConfig
+from collector.metrics import Metrics
+from collector.types import ScoreRecord
+
+logger = logging.getLogger(__name__)
+T = TypeVar("T")
+
+# OpenTelemetry GenAI evaluation attributes (semantic conventions).
+EVENT_NAME = "gen_ai.evaluation.result"
+GEN_AI_EVALUATION_NAME = "gen_ai.evaluation.name"
+GEN_AI_EVALUATION_SCORE_VALUE = "gen_ai.evaluation.score.value"
+GEN_AI_EVALUATION_SCORE_LABEL = "gen_ai.evaluation.score.label"
+GEN_AI_EVALUATION_EXPLANATION = "gen_ai.evaluation.explanation"
+GEN_AI_RESPONSE_ID = "gen_ai.response.id"
+ERROR_TYPE = "error.type"
+# tracescore extensions.
+TS_SCORER_ID = "tracescore.scorer.id"
+TS_SCORER_VERSION = "tracescore.scorer.version"
+TS_RUN_ID = "tracescore.run.id"
+TS_JUDGE_MODEL = "tracescore.judge.model"
+TS_JUDGE_INPUT_TOKENS = "tracescore.judge.usage.input_tokens"
+TS_JUDGE_OUTPUT_TOKENS = "tracescore.judge.usage.output_tokens"
+TS_JUDGE_COST_USD = "tracescore.judge.cost_usd"
+TS_JUDGE_ATTEMPTS = "tracescore.judge.attempts"
+TS_DURATION_MS = "tracescore.score.duration_ms"
+TS_PREPROCESS = "tracescore.preprocess.result"
+TS_ANALYZE = "tracescore.analyze.result"
+TS_SCORED_SERVICE = "tracescore.scored.service"
+TS_ERROR_MESSAGE = "tracescore.error.message"
+
+_RESOURCE = Resource({"service.name": "tracescore"})
+_SCOPE = InstrumentationScope("tracescore")
+
+
+class Outbox(Protocol):
+    """Durable results waiting for export (the queue's store).
+
+    Example:
+        >>> Outbox.__name__
+        'Outbox'
+    """
+
+    async def pending(self, limit: int) -> Sequence[Any]: ...
+
+    async def release(self, item_ids: Sequence[int]) -> None: ...
+
+    async def defer(self, item_ids: Sequence[int], delay_s: float) -> None: ...
+
+
+def record_attributes(record: ScoreRecord) -> dict[str, Any]:
+    """The attributes a score span and its event carry (None values left out).
+
+    Example:
+        >>> attrs = record_attributes(ScoreRecord("k", "ab" * 16, "cd" * 8, "ef" * 8, "q", "Quality",
+        ...     scorer_version="1", run_id="r1", score=1, reason="good"))
+        >>> attrs["gen_ai.evaluation.score.value"], attrs["gen_ai.evaluation.name"]
+        (1.0, 'Quality')
+    """
+    attrs: dict[str, Any] = {
+        GEN_AI_EVALUATION_NAME: record.scorer_name,
+        TS_SCORER_ID: record.scorer_id,
+        TS_RUN_ID: record.run_id,
+        TS_DURATION_MS: (record.end_ns - record.start_ns) / 1e6,
+    }
+    optional: dict[str, Any] = {
+        GEN_AI_EVALUATION_SCORE_VALUE: None if record.score is None else float(record.score),
+        GEN_AI_EVALUATION_SCORE_LABEL: record.label,
+        GEN_AI_EVALUATION_EXPLANATION: record.reason,
+        GEN_AI_RESPONSE_ID: record.response_id,
+        TS_SCORER_VERSION: record.scorer_version,
+        TS_JUDGE_MODEL: ",".join(record.judge_models) or None,
+        TS_JUDGE_INPUT_TOKENS: record.input_tokens or None,
+        TS_JUDGE_OUTPUT_TOKENS: record.output_tokens or None,
+        TS_JUDGE_COST_USD: record.cost_usd,
+        TS_JUDGE_ATTEMPTS: record.judge_attempts or None,
+        TS_PREPROCESS: record.preprocess_json,
+        TS_ANALYZE: record.analyze_json,
+        TS_SCORED_SERVICE: record.service or None,
+        ERROR_TYPE: record.error_type,
+        TS_ERROR_MESSAGE: record.error_message,
+    }
+    attrs.update({k: v for k, v in optional.items() if v is not None})
+    return attrs
+
+
+def build_span(record: ScoreRecord) -> ReadableSpan:
+    """The score span: child of the scored span, same trace, kind INTERNAL, one event.
+
+    Example:
+        >>> span = build_span(ScoreRecord("k", "ab" * 16, "cd" * 8, "ef" * 8, "q", "Quality", score=0.5))
+        >>> (span.name, format(span.parent.span_id, "016x"), span.events[0].name, span.status.status_code.name)
+        ('evaluation Quality', 'cdcdcdcdcdcdcdcd', 'gen_ai.evaluation.result', 'UNSET')
+    """
+    trace_id = int(record.trace_id, 16)
+    flags = TraceFlags(TraceFlags.SAMPLED)
+    ctx = SpanContext(trace_id, int(record.score_span_id, 16), is_remote=False, trace_flags=flags)
+    parent = SpanContext(trace_id, int(record.span_id, 16), is_remote=True, trace_flags=flags)
+    attrs = record_attributes(record)
+    status = (
+        Status(StatusCode.ERROR, record.error_message or record.error_type)
+        if record.error_type
+        else Status(StatusCode.UNSET)
+    )
+    return ReadableSpan(
+        name=f"evaluation {record.scorer_name}",
+        context=ctx,
+        parent=parent,
+        resource=_RESOURCE,
+        attributes=attrs,
+        events=[Event(EVENT_NAME, attributes=attrs, timestamp=record.end_ns)],
+        kind=SpanKind.INTERNAL,
+        status=status,
+        start_time=record.start_ns,
+        end_time=record.end_ns,
+        instrumentation_scope=_SCOPE,
+    )
+
+
+def make_span_exporter(cfg: ExportConfig) -> SpanExporter | None:
+    """The SDK's OTLP span exporter for ``[export]`` (None without an endpoint).
+
+    Example:
+        >>> make_span_exporter(ExportConfig()) is None
+        True
+        >>> type(make_span_exporter(ExportConfig(endpoint="http://127.0.0.1:4318",
+        ...     protocol="http/protobuf"))).__module__
+        'opentelemetry.exporter.otlp.proto.http.trace_exporter'
+    """
+    if not cfg.endpoint:
+        return None
+    headers = cfg.header_values() or None
+    if cfg.protocol == "grpc":
+        # gRPC metadata keys must be lowercase.
+        headers = {k.lower(): v for k, v in cfg.header_values().items()} or None
+        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as Grpc
+
+        return Grpc(
+            endpoint=cfg.endpoint, insecure=not cfg.endpoint.startswith("https://"),
+            headers=headers, timeout=cfg.timeout_s,
+        )
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as Http
+
+    return Http(endpoint=http_url(cfg.endpoint, "/v1/traces"), headers=headers, timeout=cfg.timeout_s)
+
+
+_SIGNAL_PATHS = ("/v1/traces", "/v1/logs", "/v1/metrics")
+
+
+def http_url(endpoint: str, path: str) -> str:
+    """The OTLP/HTTP URL of one signal (``path``: ``/v1/traces``, ``/v1/logs`` or ``/v1/metrics``).
+
+    The endpoint is a base URL, as ``OTEL_EXPORTER_OTLP_ENDPOINT`` is in the OpenTelemetry
+    specification: the signal's path is appended to whatever path it has (Langfuse's
+    ``.../api/public/otel``). An endpoint that already ends in a signal path is taken as
+    that signal's URL, and the other signals use the same base.
+
+    Example:
+        >>> http_url("http://h:4318", "/v1/traces"), http_url("http://h/api/public/otel/", "/v1/traces")
+        ('http://h:4318/v1/traces', 'http://h/api/public/otel/v1/traces')
+        >>> http_url("http://h:6006/v1/traces", "/v1/traces"), http_url("http://h:6006/v1/traces", "/v1/logs")
+        ('http://h:6006/v1/traces', 'http://h:6006/v1/logs')
+    """
+    base = (endpoint if "://" in endpoint else f"http://{endpoint}").rstrip("/")
+    for signal_path in _SIGNAL_PATHS:
+        if base.endswith(signal_path):
+            base = base[: -len(signal_path)]
+            break
+    return f"{base}{path}"
+
+
+def _export_suppressed(exporter: SpanExporter, spans: list[ReadableSpan]) -> SpanExportResult:
+    token = otel_context.attach(otel_context.set_value(otel_context._SUPPRESS_INSTRUMENTATION_KEY, True))
+    try:
+        return exporter.export(spans)
+    finally:
+        otel_context.detach(token)
+
+
+class ScoreExporter:
+    """Drains the outbox into the trace backend.
+
+    Args:
+        outbox: where records wait.
+        exporter: the SDK span exporter; None logs and drops records (no endpoint set).
+        metrics: the service's instruments.
+        max_batch: records per export call.
+        on_exported: called on a worker thread with the records the backend accepted
+            (the optional log and metric copies).
+        backoff_s: first retry delay after a failed export (doubles up to ``max_backoff_s``).
+
+    Example:
+        >>> ScoreExporter.export_batch.__name__
+        'export_batch'
+    """
+
+    def __init__(
+        self, outbox: Outbox, exporter: SpanExporter | None, metrics: Metrics, *,
+        max_batch: int = 256, backoff_s: float = 0.5, max_backoff_s: float = 30.0, poll_s: float = 0.5,
+        on_exported: Callable[[list[ScoreRecord]], None] | None = None,
+    ) -> None:
+        self._on_exported = on_exported
+        # Own thread: the default executor runs user scorers' sync steps, which must not delay exports.
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tracescore-export")
+        self._outbox = outbox
+        self._exporter = exporter
+        self._metrics = metrics
+        self._max_batch = max_batch
+        self._backoff = backoff_s
+        self._max_backoff = max_backoff_s
+        self._poll = poll_s
+        self._task: asyncio.Task[None] | None = None
+        self._wake: asyncio.Event | None = None
+        self._stopping = False
+
+    def notify(self) -> None:
+        """Wake the export loop (new records were written).
+
+        Example:
+            >>> ScoreExporter(None, None, Metrics()).notify()  # type: ignore[arg-type]
+        """
+        if self._wake is not None:
+            self._wake.set()
+
+    async def start(self) -> None:
+        """Start the export loop (records left by a previous process are exported first).
+
+        Example:
+            >>> ScoreExporter.start.__name__
+            'start'
+        """
+        if self._exporter is None:
+            logger.warning("no export endpoint configured (export.endpoint or OTEL_EXPORTER_OTLP_ENDPOINT):"
+                           " scores are not exported, only logged at INFO (-v)")
+        self._wake = asyncio.Event()
+        self._task = asyncio.create_task(self._loop(), name="tracescore-export")
+
+    async def shutdown(self, timeout: float = 5.0) -> None:  # noqa: ASYNC109 (lifecycle contract)
+        """Flush the outbox for up to ``timeout`` seconds, then stop; safe twice.
+
+        Example:
+            >>> ScoreExporter.shutdown.__name__
+            'shutdown'
+        """
+        if self._task is None:
+            return
+        # Stop at a batch boundary: cancelling mid-export would re-send an exported batch.
+        self._stopping = True
+        self.notify()
+        try:
+            async with asyncio.timeout(timeout):
+                await self._task
+                while await self.export_batch() > 0:
+                    pass
+        except TimeoutError:
+            logger.warning("outbox not flushed within %.1fs; the rest is exported after restart", timeout)
+            await cancel_and_wait([self._task])
+        self._task = None
+        if self._exporter is not None:
+            await self._in_thread(self._exporter.shutdown)
+        await asyncio.to_thread(self._pool.shutdown, True)
+
+    async def _in_thread(self, fn: Callable[..., T], *args: Any) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
+
+    async def _loop(self) -> None:
+        wake = self._wake or asyncio.Event()
+        while not self._stopping:
+            try:
+                sent = await self.export_batch()
+            except Exception:
+                self._metrics.errors.labels(component="export").inc()
+                logger.exception("score export failed unexpectedly")
+                sent = 0
+            if sent <= 0 and not self._stopping:
+                await wait_event(wake, self._poll)
+                wake.clear()
+
+    async def export_batch(self) -> int:
+        """Export one batch; returns records exported (0: nothing due, -1: the export failed).
+
+        Example:
+            >>> ScoreExporter.export_batch.__name__
+            'export_batch'
+        """
+        items = list(await self._outbox.pending(self._max_batch))
+        if not items:
+            return 0
+        ids = [item.item_id for item in items]
+        if self._exporter is None:
+            for item in items:
+                rec = item.record
+                logger.info("score %s on trace %s span %s: %s %s", rec.scorer_id, rec.trace_id, rec.span_id,
+                            rec.score if rec.error_type is None else rec.error_type, rec.reason or "")
+            await self._outbox.release(ids)
+            return len(items)
+        spans = []
+        for item in list(items):
+            try:
+                spans.append(build_span(item.record))
+            except (ValueError, TypeError):
+                # A record that cannot become a span would block the outbox forever.
+                logger.error("dropping unexportable score record %s", item.record.key, exc_info=True)
+                self._metrics.errors.labels(component="export").inc()
+                await self._outbox.release([item.item_id])
+                items.remove(item)
+        if not items:
+            return 0
+        ids = [item.item_id for item in items]
+        try:
+            result = await self._in_thread(_export_suppressed, self._exporter, spans)
+        except Exception:
+            logger.exception("span exporter raised")
+            result = SpanExportResult.FAILURE
+        if result is SpanExportResult.SUCCESS:
+            await self._outbox.release(ids)
+            self._metrics.scores_exported.inc(len(items))
+            if self._on_exported is not None:
+                try:
+                    await self._in_thread(self._on_exported, [item.record for item in items])
+                except Exception:
+                    logger.exception("optional score copies failed")
+            return len(items)
+        attempts = max(item.attempts for item in items)
+        delay = min(self._max_backoff, self._backoff * 2**attempts) * random.uniform(0.8, 1.2)
+        self._metrics.export_failures.inc()
+        logger.warning("score export failed; %d records retried in %.1fs", len(items), delay)
+        await self._outbox.defer(ids, delay)
+        return -1

@@ -1,0 +1,247 @@
+"""OTLP/HTTP receiver (``POST /v1/traces``, ``/v1/logs``) plus ``/metrics``, ``/healthz``, ``/readyz``.
+
+The body is read with a cap (``max_body_bytes``) and decompressed here with the same
+cap (aiohttp's own decompression is off), so neither a large body nor a gzip bomb can
+exhaust memory. Answers follow the OTLP specification: success and partial success in
+the request's encoding, ``google.rpc.Status`` bodies for errors, 401/400/413/415,
+429/503 with Retry-After when the daemon is full or draining.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import logging
+import ssl
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from aiohttp import web
+from google.rpc import status_pb2
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceResponse
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
+from prometheus_client import CONTENT_TYPE_LATEST
+
+from collector.receive.consumer import TraceConsumer
+from collector.errors import (
+    CollectorError,
+    InvalidPayload,
+    PayloadTooLarge,
+    Unauthenticated,
+    to_http,
+)
+from collector.metrics import Metrics
+from collector.receive.decode import (
+    JSON,
+    PROTOBUF,
+    Encoding,
+    decode_logs,
+    decompress,
+    encode_message,
+    media_encoding,
+    parse_message,
+)
+
+logger = logging.getLogger(__name__)
+_OFF_LOOP_BYTES = 4 * 1024 * 1024
+_GRPC_CODE = {400: 3, 401: 16, 413: 8, 415: 3, 429: 8, 503: 14, 500: 13}
+
+
+def check_bearer(header: str | None, token: str | None) -> None:
+    """Raise `Unauthenticated` unless ``header`` is ``Bearer <token>`` (no token: anything passes).
+
+    The scheme is case-insensitive and may be followed by any whitespace (RFC 7235).
+
+    Example:
+        >>> check_bearer("Bearer s3cret", "s3cret"); check_bearer("bearer  s3cret", "s3cret")
+        >>> check_bearer(None, "s3cret")
+        Traceback (most recent call last):
+        ...
+        collector.errors.Unauthenticated: missing or invalid bearer token
+    """
+    if token is None:
+        return
+    scheme, _, credentials = (header or "").strip().partition(" ")
+    if scheme.lower() != "bearer" or not hmac.compare_digest(credentials.strip().encode(), token.encode()):
+        raise Unauthenticated("missing or invalid bearer token")
+
+
+def _decode_traces(
+    body: bytes, content_type: str | None, content_encoding: str | None, max_bytes: int
+) -> tuple[ExportTraceServiceRequest, bytes | None]:
+    """The request, and its protobuf encoding (None for OTLP/JSON)."""
+    encoding = media_encoding(content_type)
+    data = decompress(body, content_encoding, max_bytes)
+    return parse_message(data, encoding, ExportTraceServiceRequest), data if encoding == "protobuf" else None
+
+
+class HttpReceiver:
+    """The aiohttp server of the OTLP/HTTP listener.
+
+    Args:
+        endpoint: ``HOST:PORT`` (port 0 picks a free one; see `port`).
+        consumer: where decoded requests go.
+        metrics: the service's instruments (also served on ``/metrics``).
+        token: the bearer token required on OTLP routes, or None.
+        max_body_bytes: the cap on body size, before and after decompression.
+        ready: returns whether the service is ready (``/readyz``).
+        ssl_context: serve HTTPS with this context, or None.
+
+    Example:
+        >>> HttpReceiver("127.0.0.1:0", None, Metrics()).port  # type: ignore[arg-type]
+        0
+    """
+
+    def __init__(
+        self, endpoint: str, consumer: TraceConsumer, metrics: Metrics, *, token: str | None = None,
+        max_body_bytes: int = 16 * 1024 * 1024, ready: Callable[[], bool] = lambda: True,
+        ssl_context: ssl.SSLContext | None = None,
+    ) -> None:
+        self._ssl = ssl_context
+        # Own threads for large decodes: the default executor runs user scorers' sync steps.
+        self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="tracescore-http-decode")
+        host, _, port = endpoint.rpartition(":")
+        self._host, self._port = host, int(port)
+        self._consumer = consumer
+        self._metrics = metrics
+        self._token = token
+        self._max = max_body_bytes
+        self._ready = ready
+        self._runner: web.AppRunner | None = None
+
+    @property
+    def port(self) -> int:
+        """The bound port (after `start`).
+
+        Example:
+            >>> HttpReceiver("127.0.0.1:4318", None, Metrics()).port  # type: ignore[arg-type]
+            4318
+        """
+        return self._port
+
+    async def start(self) -> None:
+        """Bind and serve.
+
+        Example:
+            >>> HttpReceiver.start.__name__
+            'start'
+        """
+        app = web.Application(client_max_size=self._max + 1)
+        app.router.add_post("/v1/traces", self._traces)
+        app.router.add_post("/v1/logs", self._logs)
+        app.router.add_get("/metrics", self._metrics_route)
+        app.router.add_get("/healthz", self._healthz)
+        app.router.add_get("/readyz", self._readyz)
+        self._runner = web.AppRunner(app, auto_decompress=False, access_log=None, handle_signals=False)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self._host, self._port, ssl_context=self._ssl)
+        await site.start()
+        server = getattr(site, "_server", None)
+        sockets = getattr(server, "sockets", None) or []
+        if sockets:
+            self._port = sockets[0].getsockname()[1]
+        logger.info("OTLP/HTTP receiver listening on %s:%d", self._host, self._port)
+
+    async def shutdown(self, timeout: float = 5.0) -> None:  # noqa: ASYNC109 (lifecycle contract)
+        """Stop listening and finish open requests; safe twice.
+
+        Example:
+            >>> HttpReceiver.shutdown.__name__
+            'shutdown'
+        """
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+            await asyncio.to_thread(self._pool.shutdown, True)
+
+    async def _read_body(self, request: web.Request) -> bytes:
+        if request.content_length is not None and request.content_length > self._max:
+            raise PayloadTooLarge(f"body exceeds {self._max} bytes")
+        chunks, size = [], 0
+        async for chunk in request.content.iter_chunked(64 * 1024):
+            size += len(chunk)
+            if size > self._max:
+                raise PayloadTooLarge(f"body exceeds {self._max} bytes")
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    async def _handle(self, request: web.Request, signal: str) -> web.Response:
+        encoding: Encoding = "json"
+        try:
+            check_bearer(request.headers.get("Authorization"), self._token)
+            encoding = media_encoding(request.headers.get("Content-Type"))
+            body = await self._read_body(request)
+            ctype, cenc = request.headers.get("Content-Type"), request.headers.get("Content-Encoding")
+            response: Any
+            # Only very large (or compressed) bodies are decoded off the loop: the parse holds
+            # the GIL anyway, and a thread hop per request costs more than it frees the loop.
+            off_loop = len(body) > _OFF_LOOP_BYTES or bool(cenc)
+            if signal == "traces":
+                if off_loop:
+                    traces, raw = await asyncio.get_running_loop().run_in_executor(
+                        self._pool, _decode_traces, body, ctype, cenc, self._max)
+                else:
+                    traces, raw = _decode_traces(body, ctype, cenc, self._max)
+                result = await self._consumer.consume_traces(traces, raw)
+                response = ExportTraceServiceResponse()
+                self._metrics.spans_received.labels(transport="http").inc(result.accepted)
+                if result.rejected:
+                    response.partial_success.rejected_spans = result.rejected
+                    response.partial_success.error_message = result.message
+            else:
+                if off_loop:
+                    logs, _ = await asyncio.get_running_loop().run_in_executor(
+                        self._pool, decode_logs, body, ctype, cenc, self._max)
+                else:
+                    logs, _ = decode_logs(body, ctype, cenc, self._max)
+                result = await self._consumer.consume_logs(logs)
+                response = ExportLogsServiceResponse()
+                self._metrics.log_records_received.labels(transport="http").inc(result.accepted)
+                if result.rejected:
+                    response.partial_success.rejected_log_records = result.rejected
+                    response.partial_success.error_message = result.message
+            return self._reply(200, encode_message(response, encoding), encoding, {})
+        except CollectorError as err:
+            return self._error(err, encoding)
+        except Exception as err:  # a bug must not take the listener down
+            self._metrics.errors.labels(component="receiver_http").inc()
+            logger.exception("OTLP/HTTP request failed")
+            return self._error(err, encoding)
+
+    def _error(self, err: BaseException, encoding: Encoding) -> web.Response:
+        answer = to_http(err)
+        reason = type(err).__name__ if isinstance(err, CollectorError) else "internal"
+        self._metrics.requests_refused.labels(transport="http", reason=reason).inc()
+        if answer.status in (400, 413, 415, 401):
+            logger.debug("refused OTLP/HTTP request: %s", err)
+        status = status_pb2.Status(code=_GRPC_CODE.get(answer.status, 2), message=str(err)[:1000])
+        return self._reply(answer.status, encode_message(status, encoding), encoding, answer.headers)
+
+    @staticmethod
+    def _reply(status: int, body: bytes, encoding: Encoding, headers: dict[str, str]) -> web.Response:
+        ctype = PROTOBUF if encoding == "protobuf" else JSON
+        return web.Response(status=status, body=body, headers={**headers, "Content-Type": ctype})
+
+    async def _traces(self, request: web.Request) -> web.Response:
+        return await self._handle(request, "traces")
+
+    async def _logs(self, request: web.Request) -> web.Response:
+        return await self._handle(request, "logs")
+
+    async def _metrics_route(self, request: web.Request) -> web.Response:
+        return web.Response(body=self._metrics.render(), headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    async def _healthz(self, request: web.Request) -> web.Response:
+        return web.Response(text="ok\n")
+
+    async def _readyz(self, request: web.Request) -> web.Response:
+        if self._ready():
+            return web.Response(text="ready\n")
+        return web.Response(status=503, text="not ready\n")
+
+
+__all__ = ["HttpReceiver", "InvalidPayload", "check_bearer"]

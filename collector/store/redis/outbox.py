@@ -1,0 +1,106 @@
+"""`RedisOutbox`: results waiting for export, in Redis so any replica can export any score.
+
+Records are written by the queue's settle script (atomically with the job's ``XACK``).
+`pending` claims the records it returns (their next attempt time moves ``lease_s``
+ahead in the same script), so two replicas never export one record at once; `release`
+deletes exported records, `defer` postpones failed ones. A replica that dies between
+claiming and releasing leaves its records to be exported by another when the claim
+runs out (the score span id is fixed, so a re-export sends the same span).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+
+import redis.asyncio as aioredis
+
+from collector.store.redis import scripts
+from collector.store.redis.conn import UNREACHABLE, Backoff, retry_unreachable
+from collector.store.redis.keys import RedisKeys
+from collector.types import OutboxItem, ScoreRecord
+
+logger = logging.getLogger(__name__)
+
+
+class RedisOutbox:
+    """The export side of the Redis store.
+
+    Args:
+        client: the asyncio Redis client.
+        keys: the deployment's keys.
+        lease_s: how long records returned by `pending` stay claimed by this replica.
+
+    Example:
+        >>> import asyncio, uuid
+        >>> async def demo():
+        ...     client = aioredis.Redis()
+        ...     outbox = RedisOutbox(client, RedisKeys(f"doctest-{uuid.uuid4().hex}:"))
+        ...     items = await outbox.pending(10)
+        ...     await client.aclose()
+        ...     return items
+        >>> asyncio.run(demo())  # doctest: +SKIP
+        []
+    """
+
+    def __init__(self, client: aioredis.Redis, keys: RedisKeys, *, lease_s: float = 60.0) -> None:
+        self._r = client
+        self._k = keys
+        self._lease = lease_s
+        self._claim = client.register_script(scripts.CLAIM)
+        self._defer = client.register_script(scripts.DEFER)
+        self._pending_backoff = Backoff("reading the outbox", logger)
+        self._release_backoff = Backoff("releasing exported records", logger)
+
+    async def pending(self, limit: int) -> list[OutboxItem]:
+        """Claim and return records due for (another) export attempt.
+
+        While Redis is unreachable this waits with backoff and returns nothing.
+
+        Example:
+            >>> RedisOutbox.pending.__name__
+            'pending'
+        """
+        now = time.time()
+        try:
+            rows = await self._claim(
+                keys=[self._k.outbox, self._k.outbox_data, self._k.outbox_attempts],
+                args=[now, limit, now + self._lease],
+            )
+        except UNREACHABLE as err:
+            await self._pending_backoff.wait(err)
+            return []
+        self._pending_backoff.reset()
+        return [OutboxItem(int(i), ScoreRecord.from_json(d), int(a)) for i, d, a in rows]
+
+    async def release(self, item_ids: Sequence[int]) -> None:
+        """Delete exported records (retried while Redis is unreachable, up to the claim time).
+
+        Example:
+            >>> RedisOutbox.release.__name__
+            'release'
+        """
+        if not item_ids:
+            return
+        ids = [str(i) for i in item_ids]
+
+        async def delete() -> None:
+            async with self._r.pipeline(transaction=True) as pipe:
+                pipe.zrem(self._k.outbox, *ids)
+                pipe.hdel(self._k.outbox_data, *ids)
+                pipe.hdel(self._k.outbox_attempts, *ids)
+                await pipe.execute()
+
+        await retry_unreachable(delete, self._release_backoff, self._lease)
+
+    async def defer(self, item_ids: Sequence[int], delay_s: float) -> None:
+        """Postpone records whose export failed, counting the attempt.
+
+        Example:
+            >>> RedisOutbox.defer.__name__
+            'defer'
+        """
+        if item_ids:
+            await self._defer(keys=[self._k.outbox, self._k.outbox_attempts],
+                              args=[time.time() + delay_s, *item_ids])

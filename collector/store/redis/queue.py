@@ -1,0 +1,322 @@
+"""`RedisJobQueue`: the `JobQueue` on a Redis stream with a consumer group.
+
+Invariants (the same as the SQLite queue's):
+
+* `put` sets the job's idempotency key (``SET NX`` with a TTL) and adds the stream entry in
+  one script: a key queued, completed or dead-lettered within the TTL is never queued again;
+* `take` reads new entries with ``XREADGROUP``, and takes over entries idle longer than the
+  visibility timeout with ``XAUTOCLAIM`` (a dead worker's jobs); an entry delivered more
+  than ``max_attempts`` times goes to the dead-letter stream instead;
+* a lease is (consumer, entry id, delivery count): `settle` checks in the same script that
+  the entry is still pending for exactly that delivery, so a job taken over by another
+  worker is settled once, by its current owner;
+* `settle` with `Done`/`Dead` writes the outbox record, marks the key done (or dead),
+  ``XACK``s and ``XDEL``s the entry atomically; `Retry` moves the job to a delayed set from
+  which `take` re-queues it when due. Stream length is therefore the queue's depth.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+import redis.asyncio as aioredis
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import ResponseError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from collector.store.redis import scripts
+from collector.store.redis.conn import UNREACHABLE, Backoff, Coalescer, retry_unreachable
+from collector.store.redis.keys import GROUP, RedisKeys
+from collector.types import Dead, Done, LeasedJob, Retry, RunRecord, ScoreJob, Settlement
+
+logger = logging.getLogger(__name__)
+
+
+def job_json(job: ScoreJob) -> str:
+    """The stream payload of a job (JSON, never a pickle).
+
+    Example:
+        >>> job = ScoreJob(RunRecord(trace_id="t", span_id="s"), "q", None)
+        >>> parse_job(job_json(job)) == job
+        True
+    """
+    run = json.loads(job.run.to_json())
+    return json.dumps({"run": run, "scorer_id": job.scorer_id, "scorer_version": job.scorer_version})
+
+
+def parse_job(text: str | bytes) -> ScoreJob:
+    """Parse `job_json` output.
+
+    Example:
+        >>> parse_job('{"run": {"trace_id": "t", "span_id": "s"}, "scorer_id": "q"}').key
+        't/s/q/'
+    """
+    data = json.loads(text)
+    return ScoreJob(RunRecord(**data["run"]), data["scorer_id"], data.get("scorer_version"))
+
+
+def _s(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+class RedisJobQueue:
+    """Score jobs on a Redis stream, leased through a consumer group.
+
+    Args:
+        client: the asyncio Redis client.
+        keys: the deployment's keys.
+        visibility_timeout_s: idle time after which another worker takes a leased job over.
+        max_attempts: deliveries of one job before it is dead-lettered.
+        idempotency_ttl_s: how long a job key is remembered (queued, done or dead).
+        block_ms: how long `take` waits for new entries when none are ready.
+        consumer: this process's consumer name in the group (default: unique).
+        consumer_idle_s: consumers of the group idle this long holding no job are removed
+            (workers that were killed or scaled away leave their names behind).
+
+    Example:
+        >>> import asyncio
+        >>> from collector.store.redis.conn import connect
+        >>> async def demo():
+        ...     client = connect("redis://127.0.0.1:6379/0")
+        ...     keys = RedisKeys(f"doctest-{uuid.uuid4().hex}:")
+        ...     queue = RedisJobQueue(client, keys, block_ms=0)
+        ...     await queue.create_group()
+        ...     job = ScoreJob(RunRecord(trace_id="ab" * 16, span_id="cd" * 8), "quality", "1")
+        ...     first = await queue.put([job, job])
+        ...     leased = await queue.take(10)
+        ...     await queue.settle(leased[0], Done(None))
+        ...     again = await queue.put([job])
+        ...     await client.delete(*[k async for k in client.scan_iter(keys.pattern)])
+        ...     await client.aclose()
+        ...     return first, len(leased), again
+        >>> asyncio.run(demo())  # doctest: +SKIP
+        ([True, False], 1, [False])
+    """
+
+    def __init__(
+        self, client: aioredis.Redis, keys: RedisKeys, *, visibility_timeout_s: float = 300.0,
+        max_attempts: int = 5, idempotency_ttl_s: float = 7 * 86400.0, block_ms: int = 500,
+        consumer: str | None = None, consumer_idle_s: float = 3600.0,
+    ) -> None:
+        self._r = client
+        self._k = keys
+        self._visibility_ms = max(1, int(visibility_timeout_s * 1000))
+        self._max_attempts = max_attempts
+        self._ttl_ms = max(1000, int(idempotency_ttl_s * 1000))
+        self._block_ms = block_ms
+        self.consumer = consumer or f"worker-{uuid.uuid4().hex[:12]}"
+        self._put = client.register_script(scripts.PUT)
+        self._promote = client.register_script(scripts.PROMOTE)
+        self._reclaim = client.register_script(scripts.RECLAIM)
+        self._settle = client.register_script(scripts.SETTLE)
+        self._prune_consumers = client.register_script(scripts.PRUNE_CONSUMERS)
+        self._consumer_idle_ms = int(consumer_idle_s * 1000)
+        self._last_prune = time.monotonic()
+        self._reclaim_every = min(5.0, max(0.05, visibility_timeout_s / 5))
+        self._last_reclaim = 0.0
+        self._take_backoff = Backoff("taking jobs", logger)
+        self._settle_backoff = Backoff("settling a job", logger)
+        self._put_backoff = Backoff("queueing jobs", logger)
+        # Workers settle many jobs at once: the settles of one loop turn share a pipeline.
+        self._settles: Coalescer[tuple[list[str], list[Any]], int] = Coalescer(self._settle_many)
+        self._last_promote = 0.0
+        self.depth_cache = 0
+
+    async def create_group(self) -> None:
+        """Create the stream and its consumer group if missing (idempotent).
+
+        Example:
+            >>> RedisJobQueue.create_group.__name__
+            'create_group'
+        """
+        try:
+            await self._r.xgroup_create(self._k.jobs, GROUP, id="0", mkstream=True)
+        except ResponseError as err:
+            if "BUSYGROUP" not in str(err):
+                raise
+
+    def depth(self) -> int:
+        """Jobs waiting or in flight plus unexported records, as last refreshed (never blocks).
+
+        Example:
+            >>> RedisJobQueue(aioredis.Redis(), RedisKeys()).depth()
+            0
+        """
+        return self.depth_cache
+
+    async def put(self, jobs: Sequence[ScoreJob]) -> list[bool]:
+        """Queue jobs idempotently; False for a key already queued, done or dead.
+
+        Example:
+            >>> RedisJobQueue.put.__name__
+            'put'
+        """
+        if not jobs:
+            return []
+        args: list[Any] = [self._k.idem_prefix, self._ttl_ms]
+        for job in jobs:
+            args += [job.key, job_json(job)]
+        # Safe to repeat: a key already set makes the second attempt a no-op.
+        reply = await retry_unreachable(lambda: self._put(keys=[self._k.jobs], args=args), self._put_backoff, 10.0)
+        flags = [bool(f) for f in reply]
+        self.depth_cache += sum(flags)
+        return flags
+
+    async def take(self, limit: int) -> list[LeasedJob]:
+        """Lease up to ``limit`` jobs: due retries, jobs of dead workers, then new entries.
+
+        While Redis is unreachable this waits with backoff and returns no jobs.
+
+        Example:
+            >>> RedisJobQueue.take.__name__
+            'take'
+        """
+        try:
+            taken = await self._take(limit)
+        except UNREACHABLE as err:
+            await self._take_backoff.wait(err)
+            return []
+        except ResponseError as err:
+            if "NOGROUP" not in str(err):
+                raise
+            logger.warning("job stream or group missing (Redis lost its data?): recreating")
+            await self.create_group()
+            return []
+        self._take_backoff.reset()
+        return taken
+
+    async def _take(self, limit: int) -> list[LeasedJob]:
+        now = time.time()
+        if time.monotonic() - self._last_promote >= 0.05:  # retries are due at 50 ms granularity
+            self._last_promote = time.monotonic()
+            await self._promote(keys=[self._k.delayed, self._k.delayed_data, self._k.jobs], args=[now, limit])
+        taken: list[LeasedJob] = []
+        if time.monotonic() - self._last_prune >= 60.0:
+            self._last_prune = time.monotonic()
+            await self.prune_consumers()
+        if time.monotonic() - self._last_reclaim >= self._reclaim_every:
+            self._last_reclaim = time.monotonic()
+            error = json.dumps({"type": "LeaseExpired", "message": "the job's lease ran out too many times"})
+            entries, dead = await self._reclaim(
+                keys=[self._k.jobs, self._k.dead],
+                args=[GROUP, self.consumer, self._visibility_ms, limit, self._max_attempts,
+                      self._k.idem_prefix, now, error, self._ttl_ms],
+            )
+            if dead:
+                logger.warning("%d jobs dead-lettered after %d deliveries", dead, self._max_attempts)
+            for entry_id, _key, payload, attempts, deliveries in entries:
+                taken.append(self._leased(_s(entry_id), payload, int(attempts), int(deliveries)))
+        if len(taken) >= limit:
+            return taken
+        try:
+            reply: Any = await self._r.xreadgroup(
+                GROUP, self.consumer, {self._k.jobs: ">"}, count=limit - len(taken),
+                block=None if taken or self._block_ms <= 0 else self._block_ms,
+            )
+        except UNREACHABLE:
+            if taken:
+                return taken  # run what was reclaimed rather than waiting another timeout for it
+            raise
+        for _stream, entries in reply or []:
+            for entry_id, fields in entries:
+                if not fields:
+                    continue  # deleted while pending: nothing to run
+                prior = int(fields.get(b"attempts", b"0"))
+                taken.append(self._leased(_s(entry_id), fields[b"job"], prior + 1, 1))
+        return taken
+
+    def _leased(self, entry_id: str, payload: str | bytes, attempt: int, deliveries: int) -> LeasedJob:
+        ms, _, seq = entry_id.partition("-")
+        lease = f"{self.consumer}|{entry_id}|{deliveries}"
+        return LeasedJob(parse_job(payload), (int(ms) << 20) | int(seq or 0), lease, attempt)
+
+    async def settle(self, leased: LeasedJob, outcome: Settlement) -> None:
+        """Complete, retry or dead-letter a leased job (atomically with its outbox record).
+
+        Retries while Redis is unreachable, for up to the visibility timeout (after that the
+        job belongs to whoever takes it over, and this result is dropped unsent).
+
+        Example:
+            >>> RedisJobQueue.settle.__name__
+            'settle'
+        """
+        consumer, entry_id, deliveries = leased.lease.split("|")
+        job = leased.job
+        now = time.time()
+        kind, record, error, due_at = "done", "", "", 0.0
+        if isinstance(outcome, Retry):
+            kind, due_at = "retry", now + outcome.delay_s
+        elif isinstance(outcome, Dead):
+            kind = "dead"
+            error = json.dumps({"type": outcome.error_type, "message": outcome.message})
+            record = outcome.record.to_json() if outcome.record is not None else ""
+        elif isinstance(outcome, Done) and outcome.record is not None:
+            record = outcome.record.to_json()
+        k = self._k
+        keys = [k.jobs, k.dead, k.delayed, k.delayed_data, k.outbox, k.outbox_data, k.outbox_seq,
+                k.idem(job.key)]
+        payload = job_json(job) if kind != "done" else ""  # only retries and dead letters keep the job
+        args: list[Any] = [GROUP, entry_id, consumer, deliveries, kind, now, self._ttl_ms, record, job.key,
+                           payload, leased.attempt, error, due_at]
+        result = await self._settles((keys, args))
+        if result == -1:
+            logger.info("lease of job %s lost to another worker; result dropped", job.key)
+        elif kind != "retry":
+            self.depth_cache = max(0, self.depth_cache - 1 + int(result))
+
+    async def _settle_many(self, calls: list[tuple[list[str], list[Any]]]) -> list[int]:
+        async def run() -> list[Any]:
+            async with self._r.pipeline(transaction=False) as pipe:
+                for keys, args in calls:
+                    await self._settle(keys=keys, args=args, client=pipe)
+                return list(await pipe.execute())
+
+        # Safe to repeat: a settled entry is no longer pending, so a second attempt is a no-op.
+        replies = await retry_unreachable(run, self._settle_backoff, self._visibility_ms / 1000)
+        return [int(r) for r in replies]
+
+    async def prune_consumers(self) -> int:
+        """Remove the group's consumers that hold no job and were idle ``consumer_idle_s``.
+
+        Example:
+            >>> RedisJobQueue.prune_consumers.__name__
+            'prune_consumers'
+        """
+        removed = int(await self._prune_consumers(
+            keys=[self._k.jobs], args=[GROUP, self._consumer_idle_ms, self.consumer]))
+        if removed:
+            logger.info("removed %d idle consumers from the job group", removed)
+        return removed
+
+    async def forget_consumer(self) -> None:
+        """Remove this process's consumer from the group when it holds no jobs (shutdown).
+
+        Example:
+            >>> RedisJobQueue.forget_consumer.__name__
+            'forget_consumer'
+        """
+        try:
+            pending = await self._r.xpending_range(self._k.jobs, GROUP, "-", "+", 1, consumername=self.consumer)
+            if not pending:
+                await self._r.xgroup_delconsumer(self._k.jobs, GROUP, self.consumer)
+        except (RedisConnectionError, RedisTimeoutError, OSError, ResponseError):
+            logger.debug("could not remove consumer %s", self.consumer, exc_info=True)
+
+    async def dead_letters(self) -> list[dict[str, object]]:
+        """The dead-letter stream as dicts (key, error, attempts), oldest first.
+
+        Example:
+            >>> RedisJobQueue.dead_letters.__name__
+            'dead_letters'
+        """
+        rows: Any = await self._r.xrange(self._k.dead)
+        return [
+            {"key": _s(f[b"key"]), "error": json.loads(f[b"error"]), "attempts": int(f[b"attempts"])}
+            for _id, f in rows
+        ]
+

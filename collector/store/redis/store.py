@@ -1,0 +1,329 @@
+"""`RedisStore`: the distributed store: trace buffer, job queue, dead letters and outbox in Redis.
+
+It offers the same surface as `collector.store.sqlite.store.SqliteStore` (`TraceBuffer`,
+`JobQueue`, the exporter's `Outbox`, ``stats`` and ``dead_letters``), delegating to
+`RedisTraceBuffer`, `RedisJobQueue` and `RedisOutbox` over one connection pool, so every
+receiver and worker process of a deployment (same ``queue.url`` and ``key_prefix``)
+shares one buffer, one queue and one outbox. Keys are listed in `collector.store.redis.keys`.
+
+`depth` never blocks: a background task refreshes it from Redis (stream length, delayed
+jobs, outbox size, traces awaiting a decision), so a receiver refuses data once the queue
+passes its high-water mark (``queue.max_pending_jobs``) even when the jobs were queued by
+other processes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Sequence
+
+from redis.exceptions import AuthenticationError, OutOfMemoryError, ReadOnlyError, ResponseError
+
+from collector._aio import cancel_and_wait
+from collector.store.redis.conn import UNREACHABLE, connect
+from collector.store.redis.keys import GROUP, RedisKeys
+from collector.types import AppendResult, TraceChunk
+from collector.errors import ConfigError
+from collector.types import LeasedJob, OutboxItem, ScoreJob, Settlement
+from collector.store.redis.buffer import RedisTraceBuffer
+from collector.store.redis.outbox import RedisOutbox
+from collector.store.redis.queue import RedisJobQueue
+from collector.store.sqlite.store import StoreStats
+
+logger = logging.getLogger(__name__)
+
+
+class RedisStore:
+    """The Redis-backed trace buffer, job queue and outbox.
+
+    Args:
+        url: ``redis://[user:password@]host:port/db`` (or ``rediss://``).
+        key_prefix: the deployment's key prefix (several deployments may share one Redis).
+        decision_wait: seconds between a trace's root (or, without it, run) span and its decision.
+        rootless_wait: the least wait after a run span while the trace's root is missing.
+        max_traces: traces buffered at most.
+        max_spans_per_trace: spans buffered per trace.
+        max_trace_age: a trace is decided (or dropped) at most this long after its first span.
+        visibility_timeout_s: idle time after which a leased job is taken over by another worker.
+        max_attempts: deliveries of one job before it is dead-lettered.
+        idempotency_ttl_s: how long job keys are remembered.
+        export_lease_s: how long records being exported stay claimed by one replica.
+        refresh_s: how often `depth` is refreshed from Redis.
+        block_ms: how long a worker's `take` waits on the stream for new jobs.
+
+    Example:
+        >>> import asyncio, uuid
+        >>> from collector.types import Done, RunRecord, ScoreJob
+        >>> async def demo():
+        ...     store = RedisStore("redis://127.0.0.1:6379/0", key_prefix=f"doctest-{uuid.uuid4().hex}:")
+        ...     await store.start()
+        ...     job = ScoreJob(RunRecord(trace_id="ab" * 16, span_id="cd" * 8), "quality", "1")
+        ...     first = await store.put([job, job])
+        ...     leased = await store.take(10)
+        ...     await store.settle(leased[0], Done(None))
+        ...     again = await store.put([job])
+        ...     await store.delete_all()
+        ...     await store.shutdown()
+        ...     return first, len(leased), again
+        >>> asyncio.run(demo())  # doctest: +SKIP
+        ([True, False], 1, [False])
+    """
+
+    def __init__(
+        self, url: str, *, key_prefix: str = "tracescore:", decision_wait: float = 5.0,
+        rootless_wait: float = 30.0, max_traces: int = 100_000, max_spans_per_trace: int = 10_000,
+        max_trace_age: float = 600.0, visibility_timeout_s: float = 300.0, max_attempts: int = 5,
+        idempotency_ttl_s: float = 7 * 86400.0, export_lease_s: float = 60.0, refresh_s: float = 0.25,
+        block_ms: int = 500,
+    ) -> None:
+        self.keys = RedisKeys(key_prefix)
+        self.client = connect(url)
+        self.buffer = RedisTraceBuffer(
+            self.client, self.keys, decision_wait=decision_wait, rootless_wait=rootless_wait,
+            max_traces=max_traces, max_spans_per_trace=max_spans_per_trace, max_trace_age=max_trace_age,
+        )
+        self.queue = RedisJobQueue(
+            self.client, self.keys, visibility_timeout_s=visibility_timeout_s, max_attempts=max_attempts,
+            idempotency_ttl_s=idempotency_ttl_s, block_ms=block_ms,
+        )
+        self.outbox = RedisOutbox(self.client, self.keys, lease_s=export_lease_s)
+        self._refresh_s = refresh_s
+        self.reachable = False  # did the last round trip (start, then every refresh) succeed?
+        self._refresher: asyncio.Task[None] | None = None
+        self._started = False
+
+    async def start(self) -> None:
+        """Create the job stream's consumer group and start refreshing `depth`.
+
+        An unreachable Redis is not fatal: components retry, receivers refuse retryably.
+
+        Example:
+            >>> RedisStore.start.__name__
+            'start'
+        """
+        self._started = True
+        try:
+            await self.queue.create_group()
+            await self.refresh()
+        except (ReadOnlyError, OutOfMemoryError) as err:  # a failover or a full Redis: passes
+            self.reachable = False
+            logger.warning("redis refuses writes at start (components will retry): %s", err)
+        except (AuthenticationError, ResponseError) as err:  # refused, not away: retrying won't help
+            raise ConfigError(f"invalid configuration: queue.url: Redis refused: {err}") from err
+        except UNREACHABLE as err:
+            self.reachable = False
+            logger.warning("redis unreachable at start (components will retry): %s", err)
+        self._refresher = asyncio.create_task(self._refresh_loop(), name="tracescore-redis-depth")
+
+    async def shutdown(self, timeout: float = 5.0) -> None:  # noqa: ASYNC109 (lifecycle contract)
+        """Stop refreshing, leave the consumer group if idle, close the pool; safe twice.
+
+        Example:
+            >>> asyncio.run(RedisStore("redis://127.0.0.1:6379/0").shutdown())
+        """
+        if self._refresher is not None:
+            await cancel_and_wait([self._refresher])
+            self._refresher = None
+        if self._started:
+            self._started = False
+            try:
+                async with asyncio.timeout(timeout):
+                    await self.queue.forget_consumer()
+            except TimeoutError:
+                pass
+        await self.client.aclose()
+
+    async def refresh(self) -> int:
+        """Read the depth from Redis now: jobs waiting, in flight or delayed, unexported records,
+        and traces waiting for a decision (each will become jobs), so backpressure starts
+        before a burst of traces turns into a burst of jobs.
+
+        Example:
+            >>> RedisStore.refresh.__name__
+            'refresh'
+        """
+        async with self.client.pipeline(transaction=False) as pipe:
+            pipe.xlen(self.keys.jobs)
+            pipe.zcard(self.keys.delayed)
+            pipe.zcard(self.keys.outbox)
+            pipe.zcard(self.keys.decide)
+            jobs, delayed, outbox, deciding = await pipe.execute()
+        self.queue.depth_cache = int(jobs) + int(delayed) + int(outbox) + int(deciding)
+        self.reachable = True
+        return self.queue.depth_cache
+
+    async def _refresh_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self._refresh_s)
+            try:
+                await self.refresh()
+            except UNREACHABLE:
+                self.reachable = False  # appends fail (retryably) while Redis is away; /readyz says so
+            except Exception:
+                logger.exception("refreshing the queue depth failed")
+
+    # ----------------------------------------------------------------- trace buffer
+    async def append(self, chunks: Sequence[TraceChunk], now: float | None = None) -> AppendResult:
+        """Store trace chunks durably (see `RedisTraceBuffer.append`).
+
+        Example:
+            >>> RedisStore.append.__name__
+            'append'
+        """
+        return await self.buffer.append(chunks, now)
+
+    async def due(self, limit: int, now: float | None = None) -> tuple[list[bytes], int]:
+        """Claim traces ready for a decision (see `RedisTraceBuffer.due`).
+
+        Example:
+            >>> RedisStore.due.__name__
+            'due'
+        """
+        return await self.buffer.due(limit, now)
+
+    async def load(self, trace_id: bytes) -> list[TraceChunk]:
+        """Every chunk stored for a trace, in arrival order.
+
+        Example:
+            >>> RedisStore.load.__name__
+            'load'
+        """
+        return await self.buffer.load(trace_id)
+
+    async def finish(self, trace_id: bytes) -> None:
+        """Mark a trace decided (see `RedisTraceBuffer.finish`).
+
+        Example:
+            >>> RedisStore.finish.__name__
+            'finish'
+        """
+        await self.buffer.finish(trace_id)
+
+    # -------------------------------------------------------------------- job queue
+    def depth(self) -> int:
+        """Jobs waiting, in flight or delayed plus unexported records, as last refreshed.
+
+        Example:
+            >>> RedisStore("redis://127.0.0.1:6379/0").depth()
+            0
+        """
+        return self.queue.depth()
+
+    async def put(self, jobs: Sequence[ScoreJob]) -> list[bool]:
+        """Queue jobs idempotently (see `RedisJobQueue.put`).
+
+        Example:
+            >>> RedisStore.put.__name__
+            'put'
+        """
+        return await self.queue.put(jobs)
+
+    async def take(self, limit: int) -> list[LeasedJob]:
+        """Lease up to ``limit`` jobs (see `RedisJobQueue.take`).
+
+        Example:
+            >>> RedisStore.take.__name__
+            'take'
+        """
+        return await self.queue.take(limit)
+
+    async def settle(self, leased: LeasedJob, outcome: Settlement) -> None:
+        """Settle a leased job atomically with its outbox record (see `RedisJobQueue.settle`).
+
+        Example:
+            >>> RedisStore.settle.__name__
+            'settle'
+        """
+        await asyncio.shield(self.queue.settle(leased, outcome))
+
+    async def prune(self, older_than_s: float, now: float | None = None) -> int:
+        """Drop dead letters older than ``older_than_s``; returns entries removed.
+
+        Idempotency keys need no pruning: they carry a TTL (``queue.retention_s``).
+
+        Example:
+            >>> RedisStore.prune.__name__
+            'prune'
+        """
+        cutoff_ms = int(((time.time() if now is None else now) - older_than_s) * 1000)
+        return int(await self.client.xtrim(self.keys.dead, minid=max(0, cutoff_ms)))
+
+    async def dead_letters(self) -> list[dict[str, object]]:
+        """The dead letters as dicts (key, error, attempts), oldest first.
+
+        Example:
+            >>> RedisStore.dead_letters.__name__
+            'dead_letters'
+        """
+        return await self.queue.dead_letters()
+
+    # ----------------------------------------------------------------------- outbox
+    async def pending(self, limit: int) -> list[OutboxItem]:
+        """Claim records due for export (see `RedisOutbox.pending`).
+
+        Example:
+            >>> RedisStore.pending.__name__
+            'pending'
+        """
+        return await self.outbox.pending(limit)
+
+    async def release(self, item_ids: Sequence[int]) -> None:
+        """Delete exported records.
+
+        Example:
+            >>> RedisStore.release.__name__
+            'release'
+        """
+        await asyncio.shield(self.outbox.release(item_ids))
+
+    async def defer(self, item_ids: Sequence[int], delay_s: float) -> None:
+        """Postpone records whose export failed.
+
+        Example:
+            >>> RedisStore.defer.__name__
+            'defer'
+        """
+        await self.outbox.defer(item_ids, delay_s)
+
+    async def stats(self) -> StoreStats:
+        """Counts for the gauges: queued, in flight, dead, outbox, undecided traces.
+
+        Example:
+            >>> RedisStore.stats.__name__
+            'stats'
+        """
+        k = self.keys
+        async with self.client.pipeline(transaction=False) as pipe:
+            pipe.xlen(k.jobs)
+            pipe.zcard(k.delayed)
+            pipe.xlen(k.dead)
+            pipe.zcard(k.outbox)
+            pipe.zcard(k.traces_open)
+            jobs, delayed, dead, outbox, traces = await pipe.execute()
+        try:
+            summary = await self.client.xpending(k.jobs, GROUP)
+            in_flight = int(summary["pending"])
+        except Exception:
+            in_flight = 0  # no group yet
+        return StoreStats(queued=max(0, int(jobs) - in_flight) + int(delayed), in_flight=in_flight,
+                          dead=int(dead), outbox=int(outbox), traces=int(traces))
+
+    async def delete_all(self) -> int:
+        """Delete every key of this deployment (tests and teardown); returns how many.
+
+        Example:
+            >>> RedisStore.delete_all.__name__
+            'delete_all'
+        """
+        deleted = 0
+        batch: list[bytes] = []
+        async for key in self.client.scan_iter(match=self.keys.pattern, count=1000):
+            batch.append(key)
+            if len(batch) >= 500:
+                deleted += await self.client.delete(*batch)
+                batch = []
+        if batch:
+            deleted += await self.client.delete(*batch)
+        return deleted

@@ -1,0 +1,420 @@
+"""The embedded store: span buffer, job queue, dead letters and outbox in one SQLite file.
+
+`SqliteStore` implements `TraceBuffer` (assembly), `JobQueue` (workers) and `Outbox`
+(export). Invariants:
+
+* a trace chunk is on disk before `append` returns (the receiver answers after it);
+* decision timing and retention of the trace buffer: see `collector.store.sqlite.buffer`;
+* a job key that is completed or dead-lettered (table ``done``) is never queued again;
+* `settle` with a record writes the outbox row, records the key as done and deletes the
+  job in one transaction, so a result is never lost and never produced twice;
+* a leased job whose lease ran out is taken again (up to ``max_attempts`` takes).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from collector.store.sqlite.body_log import BodyLog
+from collector.store.sqlite.runner import SqliteRunner
+from collector.store.sqlite.buffer import BufferTables
+from collector.types import AppendResult, TraceChunk
+from collector.types import (
+    Dead,
+    Done,
+    LeasedJob,
+    OutboxItem,
+    Retry,
+    RunRecord,
+    ScoreJob,
+    ScoreRecord,
+    Settlement,
+)
+
+
+@dataclass(frozen=True)
+class StoreStats:
+    """Counts for the metrics gauges.
+
+    Example:
+        >>> StoreStats(0, 0, 0, 0, 0).queued
+        0
+    """
+
+    queued: int
+    in_flight: int
+    dead: int
+    outbox: int
+    traces: int
+
+
+class SqliteStore:
+    """The SQLite-backed trace buffer, job queue and outbox.
+
+    Args:
+        path: the database file (directories are created).
+        decision_wait: seconds between a trace's root (or, without it, run) span arrival and
+            its decision.
+        rootless_wait: the least wait after a run span while the trace's root is missing.
+        max_traces: traces buffered at most; the oldest is evicted beyond it.
+        max_spans_per_trace: spans buffered per trace; later spans are dropped.
+        max_trace_age: a trace is decided (or dropped) at most this long after its first span.
+        visibility_timeout_s: how long a taken job stays leased.
+        max_attempts: takes of one job before it is dead-lettered.
+
+    Example:
+        >>> import asyncio, tempfile, os
+        >>> async def demo():
+        ...     store = SqliteStore(os.path.join(tempfile.mkdtemp(), "q.db"))
+        ...     await store.start()
+        ...     job = ScoreJob(RunRecord(trace_id="ab" * 16, span_id="cd" * 8), "quality", "1")
+        ...     first = await store.put([job, job])
+        ...     leased = await store.take(10)
+        ...     await store.settle(leased[0], Done(None))
+        ...     again = await store.put([job])
+        ...     await store.shutdown()
+        ...     return first, len(leased), again
+        >>> asyncio.run(demo())
+        ([True, False], 1, [False])
+    """
+
+    def __init__(
+        self,
+        path: str,
+        *,
+        decision_wait: float = 5.0,
+        rootless_wait: float = 30.0,
+        max_traces: int = 100_000,
+        max_spans_per_trace: int = 10_000,
+        max_trace_age: float = 600.0,
+        visibility_timeout_s: float = 300.0,
+        max_attempts: int = 5,
+    ) -> None:
+        self._buffer = BufferTables(decision_wait, rootless_wait, max_traces, max_spans_per_trace, max_trace_age)
+        if path not in ("", ":memory:"):  # whole requests' bytes go to segment files beside it
+            self._buffer.log = BodyLog(path + ".bodies")
+        self._runner = SqliteRunner(path, on_rollback=self._buffer.invalidate,
+                                    before_commit=self._buffer.before_commit, after_commit=self._buffer.after_commit)
+        self._visibility = visibility_timeout_s
+        self._max_attempts = max_attempts
+        self._depth = 0
+        self._outbox = 0
+        self._started = False
+
+    async def start(self) -> None:
+        """Open the file; jobs and traces left by a previous process become available again.
+
+        Example:
+            >>> SqliteStore(":memory:").start  # doctest: +ELLIPSIS
+            <bound method SqliteStore.start of ...>
+        """
+        await self._runner.open()
+        self._started = True
+        # Leases of a dead process cannot be renewed: release them now rather than waiting.
+        await self._runner.call(lambda db: db.execute("UPDATE jobs SET lease = NULL, lease_until = NULL"))
+        stats = await self.stats()
+        self._depth, self._outbox = stats.queued + stats.in_flight, stats.outbox
+        await self._runner.call(self._buffer.reload)
+
+    async def shutdown(self, timeout: float = 5.0) -> None:  # noqa: ASYNC109 (lifecycle contract)
+        """Close the database; safe before start and twice.
+
+        Example:
+            >>> import asyncio
+            >>> asyncio.run(SqliteStore(":memory:").shutdown())
+        """
+        if self._started:
+            self._started = False
+            try:
+                await self._runner.call(lambda db: self._buffer.close())
+            finally:
+                await self._runner.close()
+
+    # ----------------------------------------------------------------- trace buffer
+    async def append(self, chunks: Sequence[TraceChunk], now: float | None = None) -> AppendResult:
+        """Store trace chunks durably; returns what was evicted or dropped.
+
+        Example:
+            >>> SqliteStore(":memory:").append  # doctest: +ELLIPSIS
+            <bound method SqliteStore.append of ...>
+        """
+        at = time.time() if now is None else now
+        return await self._runner.call(lambda db: self._buffer.append(db, chunks, at))
+
+    async def append_request(
+        self, signal: str, raw: bytes, entries: Sequence[tuple[bytes, int, int]], now: float | None = None,
+    ) -> AppendResult:
+        """Store a whole request as received (``TracesData`` or ``LogsData`` encoding) with its
+        per-trace summary (`collector.store.split.summarize_spans`); it is cut by trace
+        only when one of its traces is decided.
+
+        Example:
+            >>> SqliteStore(":memory:").append_request  # doctest: +ELLIPSIS
+            <bound method SqliteStore.append_request of ...>
+        """
+        at = time.time() if now is None else now
+        return await self._runner.call(lambda db: self._buffer.append_request(db, signal, raw, entries, at))
+
+    async def due(self, limit: int, now: float | None = None) -> tuple[list[bytes], int]:
+        """Trace ids ready for a decision, and how many run-less traces expired (dropped).
+
+        Example:
+            >>> SqliteStore(":memory:").due  # doctest: +ELLIPSIS
+            <bound method SqliteStore.due of ...>
+        """
+        at = time.time() if now is None else now
+
+        return await self._runner.call(lambda db: self._buffer.due(db, at, limit))
+
+    async def load(self, trace_id: bytes) -> list[TraceChunk]:
+        """Every chunk stored for a trace, in arrival order.
+
+        Example:
+            >>> SqliteStore(":memory:").load  # doctest: +ELLIPSIS
+            <bound method SqliteStore.load of ...>
+        """
+
+        return await self._runner.call(lambda db: self._buffer.load(db, trace_id))
+
+    async def finish(self, trace_id: bytes) -> None:
+        """Mark a trace decided; it is kept as context until it ages out or is evicted.
+
+        Example:
+            >>> SqliteStore(":memory:").finish  # doctest: +ELLIPSIS
+            <bound method SqliteStore.finish of ...>
+        """
+        await self._runner.call(lambda db: self._buffer.finish(db, trace_id))
+
+    # -------------------------------------------------------------------- job queue
+    def depth(self) -> int:
+        """Jobs waiting or in flight plus unexported records, as of the last write (never blocks).
+
+        Example:
+            >>> SqliteStore(":memory:").depth()
+            0
+        """
+        return self._depth + self._outbox
+
+    async def put(self, jobs: Sequence[ScoreJob]) -> list[bool]:
+        """Queue jobs idempotently; False for a key already queued, done or dead.
+
+        Example:
+            >>> SqliteStore(":memory:").put  # doctest: +ELLIPSIS
+            <bound method SqliteStore.put of ...>
+        """
+        now = time.time()
+
+        def work(db: sqlite3.Connection) -> list[bool]:
+            flags = []
+            for job in jobs:
+                if db.execute("SELECT 1 FROM done WHERE key = ?", (job.key,)).fetchone():
+                    flags.append(False)
+                    continue
+                cur = db.execute(
+                    "INSERT OR IGNORE INTO jobs(key, payload, scorer_id, scorer_version, available_at)"
+                    " VALUES (?, ?, ?, ?, ?)",
+                    (job.key, job.run.to_json(), job.scorer_id, job.scorer_version, now),
+                )
+                flags.append(cur.rowcount == 1)
+            return flags
+
+        flags = await self._runner.call(work)
+        self._depth += sum(flags)
+        return flags
+
+    async def take(self, limit: int) -> list[LeasedJob]:
+        """Lease up to ``limit`` available jobs.
+
+        Example:
+            >>> SqliteStore(":memory:").take  # doctest: +ELLIPSIS
+            <bound method SqliteStore.take of ...>
+        """
+        now = time.time()
+        lease = uuid.uuid4().hex
+
+        def work(db: sqlite3.Connection) -> tuple[list[LeasedJob], int]:
+            rows = db.execute(
+                "UPDATE jobs SET lease = ?, lease_until = ?, attempts = attempts + 1"
+                " WHERE id IN (SELECT id FROM jobs WHERE available_at <= ?"
+                " AND (lease_until IS NULL OR lease_until <= ?) ORDER BY id LIMIT ?)"
+                " RETURNING id, key, payload, scorer_id, scorer_version, attempts",
+                (lease, now + self._visibility, now, now, limit),
+            ).fetchall()
+            taken, dead = [], 0
+            for job_id, key, payload, scorer_id, version, attempts in sorted(rows):
+                if attempts > self._max_attempts:
+                    self._dead(db, job_id, key, payload, attempts, "LeaseExpired",
+                               "the job's lease ran out too many times")
+                    dead += 1
+                    continue
+                job = ScoreJob(RunRecord.from_json(payload), scorer_id, version)
+                taken.append(LeasedJob(job, job_id, lease, attempts))
+            return taken, dead
+
+        taken, dead = await self._runner.call(work)
+        self._depth -= dead
+        return taken
+
+    @staticmethod
+    def _dead(
+        db: sqlite3.Connection, job_id: int, key: str, payload: str, attempts: int,
+        error_type: str, message: str,
+    ) -> None:
+        error = json.dumps({"type": error_type, "message": message})
+        db.execute(
+            "INSERT INTO dead_letters(key, payload, error, attempts, failed_at) VALUES (?, ?, ?, ?, ?)",
+            (key, payload, error, attempts, time.time()),
+        )
+        db.execute("INSERT OR IGNORE INTO done(key, at) VALUES (?, ?)", (key, time.time()))
+        db.execute("DELETE FROM jobs WHERE id = ?", (job_id,))
+
+    async def settle(self, leased: LeasedJob, outcome: Settlement) -> None:
+        """Complete, retry or dead-letter a leased job (atomically with its outbox record).
+
+        Example:
+            >>> SqliteStore(":memory:").settle  # doctest: +ELLIPSIS
+            <bound method SqliteStore.settle of ...>
+        """
+        now = time.time()
+
+        def work(db: sqlite3.Connection) -> tuple[int, int]:
+            owned = db.execute(
+                "SELECT key, payload FROM jobs WHERE id = ? AND lease = ?", (leased.job_id, leased.lease)
+            ).fetchone()
+            if owned is None:
+                return 0, 0  # lease lost: another worker owns the job now
+            record = None
+            if isinstance(outcome, Retry):
+                db.execute(
+                    "UPDATE jobs SET lease = NULL, lease_until = NULL, available_at = ?,"
+                    " last_error = ? WHERE id = ?",
+                    (now + outcome.delay_s, outcome.error, leased.job_id),
+                )
+                return 0, 0
+            if isinstance(outcome, Dead):
+                self._dead(db, leased.job_id, owned[0], owned[1], leased.attempt,
+                           outcome.error_type, outcome.message)
+                record = outcome.record
+            elif isinstance(outcome, Done):
+                db.execute("INSERT OR IGNORE INTO done(key, at) VALUES (?, ?)", (owned[0], now))
+                db.execute("DELETE FROM jobs WHERE id = ?", (leased.job_id,))
+                record = outcome.record
+            added = 0
+            if record is not None:
+                added = db.execute(
+                    "INSERT OR IGNORE INTO outbox(key, payload, available_at) VALUES (?, ?, ?)",
+                    (record.key, record.to_json(), now),
+                ).rowcount
+            return 1, added
+
+        removed, added = await asyncio.shield(self._runner.call(work))
+        self._depth -= removed
+        self._outbox += added
+
+    # ----------------------------------------------------------------------- outbox
+    async def pending(self, limit: int) -> list[OutboxItem]:
+        """Outbox records due for (another) export attempt, oldest first.
+
+        Example:
+            >>> SqliteStore(":memory:").pending  # doctest: +ELLIPSIS
+            <bound method SqliteStore.pending of ...>
+        """
+        now = time.time()
+
+        def work(db: sqlite3.Connection) -> list[OutboxItem]:
+            rows = db.execute(
+                "SELECT id, payload, attempts FROM outbox WHERE available_at <= ? ORDER BY id LIMIT ?",
+                (now, limit),
+            ).fetchall()
+            return [OutboxItem(i, ScoreRecord.from_json(p), a) for i, p, a in rows]
+
+        return await self._runner.call(work)
+
+    async def release(self, item_ids: Sequence[int]) -> None:
+        """Delete exported records.
+
+        Example:
+            >>> SqliteStore(":memory:").release  # doctest: +ELLIPSIS
+            <bound method SqliteStore.release of ...>
+        """
+        await asyncio.shield(
+            self._runner.call(
+                lambda db: db.executemany("DELETE FROM outbox WHERE id = ?", [(i,) for i in item_ids])
+            )
+        )
+        self._outbox = max(0, self._outbox - len(item_ids))
+
+    async def defer(self, item_ids: Sequence[int], delay_s: float) -> None:
+        """Postpone records whose export failed.
+
+        Example:
+            >>> SqliteStore(":memory:").defer  # doctest: +ELLIPSIS
+            <bound method SqliteStore.defer of ...>
+        """
+        until = time.time() + delay_s
+        await self._runner.call(
+            lambda db: db.executemany(
+                "UPDATE outbox SET attempts = attempts + 1, available_at = ? WHERE id = ?",
+                [(until, i) for i in item_ids],
+            )
+        )
+
+    async def stats(self) -> StoreStats:
+        """Row counts per table, for gauges and readiness.
+
+        Example:
+            >>> SqliteStore(":memory:").stats  # doctest: +ELLIPSIS
+            <bound method SqliteStore.stats of ...>
+        """
+        now = time.time()
+
+        def work(db: sqlite3.Connection) -> StoreStats:
+            def one(sql: str, *args: object) -> int:
+                return int(db.execute(sql, args).fetchone()[0])
+
+            return StoreStats(
+                queued=one("SELECT count(*) FROM jobs WHERE lease_until IS NULL OR lease_until <= ?", now),
+                in_flight=one("SELECT count(*) FROM jobs WHERE lease_until > ?", now),
+                dead=one("SELECT count(*) FROM dead_letters"),
+                outbox=one("SELECT count(*) FROM outbox"),
+                traces=self._buffer.reload(db) if self._buffer.stale else self._buffer.count,
+            )
+
+        return await self._runner.call(work)
+
+    async def prune(self, older_than_s: float, now: float | None = None) -> int:
+        """Forget idempotency keys and dead letters older than ``older_than_s``; returns rows removed.
+
+        A batch replayed after that long would be scored again: keep it longer than any replay.
+
+        Example:
+            >>> SqliteStore(":memory:").prune  # doctest: +ELLIPSIS
+            <bound method SqliteStore.prune of ...>
+        """
+        cutoff = (time.time() if now is None else now) - older_than_s
+
+        def work(db: sqlite3.Connection) -> int:
+            removed = db.execute("DELETE FROM done WHERE at < ?", (cutoff,)).rowcount
+            return removed + db.execute("DELETE FROM dead_letters WHERE failed_at < ?", (cutoff,)).rowcount
+
+        return await self._runner.call(work)
+
+    async def dead_letters(self) -> list[dict[str, object]]:
+        """The dead-letter table as dicts (key, error, attempts).
+
+        Example:
+            >>> SqliteStore(":memory:").dead_letters  # doctest: +ELLIPSIS
+            <bound method SqliteStore.dead_letters of ...>
+        """
+
+        def work(db: sqlite3.Connection) -> list[dict[str, object]]:
+            rows = db.execute("SELECT key, error, attempts FROM dead_letters ORDER BY id").fetchall()
+            return [{"key": k, "error": json.loads(e), "attempts": a} for k, e, a in rows]
+
+        return await self._runner.call(work)

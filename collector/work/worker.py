@@ -1,0 +1,362 @@
+"""Score workers: take jobs, run scorers with bounded concurrency, settle each job.
+
+A job's result is written to the outbox in the same store transaction that
+acknowledges it (`JobQueue.settle` with `Done`), and the settle is shielded from
+cancellation. A transient failure (a judge error the provider marked retryable) hands the
+job back with backoff; any other failure dead-letters it and exports a failure span.
+On shutdown, jobs still running after the drain timeout are cancelled and handed back.
+
+A score's label comes from the scorer's config (``labels`` or ``pass_threshold``), else
+from the scorer object itself when it has ``label_for(score)`` or ``pass_threshold``.
+Reasons and step-result JSON are cut to ``max_attribute_chars``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import secrets
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from pydantic import BaseModel
+
+from collector._aio import bounded, cancel_and_wait, wait_event
+from collector.metrics import Metrics
+from collector.types import Dead, Done, JobQueue, LeasedJob, Retry, ScoreRecord, Settlement
+from collector.work.registry import RegisteredScorer, ScorerRegistry
+from scorers._agent_types import ScorerRunInputForAgent, ScorerRunOutputForAgent
+
+logger = logging.getLogger(__name__)
+
+HANDBACK_TIMEOUT_S = 5.0
+"""How long a draining worker tries to hand a job back before leaving it to its lease."""
+
+
+def truncate_json(value: Any, limit: int) -> str | None:
+    """JSON of a step result, cut to ``limit`` characters (None for None).
+
+    Example:
+        >>> truncate_json({"a": "x" * 10}, 12)
+        '{"a": "xxxx…'
+        >>> truncate_json(None, 10) is None
+        True
+    """
+    if value is None:
+        return None
+    if isinstance(value, BaseModel):
+        value = value.model_dump(mode="json")
+    text = json.dumps(value, default=str, ensure_ascii=False)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _judge_summary(result: Any) -> tuple[list[str], int, int, float | None, int, int]:
+    """Models, input/output tokens, cost, attempts and failed executions of a result's judge calls."""
+    models: list[str] = []
+    tokens_in = tokens_out = attempts = errors = 0
+    cost: float | None = None
+    judge = getattr(result, "judge", None) or {}
+    for step in judge.values() if isinstance(judge, dict) else ():
+        for ex in getattr(step, "executions", None) or ():
+            model = getattr(ex, "model", None)
+            if model and model not in models:
+                models.append(str(model))
+            usage = getattr(ex, "usage", None)
+            tokens_in += int(getattr(usage, "input_tokens", 0) or 0)
+            tokens_out += int(getattr(usage, "output_tokens", 0) or 0)
+            if getattr(ex, "cost_usd", None) is not None:
+                cost = (cost or 0.0) + float(ex.cost_usd)
+            attempts += int(getattr(ex, "attempt_count", 1) or 1)
+            if getattr(ex, "status", "success") not in ("success", "ok"):
+                errors += 1
+    return models, tokens_in, tokens_out, cost, attempts, errors
+
+
+def _label(entry: RegisteredScorer, score: float | None) -> str | None:
+    if score is None:
+        return None
+    configured = entry.config.label_for(score)
+    if configured is not None or entry.config.labels or entry.config.pass_threshold is not None:
+        return configured
+    scorer = entry.scorer
+    labeler: Callable[[float], Any] | None = getattr(scorer, "label_for", None)
+    if callable(labeler):
+        label = labeler(score)
+        return None if label is None else str(label)
+    threshold = getattr(scorer, "pass_threshold", None)
+    if isinstance(threshold, (int, float)):
+        return "pass" if score >= threshold else "fail"
+    return None
+
+
+def _cut(text: Any, limit: int) -> str | None:
+    if text is None:
+        return None
+    text = str(text)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+class JobTimeout(Exception):
+    """A scorer run exceeded ``workers.job_timeout_s``; retried like a transient failure.
+
+    Example:
+        >>> JobTimeout("slow").retryable
+        True
+    """
+
+    retryable = True
+
+
+def _retryable(err: BaseException) -> tuple[bool, float | None]:
+    seen: BaseException | None = err
+    while seen is not None:
+        if getattr(seen, "retryable", False) is True:
+            return True, getattr(seen, "retry_after_s", None)
+        seen = seen.__cause__
+    return False, None
+
+
+class Worker:
+    """Runs score jobs from a `JobQueue`.
+
+    Args:
+        queue: the job queue.
+        registry: scorers by (id, version).
+        metrics: the service's instruments.
+        concurrency: jobs in flight at most.
+        max_attempts: takes of a job before a transient failure becomes permanent.
+        max_attribute_chars: cut step-result JSON to this many characters.
+        job_timeout_s: a run taking longer is cancelled and retried (a transient failure).
+        on_result: called after a result reached the outbox (wakes the exporter).
+
+    Example:
+        >>> Worker.process.__name__
+        'process'
+    """
+
+    def __init__(
+        self, queue: JobQueue, registry: ScorerRegistry, metrics: Metrics, *,
+        concurrency: int = 64, max_attempts: int = 5, max_attribute_chars: int = 4096,
+        on_result: Callable[[], None] | None = None, poll_s: float = 0.5, retry_base_s: float = 1.0,
+        job_timeout_s: float = 240.0,
+    ) -> None:
+        self._job_timeout = job_timeout_s
+        self._queue = queue
+        self._registry = registry
+        self._metrics = metrics
+        self._concurrency = concurrency
+        self._max_attempts = max_attempts
+        self._max_chars = max_attribute_chars
+        self._on_result = on_result
+        self._poll = poll_s
+        self._retry_base = retry_base_s
+        self._inflight: dict[asyncio.Task[None], LeasedJob] = {}
+        self._task: asyncio.Task[None] | None = None
+        self._stopping = False
+        self._wake: asyncio.Event | None = None
+        self._slot_freed: asyncio.Event | None = None
+
+    def notify(self) -> None:
+        """Wake the take loop (jobs were queued).
+
+        Example:
+            >>> Worker.notify.__name__
+            'notify'
+        """
+        if self._wake is not None:
+            self._wake.set()
+
+    async def start(self) -> None:
+        """Start taking jobs.
+
+        Example:
+            >>> Worker.start.__name__
+            'start'
+        """
+        self._wake = asyncio.Event()
+        self._slot_freed = asyncio.Event()
+        self._stopping = False
+        self._task = asyncio.create_task(self._loop(), name="tracescore-worker")
+
+    async def shutdown(self, timeout: float = 5.0) -> None:  # noqa: ASYNC109 (lifecycle contract)
+        """Stop taking jobs, let running ones finish for ``timeout`` s, hand back the rest.
+
+        Example:
+            >>> Worker.shutdown.__name__
+            'shutdown'
+        """
+        if self._task is None:
+            return
+        self._stopping = True  # ends the loop at its next turn even if a cancellation were lost
+        await cancel_and_wait([self._task])  # the loop's outcome (cancelled) is not an error here
+        self._task = None
+        pending = set(self._inflight)
+        if pending:
+            _, still = await asyncio.wait(pending, timeout=timeout)
+            for task in still:
+                task.cancel()  # once: a second cancel would cut the hand-back short
+            if still:
+                await asyncio.wait(still, timeout=HANDBACK_TIMEOUT_S + 1.0)
+
+    async def _loop(self) -> None:
+        wake, freed = self._wake or asyncio.Event(), self._slot_freed or asyncio.Event()
+        while not self._stopping:
+            free = self._concurrency - len(self._inflight)
+            if free <= 0:
+                freed.clear()
+                await freed.wait()
+                continue
+            try:
+                jobs = await self._queue.take(free)
+            except Exception:
+                self._metrics.errors.labels(component="worker").inc()
+                logger.exception("taking jobs failed")
+                jobs = []
+            for leased in jobs:
+                task = asyncio.create_task(self._run(leased))
+                self._inflight[task] = leased
+                task.add_done_callback(self._done)
+            if not jobs:
+                await wait_event(wake, self._poll)
+                wake.clear()
+
+    def _done(self, task: asyncio.Task[None]) -> None:
+        self._inflight.pop(task, None)
+        if self._slot_freed is not None:
+            self._slot_freed.set()
+
+    async def _run(self, leased: LeasedJob) -> None:
+        try:
+            outcome = await self.process(leased)
+        except asyncio.CancelledError:
+            # Draining: hand the job back at once instead of waiting for its lease to expire.
+            # Bounded: a queue that cannot take it back promptly (Redis unreachable) would
+            # otherwise hold shutdown for as long as settle retries; the lease returns it then.
+            handback = asyncio.shield(self._queue.settle(leased, Retry(0.0, "worker shut down")))
+            try:
+                await bounded(handback, HANDBACK_TIMEOUT_S)
+            except Exception:
+                logger.warning("handing job %s back failed; it returns after its lease",
+                               leased.job.key, exc_info=True)
+            raise
+        try:
+            await asyncio.shield(self._queue.settle(leased, outcome))
+        except Exception:
+            self._metrics.errors.labels(component="worker").inc()
+            logger.exception("settling job %s failed; it is retried after its lease", leased.job.key)
+            return
+        if isinstance(outcome, (Done, Dead)) and outcome.record is not None and self._on_result:
+            self._on_result()
+
+    async def process(self, leased: LeasedJob) -> Settlement:
+        """Run one job's scorer and decide how to settle it.
+
+        Example:
+            >>> Worker.process.__name__
+            'process'
+        """
+        job = leased.job
+        entry = self._registry.get(job.scorer_id, job.scorer_version)
+        if entry is None:
+            self._metrics.decisions.labels(scorer=job.scorer_id, reason="failed").inc()
+            return Dead("UnknownScorer", f"scorer {job.scorer_id!r} version {job.scorer_version!r} "
+                        "is not registered", None)
+        return await self._score(leased, entry)
+
+    async def _score(self, leased: LeasedJob, entry: RegisteredScorer) -> Settlement:
+        job, run = leased.job, leased.job.run
+        start_ns = time.time_ns()
+        started = time.perf_counter()
+        try:
+            async with asyncio.timeout(self._job_timeout):
+                result = await entry.scorer.run(
+                    input=ScorerRunInputForAgent.model_validate(run.input),
+                    output=ScorerRunOutputForAgent.model_validate(run.output),
+                    run_id=str(uuid.uuid5(uuid.NAMESPACE_URL, job.key)),
+                    request_context=dict(run.request_context),
+                    trace_id=run.trace_id,
+                    span_id=run.span_id,
+                )
+        except TimeoutError:
+            timeout = JobTimeout(f"scorer {job.scorer_id!r} took longer than {self._job_timeout:g}s")
+            return self._failed(leased, entry, timeout, start_ns)
+        except Exception as err:
+            return self._failed(leased, entry, err, start_ns)
+        finally:
+            self._metrics.score_latency.labels(scorer=job.scorer_id).observe(time.perf_counter() - started)
+        self._count_judge(result)
+        if getattr(result, "not_scorable", False):
+            self._metrics.decisions.labels(scorer=job.scorer_id, reason="not_scorable").inc()
+            return Done(None)
+        self._metrics.decisions.labels(scorer=job.scorer_id, reason="scored").inc()
+        return Done(self._record(leased, entry, result, start_ns))
+
+    def _count_failed_judge_call(self, err: BaseException) -> None:
+        seen: BaseException | None = err
+        while seen is not None:
+            execution = getattr(seen, "execution", None)
+            model = getattr(execution, "model", None)
+            if model:
+                self._metrics.judge_attempts.labels(model=model).inc(
+                    int(getattr(execution, "attempt_count", 1) or 1))
+                self._metrics.judge_errors.labels(model=model).inc()
+                return
+            seen = seen.__cause__
+
+    def _count_judge(self, result: Any) -> None:
+        models, tin, tout, cost, attempts, errors = _judge_summary(result)
+        model = models[0] if len(models) == 1 else ("mixed" if models else "")
+        if not models:
+            return
+        self._metrics.judge_attempts.labels(model=model).inc(attempts)
+        self._metrics.judge_errors.labels(model=model).inc(errors)
+        self._metrics.judge_tokens.labels(model=model, direction="input").inc(tin)
+        self._metrics.judge_tokens.labels(model=model, direction="output").inc(tout)
+        if cost:
+            self._metrics.judge_cost.labels(model=model).inc(cost)
+
+    def _record(self, leased: LeasedJob, entry: RegisteredScorer, result: Any, start_ns: int,
+                error: BaseException | None = None) -> ScoreRecord:
+        job, run = leased.job, leased.job.run
+        models, tin, tout, cost, attempts, _ = _judge_summary(result)
+        score = None if error is not None else getattr(result, "score", None)
+        cause = error.__cause__ if error is not None and error.__cause__ is not None else error
+        return ScoreRecord(
+            key=job.key, trace_id=run.trace_id, span_id=run.span_id,
+            score_span_id=secrets.token_hex(8), scorer_id=job.scorer_id,
+            scorer_name=str(getattr(entry.scorer, "name", None) or job.scorer_id),
+            scorer_version=job.scorer_version,
+            run_id=str(getattr(result, "run_id", None) or uuid.uuid5(uuid.NAMESPACE_URL, job.key)),
+            score=None if score is None else float(score),
+            reason=_cut(getattr(result, "reason", None), self._max_chars),
+            label=_label(entry, score),
+            response_id=run.response_id,
+            error_type=None if cause is None else type(cause).__qualname__,
+            error_message=None if error is None else str(error)[: self._max_chars],
+            start_ns=start_ns, end_ns=time.time_ns(),
+            judge_models=models, input_tokens=tin, output_tokens=tout, cost_usd=cost,
+            judge_attempts=attempts,
+            preprocess_json=truncate_json(getattr(result, "preprocess_step_result", None), self._max_chars),
+            analyze_json=truncate_json(getattr(result, "analyze_step_result", None), self._max_chars),
+            service=run.service,
+        )
+
+    def _failed(self, leased: LeasedJob, entry: RegisteredScorer, err: Exception, start_ns: int) -> Settlement:
+        job = leased.job
+        retryable, retry_after = _retryable(err)
+        self._count_failed_judge_call(err)
+        if retryable and leased.attempt < self._max_attempts:
+            delay = retry_after if retry_after is not None else self._retry_base * 2 ** (leased.attempt - 1)
+            self._metrics.decisions.labels(scorer=job.scorer_id, reason="retried").inc()
+            logger.warning("scorer %s failed transiently on %s; retry in %.1fs: %s",
+                           job.scorer_id, job.key, delay, err)
+            return Retry(delay, f"{type(err).__name__}: {err}")
+        self._metrics.decisions.labels(scorer=job.scorer_id, reason="failed").inc()
+        logger.warning("scorer %s failed on %s: %s", job.scorer_id, job.key, err)
+        partial = getattr(err, "partial_result", None)
+        self._count_judge(partial)
+        record = self._record(leased, entry, partial, start_ns, error=err)
+        return Dead(record.error_type or type(err).__name__, str(err), record)

@@ -1,0 +1,216 @@
+"""Score spans and the outbox-draining exporter (SDK InMemorySpanExporter, error-injecting sink)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind, StatusCode
+
+from collector.config import ExportConfig
+from collector.export.scores import ScoreExporter, build_span, make_span_exporter
+from collector.metrics import Metrics
+from collector.types import Done, RunRecord, ScoreJob, ScoreRecord
+from collector.store.sqlite.store import SqliteStore
+
+TRACE, SPAN = "5b8efff798038103d269b633813fc60c", "eee19b7ec3c1b174"
+
+
+def _record(**kw: object) -> ScoreRecord:
+    base: dict = dict(key="k", trace_id=TRACE, span_id=SPAN, score_span_id="00f067aa0ba902b7",
+                      scorer_id="quality", scorer_name="Response quality", scorer_version="3",
+                      run_id="run-1", score=0.75, reason="mostly right", label="pass",
+                      response_id="chatcmpl-1", start_ns=1_000_000, end_ns=3_000_000,
+                      judge_models=["openai/gpt-4o-mini"], input_tokens=10, output_tokens=5,
+                      cost_usd=0.001, judge_attempts=1, analyze_json='{"ok": true}')
+    base.update(kw)
+    return ScoreRecord(**base)
+
+
+def test_score_span_shape() -> None:
+    span = build_span(_record())
+    assert span.name == "evaluation Response quality"
+    assert span.kind is SpanKind.INTERNAL
+    assert format(span.context.trace_id, "032x") == TRACE
+    assert format(span.parent.span_id, "016x") == SPAN and span.parent.trace_id == span.context.trace_id
+    (event,) = span.events
+    assert event.name == "gen_ai.evaluation.result"
+    attrs = event.attributes
+    assert attrs["gen_ai.evaluation.name"] == "Response quality"
+    assert attrs["gen_ai.evaluation.score.value"] == 0.75
+    assert isinstance(attrs["gen_ai.evaluation.score.value"], float)
+    assert attrs["gen_ai.evaluation.score.label"] == "pass"
+    assert attrs["gen_ai.evaluation.explanation"] == "mostly right"
+    assert attrs["gen_ai.response.id"] == "chatcmpl-1"
+    assert attrs["tracescore.scorer.id"] == "quality" and attrs["tracescore.scorer.version"] == "3"
+    assert attrs["tracescore.run.id"] == "run-1"
+    assert attrs["tracescore.judge.model"] == "openai/gpt-4o-mini"
+    assert attrs["tracescore.judge.usage.input_tokens"] == 10
+    assert attrs["tracescore.judge.cost_usd"] == 0.001
+    assert attrs["tracescore.score.duration_ms"] == 2.0
+    assert attrs["tracescore.analyze.result"] == '{"ok": true}'
+    assert span.status.status_code is StatusCode.UNSET
+
+
+def test_failure_span() -> None:
+    span = build_span(_record(score=None, label=None, reason=None, error_type="RuntimeError",
+                              error_message="Scorer Run Failed: boom"))
+    assert span.status.status_code is StatusCode.ERROR
+    assert span.attributes["error.type"] == "RuntimeError"
+    assert span.events[0].attributes["error.type"] == "RuntimeError"
+    assert "gen_ai.evaluation.score.value" not in span.events[0].attributes
+
+
+def test_make_span_exporter_protocols() -> None:
+    grpc_exp = make_span_exporter(ExportConfig(endpoint="http://127.0.0.1:4317"))
+    assert type(grpc_exp).__module__.endswith("grpc.trace_exporter")
+    assert grpc_exp is not None
+    grpc_exp.shutdown()
+
+
+class FlakySink(SpanExporter):
+    """An error-injecting sink: fails the first ``failures`` exports, then records."""
+
+    def __init__(self, failures: int) -> None:
+        self.failures = failures
+        self.calls = 0
+        self.spans: list[ReadableSpan] = []
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        self.calls += 1
+        if self.calls <= self.failures:
+            return SpanExportResult.FAILURE
+        self.spans.extend(spans)
+        return SpanExportResult.SUCCESS
+
+    def shutdown(self) -> None:
+        pass
+
+
+async def _store_with_records(path: Path, n: int) -> SqliteStore:
+    store = SqliteStore(str(path))
+    await store.start()
+    jobs = [ScoreJob(RunRecord(TRACE, f"{i:016x}"), "quality", "3") for i in range(n)]
+    await store.put(jobs)
+    for leased in await store.take(n):
+        await store.settle(leased, Done(_record(key=leased.job.key, span_id=leased.job.run.span_id)))
+    return store
+
+
+async def test_exporter_drains_outbox(tmp_path: Path) -> None:
+    store = await _store_with_records(tmp_path / "q.db", 3)
+    sink = InMemorySpanExporter()
+    exporter = ScoreExporter(store, sink, Metrics(), max_batch=2)
+    assert await exporter.export_batch() == 2
+    assert await exporter.export_batch() == 1
+    assert await exporter.export_batch() == 0
+    assert sorted(format(s.parent.span_id, "016x") for s in sink.get_finished_spans()) == [
+        f"{i:016x}" for i in range(3)]
+    await store.shutdown()
+
+
+async def test_backend_outage_delays_never_loses(tmp_path: Path) -> None:
+    store = await _store_with_records(tmp_path / "q.db", 4)
+    sink = FlakySink(failures=2)
+    metrics = Metrics()
+    exporter = ScoreExporter(store, sink, metrics, backoff_s=0.01, max_backoff_s=0.05, poll_s=0.01)
+    await exporter.start()
+    deadline = time.monotonic() + 10
+    while len(sink.spans) < 4 and time.monotonic() < deadline:
+        exporter.notify()
+        await store.pending(1)  # yields to the loop while the exporter retries
+    await exporter.shutdown(1.0)
+    assert len(sink.spans) == 4 and len({s.parent.span_id for s in sink.spans}) == 4
+    assert sink.calls >= 3
+    assert await store.pending(10) == []
+    assert b"tracescore_export_failures_total 2.0" in metrics.render()
+    await store.shutdown()
+
+
+def test_score_signals_disabled_without_endpoint_or_flags() -> None:
+    from collector.export.signals import ScoreSignals, build_log_record
+
+    assert not ScoreSignals(ExportConfig(endpoint="http://127.0.0.1:1")).enabled
+    assert not ScoreSignals(ExportConfig(score_logs=True)).enabled  # no endpoint
+    rec = build_log_record(_record())
+    assert rec.log_record.attributes["gen_ai.evaluation.score.value"] == 0.75
+    assert format(rec.log_record.trace_id, "032x") == TRACE
+
+
+async def test_unexportable_record_is_dropped_not_blocking(tmp_path: Path) -> None:
+    store = SqliteStore(str(tmp_path / "q.db"))
+    await store.start()
+    jobs = [ScoreJob(RunRecord(TRACE, f"{i:016x}"), "quality", "3") for i in range(2)]
+    await store.put(jobs)
+    first, second = await store.take(2)
+    await store.settle(first, Done(_record(key=first.job.key, trace_id="not-hex")))
+    await store.settle(second, Done(_record(key=second.job.key, span_id=second.job.run.span_id)))
+    sink = InMemorySpanExporter()
+    metrics = Metrics()
+    exporter = ScoreExporter(store, sink, metrics)
+    assert await exporter.export_batch() == 1
+    assert await store.pending(10) == []
+    assert len(sink.get_finished_spans()) == 1
+    assert b'tracescore_errors_total{component="export"} 1.0' in metrics.render()
+    await store.shutdown()
+
+
+async def test_export_never_waits_behind_user_code_on_the_default_executor(tmp_path: Path) -> None:
+    import asyncio
+    import threading
+
+    store = await _store_with_records(tmp_path / "q.db", 3)
+    sink = InMemorySpanExporter()
+    exporter = ScoreExporter(store, sink, Metrics())
+    release = threading.Event()
+    loop = asyncio.get_running_loop()
+    # Sync scorer steps occupying every default-executor thread (and more queued behind them).
+    blockers = [loop.run_in_executor(None, release.wait) for _ in range(64)]
+    try:
+        async with asyncio.timeout(5):
+            assert await exporter.export_batch() == 3
+    finally:
+        release.set()
+        await asyncio.gather(*blockers)
+    await store.shutdown()
+
+
+async def test_an_otel_endpoint_with_a_path_is_a_base_url() -> None:
+    """OTEL_EXPORTER_OTLP_ENDPOINT is a base URL (OpenTelemetry spec): a backend that lives
+    under a path (Langfuse's /api/public/otel) gets scores at <base>/v1/traces."""
+    import asyncio
+
+    from aiohttp import web
+
+    from collector.config import config_from_dict
+
+    paths: list[str] = []
+
+    async def receive(request: web.Request) -> web.Response:
+        paths.append(request.path)
+        await request.read()
+        return web.Response(body=b"", content_type="application/x-protobuf")
+
+    app = web.Application()
+    app.router.add_post("/{tail:.*}", receive)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    try:
+        config = config_from_dict({}, env={
+            "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{port}/api/public/otel",
+            "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf"})
+        exporter = make_span_exporter(config.export)
+        assert exporter is not None
+        result = await asyncio.to_thread(exporter.export, [build_span(_record())])
+        exporter.shutdown()
+        assert result is SpanExportResult.SUCCESS
+        assert paths == ["/api/public/otel/v1/traces"]
+    finally:
+        await runner.cleanup()

@@ -1,0 +1,203 @@
+"""Redis-only behaviour of the store: shared decision timer, claims, outages, key isolation."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+from collector._aio import cancel_and_wait
+from collector.types import TraceChunk
+from collector.errors import ConfigError, Unavailable
+from collector.types import Done, RunRecord, ScoreJob, ScoreRecord
+from collector.store.redis.store import RedisStore
+
+REDIS_URL = os.environ.get("TRACESCORE_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+T1 = b"\x01" * 16
+
+
+@pytest.fixture
+async def prefix() -> AsyncIterator[str]:
+    name = f"test-{uuid.uuid4().hex[:12]}:"
+    yield name
+    cleaner = RedisStore(REDIS_URL, key_prefix=name)
+    await cleaner.delete_all()
+    await cleaner.shutdown()
+
+
+async def _open(prefix: str, **options: object) -> RedisStore:
+    store = RedisStore(REDIS_URL, key_prefix=prefix, block_ms=0, **options)  # type: ignore[arg-type]
+    await store.client.ping()  # fail loudly when Redis is missing
+    await store.start()
+    return store
+
+
+async def test_two_receivers_share_one_trace_and_one_timer(prefix: str) -> None:
+    a, b = await _open(prefix, decision_wait=5.0), await _open(prefix, decision_wait=5.0)
+    try:
+        await a.append([TraceChunk(T1, "spans", b"child", 1, True)], now=100.0)
+        await b.append([TraceChunk(T1, "spans", b"root", 1, False, has_root=True)], now=101.0)
+        # Both receivers race for the due trace: exactly one claims it.
+        claims = await asyncio.gather(a.due(10, now=106.0), b.due(10, now=106.0))
+        assert sorted(len(ids) for ids, _ in claims) == [0, 1]
+        assert [c.data for c in await b.load(T1)] == [b"child", b"root"]
+        # A run span arriving during the decision gets a decision of its own.
+        await b.append([TraceChunk(T1, "spans", b"late run", 1, True)], now=106.5)
+        await a.finish(T1)
+        assert (await a.due(10, now=111.4))[0] == []
+        assert (await b.due(10, now=111.5))[0] == [T1]
+    finally:
+        await a.shutdown()
+        await b.shutdown()
+
+
+async def test_a_claim_that_is_never_finished_runs_out(prefix: str) -> None:
+    """The decision timer survives the receiver that claimed the trace (a crash mid-decision)."""
+    crashed = await _open(prefix, decision_wait=1.0)
+    await crashed.append([TraceChunk(T1, "spans", b"run", 1, True, has_root=True)], now=0.0)
+    assert (await crashed.due(10, now=1.0))[0] == [T1]
+    await crashed.shutdown()  # never finished
+    other = await _open(prefix, decision_wait=1.0)
+    try:
+        assert (await other.due(10, now=2.0))[0] == []  # still claimed
+        assert (await other.due(10, now=31.5))[0] == [T1]
+    finally:
+        await other.shutdown()
+
+
+async def test_unreachable_redis_refuses_retryably_and_components_keep_running(prefix: str) -> None:
+    store = RedisStore("redis://127.0.0.1:1/0", key_prefix=prefix, block_ms=0)
+    await store.start()  # not fatal
+    try:
+        with pytest.raises(Unavailable):
+            await store.append([TraceChunk(T1, "spans", b"x", 1, True)])
+        assert await store.take(5) == []
+        assert await store.due(5) == ([], 0)
+        assert await store.pending(5) == []
+    finally:
+        await store.shutdown()
+
+
+async def test_deployments_with_other_prefixes_do_not_see_each_other(prefix: str) -> None:
+    other_prefix = f"test-{uuid.uuid4().hex[:12]}:"
+    mine, other = await _open(prefix), await _open(other_prefix)
+    try:
+        job = ScoreJob(RunRecord(trace_id="ab" * 16, span_id="cd" * 8), "q", "1")
+        assert await mine.put([job]) == [True]
+        assert await other.put([job]) == [True]
+        (leased,) = await mine.take(5)
+        record = ScoreRecord(job.key, "ab" * 16, "cd" * 8, "ef" * 8, "q", "q", score=1.0)
+        await mine.settle(leased, Done(record))
+        assert await other.pending(5) == [] and len(await mine.pending(5)) == 1
+        assert await mine.refresh() == 1 and await other.refresh() == 1
+    finally:
+        await other.delete_all()
+        await mine.shutdown()
+        await other.shutdown()
+
+
+async def test_idle_consumers_without_jobs_are_pruned_and_busy_ones_kept(prefix: str) -> None:
+    from collector.store.redis.queue import RedisJobQueue
+
+    store = await _open(prefix)
+    try:
+        gone = RedisJobQueue(store.client, store.keys, block_ms=0, consumer="gone", consumer_idle_s=0.0)
+        busy = RedisJobQueue(store.client, store.keys, block_ms=0, consumer="busy", consumer_idle_s=0.0)
+        jobs = [ScoreJob(RunRecord(trace_id="ab" * 16, span_id=f"{i:016x}"), "q", "1") for i in range(2)]
+        await store.put(jobs)
+        (first,) = await gone.take(1)
+        await gone.settle(first, Done(None))  # a worker that finished and then vanished
+        (held,) = await busy.take(1)  # a worker holding a job
+        assert await busy.prune_consumers() == 1
+        names = {c["name"] for c in await store.client.xinfo_consumers(store.keys.jobs, "workers")}
+        assert names == {b"busy"}
+        await busy.settle(held, Done(None))
+    finally:
+        await store.shutdown()
+
+
+async def test_a_loop_of_redis_calls_always_stops(prefix: str) -> None:
+    """redis-py awaits 3.11's `wait_for` around socket writes, which can swallow a cancellation;
+    the daemon stops its Redis loops with `cancel_and_wait`, which cancels again until they end.
+    (A CI run hung in shutdown on the store's depth refresher before this.)"""
+    store = await _open(prefix)
+    try:
+        async def busy() -> None:
+            while True:
+                await store.refresh()
+
+        for turn in range(40):
+            task = asyncio.create_task(busy())
+            await asyncio.sleep(0.001 * (turn % 4))
+            assert await cancel_and_wait([task], timeout=2.0) == set(), f"turn {turn}"
+            assert task.cancelled()
+    finally:
+        async with asyncio.timeout(10):
+            await store.shutdown()
+
+
+async def _refused_at_start(url: str, prefix: str, refusal: str) -> None:
+    store = RedisStore(url, key_prefix=prefix)
+    try:
+        with pytest.raises(ConfigError, match=f"queue.url: Redis refused: .*{refusal}"):
+            await store.start()
+    finally:
+        await store.shutdown()
+
+
+async def test_a_database_redis_does_not_have_fails_at_start(prefix: str) -> None:
+    """It will not get better by retrying (as an outage would): the start fails, naming queue.url."""
+    await _refused_at_start(REDIS_URL.rsplit("/", 1)[0] + "/999", prefix, "DB index is out of range")
+
+
+@pytest.fixture
+def redis_with_password(tmp_path: Path) -> Iterator[str]:
+    """A private redis-server on a free loopback port that requires the password "right"."""
+    import socket
+    import subprocess
+    import time
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--requirepass",
+                               "right", "--save", "", "--appendonly", "no", "--dir", str(tmp_path)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "redis-server did not start"
+                time.sleep(0.05)
+        yield f"redis://127.0.0.1:{port}/0"
+    finally:
+        server.terminate()
+        server.wait(10)
+
+
+async def test_credentials_redis_refuses_fail_at_start(redis_with_password: str) -> None:
+    wrong = redis_with_password.replace("redis://", "redis://:wrong@", 1)
+    await _refused_at_start(wrong, "t:", "invalid username-password")
+    await _refused_at_start(redis_with_password, "t:", "Authentication required")
+
+
+def test_serve_exits_2_when_redis_refuses_the_url(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    scorer = Path(__file__).parent / "scorers_for_tests.py"
+    env = {**os.environ, "TRACESCORE_QUEUE_URL": REDIS_URL.rsplit("/", 1)[0] + "/999",
+           "TRACESCORE_RECEIVER_GRPC_ENDPOINT": "127.0.0.1:0", "TRACESCORE_RECEIVER_HTTP_ENDPOINT": "127.0.0.1:0",
+           "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    proc = subprocess.run([str(Path(sys.executable).parent / "tracescore"), "serve", "--scorer",
+                           f"{scorer}:answer_length"], capture_output=True, text=True, timeout=60,
+                          check=False, env=env, cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert "queue.url: Redis refused" in proc.stderr and "Traceback" not in proc.stderr

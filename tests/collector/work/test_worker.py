@@ -1,0 +1,191 @@
+"""Workers on the real store with real (function) scorers: results, retries, dead letters, drain."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Any
+
+from collector.config import ScorerConfig
+from collector.metrics import Metrics
+from collector.types import Dead, Done, Retry, RunRecord, ScoreJob
+from collector.work.registry import RegisteredScorer, ScorerRegistry
+from collector.store.sqlite.store import SqliteStore
+from collector.work.worker import Worker
+from scorers import JudgeError, create_scorer, not_scorable
+
+RUN = RunRecord(trace_id="ab" * 16, span_id="cd" * 8, span_name="invoke_agent a", service="svc",
+                input={"input_messages": [{"role": "user", "content": "Hi"}]},
+                output=[{"role": "assistant", "content": "Hello there"}], response_id="resp_1")
+
+
+def _registry(*scorers: Any) -> ScorerRegistry:
+    return ScorerRegistry([RegisteredScorer(s, ScorerConfig(ref=f"x:{s.id}")) for s in scorers])
+
+
+async def _setup(tmp_path: Path, *scorers: Any, **kw: Any) -> tuple[SqliteStore, Worker, Metrics]:
+    store = SqliteStore(str(tmp_path / "q.db"), max_attempts=3)
+    await store.start()
+    metrics = Metrics()
+    worker = Worker(store, _registry(*scorers), metrics, max_attempts=3, **kw)
+    await store.put([ScoreJob(RUN, s.id, s.version) for s in scorers])
+    return store, worker, metrics
+
+
+async def test_result_record(tmp_path: Path) -> None:
+    scorer = (
+        create_scorer(id="len", name="Length", description="d", type="agent", version="2")
+        .analyze(lambda run: {"text": run.output[0].content * 10})
+        .generate_score(lambda run: len(run.output[0].content) / 100)
+        .generate_reason(lambda run, score: f"score {score}")
+    )
+    store, worker, _ = await _setup(tmp_path, scorer, max_attribute_chars=20)
+    (leased,) = await store.take(1)
+    outcome = await worker.process(leased)
+    assert isinstance(outcome, Done) and outcome.record is not None
+    rec = outcome.record
+    assert (rec.trace_id, rec.span_id, rec.scorer_id, rec.scorer_name, rec.scorer_version) == (
+        RUN.trace_id, RUN.span_id, "len", "Length", "2")
+    assert (rec.score, rec.reason, rec.response_id, rec.error_type) == (0.11, "score 0.11", "resp_1", None)
+    assert rec.analyze_json is not None and len(rec.analyze_json) == 20 and rec.analyze_json.endswith("…")
+    assert len(rec.score_span_id) == 16 and rec.end_ns >= rec.start_ns
+    await store.shutdown()
+
+
+async def test_not_scorable_exports_nothing(tmp_path: Path) -> None:
+    scorer = create_scorer(id="ns", description="d").generate_score(lambda run: not_scorable("no answer"))
+    store, worker, metrics = await _setup(tmp_path, scorer)
+    (leased,) = await store.take(1)
+    assert await worker.process(leased) == Done(None)
+    assert b'tracescore_decisions_total{reason="not_scorable",scorer="ns"} 1.0' in metrics.render()
+    await store.shutdown()
+
+
+async def test_transient_judge_failure_retries_then_dead_letters(tmp_path: Path) -> None:
+    def rate_limited(run: Any) -> float:
+        raise JudgeError("429 from provider", retryable=True, retry_after_s=0.0, status_code=429)
+
+    scorer = create_scorer(id="judge", description="d").generate_score(rate_limited)
+    store, worker, _ = await _setup(tmp_path, scorer)
+    (leased,) = await store.take(1)
+    outcome = await worker.process(leased)
+    assert isinstance(outcome, Retry) and outcome.delay_s == 0.0
+    await store.settle(leased, outcome)
+    (leased,) = await store.take(1)
+    await store.settle(leased, await worker.process(leased))
+    (leased,) = await store.take(1)
+    assert leased.attempt == 3
+    outcome = await worker.process(leased)
+    assert isinstance(outcome, Dead) and outcome.record is not None
+    assert outcome.record.error_type == "JudgeError" and outcome.record.score is None
+    await store.shutdown()
+
+
+async def test_unknown_scorer_is_dead_lettered(tmp_path: Path) -> None:
+    store = SqliteStore(str(tmp_path / "q.db"))
+    await store.start()
+    worker = Worker(store, _registry(), Metrics())
+    await store.put([ScoreJob(RUN, "gone", "1")])
+    (leased,) = await store.take(1)
+    outcome = await worker.process(leased)
+    assert isinstance(outcome, Dead) and outcome.error_type == "UnknownScorer" and outcome.record is None
+    await store.shutdown()
+
+
+async def test_loop_scores_and_drain_hands_back(tmp_path: Path) -> None:
+    release = asyncio.Event()
+
+    async def slow(run: Any) -> float:
+        await release.wait()
+        return 1.0
+
+    fast = create_scorer(id="fast", description="d").generate_score(lambda run: 0.5)
+    blocked = create_scorer(id="slow", description="d").generate_score(slow)
+    results: list[int] = []
+    store, worker, _ = await _setup(tmp_path, fast, blocked, on_result=lambda: results.append(1))
+    await worker.start()
+    worker.notify()
+    deadline = time.monotonic() + 10
+    while not results:
+        assert time.monotonic() < deadline
+        await asyncio.sleep(0.01)
+    await worker.shutdown(0.05)  # the slow job is still running: handed back
+    assert [i.record.scorer_id for i in await store.pending(10)] == ["fast"]
+    (again,) = await store.take(10)
+    assert again.job.scorer_id == "slow"
+    await store.shutdown()
+
+
+async def test_labels_from_config_and_long_reasons_cut(tmp_path: Path) -> None:
+    scorer = (
+        create_scorer(id="lab", description="d", type="agent")
+        .generate_score(lambda run: 0.6)
+        .generate_reason(lambda run, score: "x" * 100)
+    )
+    store = SqliteStore(str(tmp_path / "q.db"))
+    await store.start()
+    entry = RegisteredScorer(scorer, ScorerConfig(ref="x:lab", labels={"good": 0.8, "fair": 0.5, "poor": 0.0}))
+    worker = Worker(store, ScorerRegistry([entry]), Metrics(), max_attribute_chars=10)
+    await store.put([ScoreJob(RUN, "lab", None)])
+    (leased,) = await store.take(1)
+    outcome = await worker.process(leased)
+    assert isinstance(outcome, Done) and outcome.record is not None
+    assert outcome.record.label == "fair"
+    assert outcome.record.reason == "x" * 9 + "…"
+    await store.shutdown()
+
+
+async def test_a_run_over_the_job_timeout_is_retried_then_failed(tmp_path: Path) -> None:
+    async def hangs(run: Any) -> float:
+        await asyncio.Event().wait()
+        return 1.0
+
+    scorer = create_scorer(id="hang", description="d").generate_score(hangs)
+    store, worker, _ = await _setup(tmp_path, scorer, job_timeout_s=0.05)
+    (leased,) = await store.take(1)
+    outcome = await worker.process(leased)
+    assert isinstance(outcome, Retry) and "JobTimeout" in outcome.error
+    await store.settle(leased, Retry(0.0, outcome.error))
+    for _ in range(2):
+        (leased,) = await store.take(1)
+        outcome = await worker.process(leased)
+        if isinstance(outcome, Retry):
+            await store.settle(leased, Retry(0.0, outcome.error))
+    assert isinstance(outcome, Dead) and outcome.record is not None
+    assert outcome.record.error_type == "JobTimeout"
+    await store.shutdown()
+
+
+class _QueueThatCannotTakeJobsBack(SqliteStore):
+    """The real store, except that handing a job back never completes (Redis unreachable)."""
+
+    async def settle(self, leased: Any, outcome: Any) -> None:
+        if isinstance(outcome, Retry) and outcome.error == "worker shut down":
+            await asyncio.Event().wait()
+        await super().settle(leased, outcome)
+
+
+async def test_drain_is_bounded_when_the_queue_cannot_take_a_job_back(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    monkeypatch.setattr("collector.work.worker.HANDBACK_TIMEOUT_S", 0.2)
+    started = asyncio.Event()
+
+    async def hangs(run: Any) -> float:
+        started.set()
+        await asyncio.Event().wait()
+        return 1.0
+
+    blocked = create_scorer(id="hangs", description="d").generate_score(hangs)
+    store = _QueueThatCannotTakeJobsBack(str(tmp_path / "q.db"), max_attempts=3)
+    await store.start()
+    await store.put([ScoreJob(RUN, blocked.id, blocked.version)])
+    worker = Worker(store, _registry(blocked), Metrics(), max_attempts=3)
+    await worker.start()
+    worker.notify()
+    await asyncio.wait_for(started.wait(), 10)
+    began = time.monotonic()
+    await asyncio.wait_for(worker.shutdown(0.05), 5)  # would hang forever before the bound
+    assert time.monotonic() - began < 2.0
+    await store.shutdown()
