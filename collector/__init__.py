@@ -1,1 +1,7 @@
-"""tracescore's daemon: OTLP receivers, trace assembly, job queue, workers, score export, CLI."""
+"""tracescore's daemon, one folder per stage of its data path.
+
+receive (OTLP listeners) -> assemble (per-trace buffering, run decisions) -> store
+(trace buffer, job queue, dead letters, outbox; SQLite or Redis) -> work (scorers) ->
+export (evaluation spans, forwarded spans). `service` wires them; `commands` is the CLI;
+`types` is the data that flows between the stages.
+"""

@@ -1,7 +1,8 @@
 """The daemon's wiring: the only module that builds the pipeline graph.
 
-receivers -> `Pipeline` (assembly + forwarding) -> store (trace buffer, job queue)
--> `Worker` -> store (outbox) -> `ScoreExporter` -> the OTLP backend.
+receive (`GrpcReceiver`, `HttpReceiver`) -> `Pipeline` (assemble's `TraceAssembler`,
+then export's `Forwarder`) -> store (trace buffer, job queue) -> work's `Worker` ->
+store (outbox) -> export's `ScoreExporter` -> the OTLP backend.
 
 Start order is sinks first (store, exporter, worker, assembly, forwarder) then
 receivers; shutdown is the reverse: stop receiving, stop deciding, drain workers (jobs
@@ -26,17 +27,17 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from collector._aio import cancel_and_wait
 from collector.assemble.assembler import TraceAssembler
 from collector.config import Config
-from collector.receive.consumer import Accepted
 from collector.errors import ConfigError, Unavailable
-from collector.export.scores import ScoreExporter, make_span_exporter
 from collector.export.forward import Forwarder
+from collector.export.scores import ScoreExporter, make_span_exporter
+from collector.export.signals import ScoreSignals
 from collector.metrics import Metrics
+from collector.receive.consumer import Accepted
 from collector.receive.grpc import GrpcReceiver
 from collector.receive.http import HttpReceiver
 from collector.store.redis.store import RedisStore
-from collector.work.registry import ScorerRegistry
-from collector.export.signals import ScoreSignals
 from collector.store.sqlite.store import SqliteStore
+from collector.work.registry import ScorerRegistry
 from collector.work.worker import Worker
 from scorers import set_judge_concurrency
 from scorers._rate_limit import configure_judge_rate_limits
@@ -46,10 +47,6 @@ logger = logging.getLogger(__name__)
 
 class Pipeline:
     """The `TraceConsumer` receivers call: durable assembly first, then best-effort forwarding.
-
-    Example:
-        >>> Pipeline.consume_traces.__name__
-        'consume_traces'
     """
 
     def __init__(self, assembler: TraceAssembler, forwarder: Forwarder | None) -> None:
@@ -58,10 +55,6 @@ class Pipeline:
 
     async def consume_traces(self, request: ExportTraceServiceRequest, raw: bytes | None = None) -> Accepted:
         """Buffer a trace request, then queue it for forwarding (``raw``: its protobuf encoding, if known).
-
-        Example:
-            >>> Pipeline.consume_traces.__name__
-            'consume_traces'
         """
         result = await self._assembler.consume_traces(request, raw)
         if self._forwarder is not None:
@@ -70,10 +63,6 @@ class Pipeline:
 
     async def consume_logs(self, request: ExportLogsServiceRequest) -> Accepted:
         """Buffer a logs request, then queue it for forwarding.
-
-        Example:
-            >>> Pipeline.consume_logs.__name__
-            'consume_logs'
         """
         result = await self._assembler.consume_logs(request)
         if self._forwarder is not None:
@@ -95,19 +84,11 @@ class NotReceiving:
 
     async def consume_traces(self, request: ExportTraceServiceRequest, raw: bytes | None = None) -> Accepted:
         """Refuse (retryably).
-
-        Example:
-            >>> NotReceiving.consume_traces.__name__
-            'consume_traces'
         """
         raise Unavailable("this replica runs --role worker; send OTLP data to a receiver")
 
     async def consume_logs(self, request: ExportLogsServiceRequest) -> Accepted:
         """Refuse (retryably).
-
-        Example:
-            >>> NotReceiving.consume_logs.__name__
-            'consume_logs'
         """
         raise Unavailable("this replica runs --role worker; send OTLP data to a receiver")
 
@@ -186,10 +167,6 @@ class Service:
 
     async def start(self) -> None:
         """Start every component; `ready` turns True once all are up.
-
-        Example:
-            >>> Service.start.__name__
-            'start'
         """
         cfg = self.config
         # Judge calls are limited per model inside the judge engine (process-wide settings).
@@ -261,10 +238,6 @@ class Service:
 
     async def shutdown(self, timeout: float = 10.0) -> None:  # noqa: ASYNC109 (lifecycle contract)
         """Drain and stop: receivers, assembly, forwarding, workers, export flush, store.
-
-        Example:
-            >>> Service.shutdown.__name__
-            'shutdown'
         """
         if self._stopped:
             return
@@ -317,10 +290,6 @@ class Service:
 
     async def run_until_signal(self, on_ready: Callable[[str], None] | None = None) -> None:
         """Start, serve until SIGTERM or SIGINT, then drain and stop.
-
-        Example:
-            >>> Service.run_until_signal.__name__
-            'run_until_signal'
         """
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()

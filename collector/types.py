@@ -1,22 +1,81 @@
-"""The job queue interface (`JobQueue`) and the frozen types that cross it.
+"""The data that flows between the daemon's stages: every stage imports it, it imports none.
 
-A `ScoreJob` is one (agent run, scorer) pair. Its `key` — trace id, span id, scorer id,
-scorer version — is the idempotency key of the score: a backend accepts a key once, and
-a key that was completed or dead-lettered is never queued again. A taken job is leased
-for a visibility timeout; a lease that runs out (a crashed worker) makes it available
-again. Settling a job with `Done` writes the score to the outbox and acknowledges the
-job in one step, so a result is durable before the job disappears.
+receive -> assemble: `Accepted` (how much of a request was taken). assemble -> store:
+`TraceChunk` (the part of one request that belongs to one trace) or a whole request with
+its `SummaryEntry` list, and back `AppendResult` (what the bounds cost). assemble -> work,
+through the store's queue: `ScoreJob` of a `RunRecord`, taken as a `LeasedJob` and settled
+with a `Settlement` (`Done`, `Retry`, `Dead`). work -> export, through the outbox:
+`ScoreRecord`, read back as `OutboxItem`. `StoreStats` are the store's gauges.
 
+A `ScoreJob`'s `key` (trace id, span id, scorer id, scorer version) is the idempotency key
+of the score: a key that was completed or dead-lettered is never queued again.
 Everything here is plain data serialisable as JSON (dead letters and outbox rows are
-JSON, never pickles), so a Redis backend can implement the same Protocol.
+JSON, never pickles), so every store backend keeps the same records.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Protocol
+from typing import Any, Literal
+
+CANDIDATE = 1
+"""Summary flag: the trace holds a span that may be a run or LLM span."""
+
+ROOT = 2
+"""Summary flag: the trace holds a span without a parent (a trace's root usually ends, and is exported, last)."""
+
+SummaryEntry = tuple[bytes, int, int]
+"""One trace of a request, as the trace buffer indexes it: trace id, span count, flags."""
+
+
+@dataclass(frozen=True)
+class TraceChunk:
+    """The part of one OTLP request that belongs to one trace, serialised.
+
+    ``data`` is a ``TracesData`` (signal ``spans``) or ``LogsData`` (signal ``logs``)
+    protobuf holding only that trace's spans or log records, with their resource and scope.
+    ``has_run_candidate``: a span may be a run or LLM span; ``has_root``: a span without a
+    parent (a trace's root usually ends, and is exported, last).
+
+    Example:
+        >>> TraceChunk(b"\\x01" * 16, "spans", b"", span_count=0, has_run_candidate=False).signal
+        'spans'
+    """
+
+    trace_id: bytes
+    signal: Literal["spans", "logs"] | str
+    data: bytes
+    span_count: int
+    has_run_candidate: bool
+    has_root: bool = False
+
+
+@dataclass(frozen=True)
+class AppendResult:
+    """What a buffer append had to give up to stay within its bounds.
+
+    Example:
+        >>> AppendResult(evicted_traces=1, dropped_spans=0).evicted_traces
+        1
+    """
+
+    evicted_traces: int = 0
+    dropped_spans: int = 0
+
+
+@dataclass(frozen=True)
+class Accepted:
+    """How much of a request was taken: items accepted and rejected (OTLP partial success).
+
+    Example:
+        >>> Accepted(10, 2, "2 spans have invalid ids").rejected
+        2
+    """
+
+    accepted: int
+    rejected: int = 0
+    message: str = ""
 
 
 @dataclass(frozen=True)
@@ -220,26 +279,17 @@ class Dead:
 Settlement = Done | Retry | Dead
 
 
-class JobQueue(Protocol):
-    """Where score jobs wait: durable, leased, idempotent on `ScoreJob.key`.
+@dataclass(frozen=True)
+class StoreStats:
+    """Counts for the metrics gauges.
 
     Example:
-        >>> JobQueue.__name__
-        'JobQueue'
+        >>> StoreStats(0, 0, 0, 0, 0).queued
+        0
     """
 
-    async def put(self, jobs: Sequence[ScoreJob]) -> list[bool]:
-        """Queue jobs; each flag says whether that job was new (False: a duplicate key)."""
-        ...
-
-    async def take(self, limit: int) -> list[LeasedJob]:
-        """Lease up to ``limit`` available jobs (possibly none)."""
-        ...
-
-    async def settle(self, leased: LeasedJob, outcome: Settlement) -> None:
-        """Finish, retry or dead-letter a leased job."""
-        ...
-
-    def depth(self) -> int:
-        """Jobs and unexported results waiting (cached; never blocks)."""
-        ...
+    queued: int
+    in_flight: int
+    dead: int
+    outbox: int
+    traces: int

@@ -3,7 +3,7 @@
 `TraceAssembler.consume_traces` appends a request to the `TraceBuffer` (durable) before
 returning, so a receiver answers success only for data that survives a crash. A buffer
 that keeps requests whole (`RequestBuffer`, the SQLite store) gets the request as received
-and a per-trace summary (`trace_split.summarize_spans`: ids, parent, name, and keys only
+and a per-trace summary (`collector.store.split.summarize_spans`: ids, parent, name, and keys only
 when no name decides), so no attribute is walked on the ingest path; other buffers get
 the request cut by trace. A trace holding a run candidate is decided ``decision_wait`` after
 its latest candidate arrived: the adapters turn it into runs, each registered scorer
@@ -16,58 +16,22 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Protocol
+from typing import Any
 
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-from opentelemetry.proto.logs.v1.logs_pb2 import LogsData
-from opentelemetry.proto.trace.v1.trace_pb2 import TracesData
 
 from collector._aio import cancel_and_wait, wait_event
-from collector.types import AppendResult, TraceChunk
-from collector.receive.consumer import Accepted
+from collector.assemble.decide import RunDecider, ScorerSelection
 from collector.errors import QueueFull, Unavailable
 from collector.metrics import Metrics
-from collector.types import JobQueue, RunRecord, ScoreJob
-from collector.work.registry import ScorerRegistry
-from collector.store.split import CANDIDATE, split_logs, split_traces, summarize_spans
-
-__all__ = ["RequestBuffer", "TraceAssembler", "TraceBuffer", "split_logs", "split_traces"]
+from collector.store.interface import JobQueue, TraceBuffer
+from collector.store.split import split_logs, split_traces, summarize_spans
+from collector.types import CANDIDATE, Accepted, AppendResult, TraceChunk
 
 logger = logging.getLogger(__name__)
-
-
-class TraceBuffer(Protocol):
-    """Durable per-trace span storage (the queue's store).
-
-    Example:
-        >>> TraceBuffer.__name__
-        'TraceBuffer'
-    """
-
-    async def append(self, chunks: Sequence[TraceChunk]) -> AppendResult: ...
-
-    async def due(self, limit: int) -> tuple[list[bytes], int]: ...
-
-    async def load(self, trace_id: bytes) -> list[TraceChunk]: ...
-
-    async def finish(self, trace_id: bytes) -> None: ...
-
-
-class RequestBuffer(TraceBuffer, Protocol):
-    """A trace buffer that stores whole requests as received, with a per-trace summary
-    (trace id, span count, `trace_split` flags), and cuts them by trace only when loading.
-
-    Example:
-        >>> RequestBuffer.__name__
-        'RequestBuffer'
-    """
-
-    async def append_request(
-        self, signal: str, raw: bytes, entries: Sequence[tuple[bytes, int, int]],
-    ) -> AppendResult: ...
 
 
 class TraceAssembler:
@@ -85,20 +49,16 @@ class TraceAssembler:
         retry_after_s: the delay suggested to refused clients.
         tick_s: how often due traces are looked for.
         on_jobs: called after new jobs were queued (wakes the workers).
-
-    Example:
-        >>> TraceAssembler.consume_traces.__name__
-        'consume_traces'
     """
 
     def __init__(
-        self, buffer: TraceBuffer, queue: JobQueue, registry: ScorerRegistry, metrics: Metrics,
+        self, buffer: TraceBuffer, queue: JobQueue, registry: ScorerSelection, metrics: Metrics,
         adapters: Any, *, max_pending_jobs: int = 100_000, retry_after_s: float = 5.0,
         tick_s: float = 0.5, on_jobs: Callable[[], None] | None = None,
     ) -> None:
         self._buffer = buffer
         self._queue = queue
-        self._registry = registry
+        self._decider = RunDecider(adapters, registry, metrics)
         self._metrics = metrics
         self._adapters = adapters
         # Buffers that keep requests whole skip the per-trace cut on the ingest path.
@@ -115,10 +75,6 @@ class TraceAssembler:
 
     async def start(self) -> None:
         """Start the decision loop (pending decisions of a previous process resume).
-
-        Example:
-            >>> TraceAssembler.start.__name__
-            'start'
         """
         self._accepting = True
         self._wake = asyncio.Event()
@@ -126,10 +82,6 @@ class TraceAssembler:
 
     async def shutdown(self, timeout: float = 5.0) -> None:  # noqa: ASYNC109 (lifecycle contract)
         """Stop accepting data and stop deciding; the buffer keeps what is pending.
-
-        Example:
-            >>> TraceAssembler.shutdown.__name__
-            'shutdown'
         """
         self._accepting = False
         if self._task is not None:
@@ -174,10 +126,6 @@ class TraceAssembler:
         Raises:
             QueueFull: when the daemon is full (the client should retry).
             Unavailable: when the daemon is not accepting data.
-
-        Example:
-            >>> TraceAssembler.consume_traces.__name__
-            'consume_traces'
         """
         self._admit()
         is_candidate = self._adapters.is_run_candidate
@@ -218,10 +166,6 @@ class TraceAssembler:
 
     async def consume_logs(self, request: ExportLogsServiceRequest) -> Accepted:
         """Store the trace-linked log records of a logs request; returns records received.
-
-        Example:
-            >>> TraceAssembler.consume_logs.__name__
-            'consume_logs'
         """
         self._admit()
         total = sum(len(sl.log_records) for rl in request.resource_logs for sl in rl.scope_logs)
@@ -245,10 +189,6 @@ class TraceAssembler:
 
     async def decide_due(self) -> int:
         """Decide every trace whose time has come; returns how many were decided.
-
-        Example:
-            >>> TraceAssembler.decide_due.__name__
-            'decide_due'
         """
         # Bounded batch: a decided trace is held in memory whole (up to max_spans_per_trace spans).
         trace_ids, expired = await self._buffer.due(64)
@@ -259,7 +199,7 @@ class TraceAssembler:
         # Concurrent store calls are group-committed: one transaction per step, not per trace.
         loaded = await asyncio.gather(*(self._buffer.load(t) for t in trace_ids))
         jobs = await asyncio.get_running_loop().run_in_executor(
-            self._pool, lambda: [job for t, c in zip(trace_ids, loaded, strict=True) for job in self._safe_jobs_for(t, c)]
+            self._pool, lambda: [job for t, c in zip(trace_ids, loaded, strict=True) for job in self._decider.jobs_for(t, c)]
         )
         if jobs:
             flags = await self._queue.put(jobs)
@@ -270,66 +210,3 @@ class TraceAssembler:
                 self._on_jobs()
         await asyncio.gather(*(self._buffer.finish(t) for t in trace_ids))
         return len(trace_ids)
-
-    def _safe_jobs_for(self, trace_id: bytes, chunks: list[TraceChunk]) -> list[ScoreJob]:
-        # A trace that cannot be decided must not block the others (nor be retried forever).
-        try:
-            return self._jobs_for(trace_id, chunks)
-        except Exception:
-            self._metrics.errors.labels(component="assembly").inc()
-            self._metrics.runs_skipped.labels(reason="trace_error").inc()
-            logger.exception("deciding trace %s failed; it is skipped", trace_id.hex())
-            return []
-
-    def _jobs_for(self, trace_id: bytes, chunks: list[TraceChunk]) -> list[ScoreJob]:
-        """Decode a trace, extract runs and match scorers (runs on a worker thread)."""
-        ad = self._adapters
-        resource_spans: list[Any] = []
-        resource_logs: list[Any] = []
-        for chunk in chunks:
-            if chunk.signal == "spans":
-                traces = TracesData()
-                traces.ParseFromString(chunk.data)
-                resource_spans.extend(traces.resource_spans)
-            else:
-                logs = LogsData()
-                logs.ParseFromString(chunk.data)
-                resource_logs.extend(logs.resource_logs)
-        spans = ad.spans_from_resource_spans(resource_spans)
-        if not spans:
-            return []
-        logs_list = ad.logs_from_resource_logs(resource_logs)
-        trace = ad.AssembledTrace(trace_id=trace_id.hex(), spans=tuple(spans), logs=tuple(logs_list))
-        extraction = ad.extract_runs(trace)
-        for skip in extraction.skipped:
-            self._metrics.runs_skipped.labels(reason=skip.reason).inc()
-        if extraction.skipped:  # also per scorer (SPEC: every decision is counted per scorer)
-            for entry in self._registry.entries:
-                self._metrics.decisions.labels(scorer=entry.scorer_id, reason="skipped").inc(
-                    len(extraction.skipped))
-        by_id = {s.span_id: s for s in spans}
-        jobs = []
-        for run in extraction.runs:
-            self._metrics.runs_found.labels(convention=run.convention or "unknown").inc()
-            span = by_id.get(run.span_id)
-            attributes = dict(span.attributes) if span is not None else {}
-            ctx = dict(run.request_context or {})
-            agent = ctx.get("agent_name") or attributes.get("gen_ai.agent.name")
-            response_id = ctx.get("response_id") or attributes.get("gen_ai.response.id")
-            record = RunRecord(
-                trace_id=run.trace_id, span_id=run.span_id, span_name=run.span_name,
-                service=run.service, convention=run.convention, start_ns=run.start_ns,
-                end_ns=run.end_ns, input=run.input.model_dump(mode="json"),
-                output=run.output.model_dump(mode="json"), request_context=ctx,
-                response_id=str(response_id) if response_id else None,
-                agent=str(agent) if agent else None,
-            )
-            for entry, decision in self._registry.decisions(
-                trace_id=run.trace_id, service=run.service, agent=record.agent,
-                span_name=run.span_name, attributes=attributes,
-            ):
-                if decision == "admitted":
-                    jobs.append(ScoreJob(record, entry.scorer_id, entry.version))
-                else:
-                    self._metrics.decisions.labels(scorer=entry.scorer_id, reason=decision).inc()
-        return jobs

@@ -53,10 +53,6 @@ def build(args: argparse.Namespace) -> tuple[Config, ScorerRegistry]:
 
 def run(args: argparse.Namespace) -> int:
     """Run the daemon; returns the exit code.
-
-    Example:
-        >>> run  # doctest: +ELLIPSIS
-        <function run at ...>
     """
     from collector.service import Service
 

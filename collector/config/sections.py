@@ -1,95 +1,33 @@
-"""Daemon configuration: one frozen pydantic model per component, loaded from TOML and env.
+"""The configuration's sections: one frozen pydantic model per component, and `Config`.
 
-Precedence, highest first: ``TRACESCORE_<SECTION>_<KEY>`` environment variables, the TOML
-file, the standard ``OTEL_EXPORTER_OTLP_*`` variables (export only), the defaults below.
-Every key has a default, so an empty file (or none) is a valid configuration. Unknown keys
-and bad values raise `ConfigError` naming the key's dotted path.
+Defaults are SPEC §4's; cross-key checks raise `KeyProblem` so the message names the
+key at fault.
 """
 
 from __future__ import annotations
 
-import functools
-import inspect
 import os
-import tomllib
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal
-from urllib.parse import urlsplit
+from typing import Annotated, Literal
 
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
     SecretStr,
-    ValidationError,
     field_validator,
     model_validator,
 )
-from redis.asyncio.connection import Connection, parse_url
 
+from collector.config.checks import (
+    KeyProblem,
+    check_receiver_endpoint,
+    check_redis_url,
+    endpoint_host_port,
+)
 from collector.errors import ConfigError
 
 _MODEL = ConfigDict(extra="forbid", frozen=True)
-
-
-class KeyProblem(ValueError):
-    """A bad value found by a check across keys: ``key`` is its dotted path from the root.
-
-    Pydantic reports a model-level check at the model's own path; this carries the path of
-    the key at fault, so the message names it (``receiver.tls_key_file: ...``).
-
-    Example:
-        >>> KeyProblem("export.endpoint", "is this daemon's own receiver").key
-        'export.endpoint'
-    """
-
-    def __init__(self, key: str, message: str) -> None:
-        super().__init__(message)
-        self.key = key
-        self.message = message
-
-
-def _check_endpoint(value: str, key: str) -> None:
-    if value and (":" not in value or not value.rsplit(":", 1)[1].isdigit()):
-        raise KeyProblem(f"receiver.{key}", f"must be HOST:PORT or empty, got {value!r}")
-
-
-def endpoint_host_port(endpoint: str) -> str:
-    """The ``host:port`` an export endpoint URL (or bare ``host:port``) points at.
-
-    Example:
-        >>> endpoint_host_port("http://127.0.0.1:4318/v1/traces"), endpoint_host_port("backend:4317")
-        ('127.0.0.1:4318', 'backend:4317')
-    """
-    return endpoint.split("://", 1)[-1].split("/", 1)[0]
-
-
-def _check_redis_url(url: str) -> None:
-    """What redis-py would refuse only when connecting: a bad port, database or option."""
-    try:
-        options = parse_url(url)
-    except ValueError as err:
-        raise KeyProblem("queue.url", f"not a valid Redis URL: {err}") from None
-    database = urlsplit(url).path.strip("/")
-    if database and not database.isdigit():
-        raise KeyProblem("queue.url", f"the database must be a number, got {database!r}")
-    connection_class: Any = options.get("connection_class", Connection)
-    unknown = sorted(set(options) - {"connection_class"} - _connection_options(connection_class))
-    if unknown:
-        raise KeyProblem("queue.url", f"options Redis does not know: {', '.join(unknown)}")
-
-
-@functools.cache
-def _connection_options(connection_class: type) -> frozenset[str]:
-    """The keyword options a redis-py connection class takes (its __init__ and its bases')."""
-    names: set[str] = set()
-    for klass in connection_class.__mro__:
-        init = klass.__dict__.get("__init__")
-        if init is not None:
-            names.update(p.name for p in inspect.signature(init).parameters.values()
-                         if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY))
-    return frozenset(names - {"self"})
 
 
 class ReceiverConfig(BaseModel):
@@ -113,8 +51,8 @@ class ReceiverConfig(BaseModel):
 
     @model_validator(mode="after")
     def _endpoints(self) -> ReceiverConfig:
-        _check_endpoint(self.grpc_endpoint, "grpc_endpoint")
-        _check_endpoint(self.http_endpoint, "http_endpoint")
+        check_receiver_endpoint(self.grpc_endpoint, "grpc_endpoint")
+        check_receiver_endpoint(self.http_endpoint, "http_endpoint")
         if bool(self.tls_cert_file) != bool(self.tls_key_file):
             missing = "tls_key_file" if self.tls_cert_file else "tls_cert_file"
             raise KeyProblem(f"receiver.{missing}", "tls_cert_file and tls_key_file must be given together")
@@ -195,7 +133,7 @@ class QueueConfig(BaseModel):
         if not self.url.startswith(("sqlite:///", "redis://", "rediss://")):
             raise KeyProblem("queue.url", f"must start with sqlite:///, redis:// or rediss://, got {self.url!r}")
         if self.url.startswith("redis"):
-            _check_redis_url(self.url)
+            check_redis_url(self.url)
         return self
 
     @property
@@ -408,121 +346,3 @@ class Config(BaseModel):
         return bool(target) and target in own
 
 
-_SECTIONS = ("receiver", "assembly", "queue", "workers", "export")
-
-
-def _env_value(raw: str) -> Any:
-    """An env value: TOML inline tables and arrays are parsed, anything else stays a string.
-
-    Pydantic coerces strings into numbers and booleans for typed fields, and a string
-    field (a token "123") keeps its text.
-    """
-    if raw.strip()[:1] in ("{", "["):
-        try:
-            return tomllib.loads(f"v = {raw}")["v"]
-        except tomllib.TOMLDecodeError:
-            return raw
-    return raw
-
-
-def _parse_otel_headers(raw: str) -> dict[str, str]:
-    from urllib.parse import unquote
-
-    headers: dict[str, str] = {}
-    for item in raw.split(","):
-        if "=" in item:
-            key, value = item.split("=", 1)
-            headers[unquote(key.strip())] = unquote(value.strip())
-    return headers
-
-
-def _apply_env(data: dict[str, Any], env: Mapping[str, str]) -> None:
-    for name, raw in env.items():
-        if not name.startswith("TRACESCORE_"):
-            continue
-        rest = name[len("TRACESCORE_") :].lower()
-        section = next((s for s in _SECTIONS if rest.startswith(s + "_")), None)
-        if section is None:
-            continue
-        key = rest[len(section) + 1 :]
-        data.setdefault(section, {})
-        if not isinstance(data[section], dict):
-            raise ConfigError(f"{section}: must be a table")
-        data[section][key] = _env_value(raw)
-
-
-def _apply_otel(data: dict[str, Any], env: Mapping[str, str]) -> None:
-    export = data.setdefault("export", {})
-    if not isinstance(export, dict):
-        return
-    endpoint = env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or env.get("OTEL_EXPORTER_OTLP_ENDPOINT")
-    if "endpoint" not in export and endpoint:
-        export["endpoint"] = endpoint
-    protocol = env.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") or env.get("OTEL_EXPORTER_OTLP_PROTOCOL")
-    if "protocol" not in export and protocol:
-        export["protocol"] = protocol
-    headers = env.get("OTEL_EXPORTER_OTLP_TRACES_HEADERS") or env.get("OTEL_EXPORTER_OTLP_HEADERS")
-    if "headers" not in export and headers:
-        export["headers"] = _parse_otel_headers(headers)
-
-
-def _format_validation(err: ValidationError) -> str:
-    lines = []
-    for item in err.errors():
-        path = ".".join(str(p) for p in item["loc"]) or "(root)"
-        msg = "unknown key" if item["type"] == "extra_forbidden" else item["msg"]
-        msg = msg.removeprefix("Value error, ")
-        problem = (item.get("ctx") or {}).get("error")
-        if isinstance(problem, KeyProblem):  # a check across keys names the key at fault
-            path, msg = problem.key, problem.message
-        lines.append(f"{path}: {msg}")
-    return "invalid configuration: " + "; ".join(lines)
-
-
-def config_from_dict(data: Mapping[str, Any], env: Mapping[str, str] | None = None) -> Config:
-    """Validate a parsed TOML document, applying env overrides and OTEL fallbacks.
-
-    Raises:
-        ConfigError: on unknown keys or bad values, naming the key path.
-
-    Example:
-        >>> config_from_dict({"assembly": {"decision_wait": 0.2}}, env={}).assembly.decision_wait
-        0.2
-        >>> config_from_dict({"receiver": {"nope": 1}}, env={})
-        Traceback (most recent call last):
-        ...
-        collector.errors.ConfigError: invalid configuration: receiver.nope: unknown key
-    """
-    env = os.environ if env is None else env
-    merged: dict[str, Any] = {
-        k: (dict(v) if isinstance(v, dict) else v) for k, v in data.items()
-    }
-    _apply_env(merged, env)
-    _apply_otel(merged, env)
-    try:
-        config = Config.model_validate(merged)
-    except ValidationError as err:
-        raise ConfigError(_format_validation(err)) from None
-    config.receiver.token()  # an "env:NAME" token whose variable is unset fails here, at start
-    return config
-
-
-def load_config(path: str | Path | None, env: Mapping[str, str] | None = None) -> Config:
-    """Load the TOML file at ``path`` (or only env and defaults when None).
-
-    Raises:
-        ConfigError: when the file is missing, is not TOML, or does not validate.
-
-    Example:
-        >>> load_config(None, env={"TRACESCORE_WORKERS_CONCURRENCY": "4"}).workers.concurrency
-        4
-    """
-    data: dict[str, Any] = {}
-    if path is not None:
-        try:
-            data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise ConfigError(f"config file not found: {path}") from None
-        except tomllib.TOMLDecodeError as err:
-            raise ConfigError(f"{path}: not valid TOML: {err}") from None
-    return config_from_dict(data, env)

@@ -66,10 +66,6 @@ class Forwarder:
 
     def offer(self, signal: Signal, body: bytes) -> bool:
         """Queue a serialised request for forwarding; False (and counted) when the queue is full.
-
-        Example:
-            >>> Forwarder.offer.__name__
-            'offer'
         """
         try:
             self._queue.put_nowait((signal, body))
@@ -80,10 +76,6 @@ class Forwarder:
 
     async def start(self) -> None:
         """Open the client and start sending.
-
-        Example:
-            >>> Forwarder.start.__name__
-            'start'
         """
         if self._cfg.protocol == "grpc":
             target = self._cfg.endpoint.split("://", 1)[-1].rstrip("/")
@@ -100,10 +92,6 @@ class Forwarder:
 
     async def shutdown(self, timeout: float = 5.0) -> None:  # noqa: ASYNC109 (lifecycle contract)
         """Send what is queued for up to ``timeout`` seconds, then close; safe twice.
-
-        Example:
-            >>> Forwarder.shutdown.__name__
-            'shutdown'
         """
         if self._tasks:
             try:

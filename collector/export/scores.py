@@ -12,9 +12,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 from opentelemetry import context as otel_context
 from opentelemetry.sdk.resources import Resource
@@ -26,6 +26,7 @@ from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, Trace
 from collector._aio import cancel_and_wait, wait_event
 from collector.config import ExportConfig
 from collector.metrics import Metrics
+from collector.store.interface import Outbox
 from collector.types import ScoreRecord
 
 logger = logging.getLogger(__name__)
@@ -56,21 +57,6 @@ TS_ERROR_MESSAGE = "tracescore.error.message"
 
 _RESOURCE = Resource({"service.name": "tracescore"})
 _SCOPE = InstrumentationScope("tracescore")
-
-
-class Outbox(Protocol):
-    """Durable results waiting for export (the queue's store).
-
-    Example:
-        >>> Outbox.__name__
-        'Outbox'
-    """
-
-    async def pending(self, limit: int) -> Sequence[Any]: ...
-
-    async def release(self, item_ids: Sequence[int]) -> None: ...
-
-    async def defer(self, item_ids: Sequence[int], delay_s: float) -> None: ...
 
 
 def record_attributes(record: ScoreRecord) -> dict[str, Any]:
@@ -213,10 +199,6 @@ class ScoreExporter:
         on_exported: called on a worker thread with the records the backend accepted
             (the optional log and metric copies).
         backoff_s: first retry delay after a failed export (doubles up to ``max_backoff_s``).
-
-    Example:
-        >>> ScoreExporter.export_batch.__name__
-        'export_batch'
     """
 
     def __init__(
@@ -249,10 +231,6 @@ class ScoreExporter:
 
     async def start(self) -> None:
         """Start the export loop (records left by a previous process are exported first).
-
-        Example:
-            >>> ScoreExporter.start.__name__
-            'start'
         """
         if self._exporter is None:
             logger.warning("no export endpoint configured (export.endpoint or OTEL_EXPORTER_OTLP_ENDPOINT):"
@@ -262,10 +240,6 @@ class ScoreExporter:
 
     async def shutdown(self, timeout: float = 5.0) -> None:  # noqa: ASYNC109 (lifecycle contract)
         """Flush the outbox for up to ``timeout`` seconds, then stop; safe twice.
-
-        Example:
-            >>> ScoreExporter.shutdown.__name__
-            'shutdown'
         """
         if self._task is None:
             return
@@ -303,10 +277,6 @@ class ScoreExporter:
 
     async def export_batch(self) -> int:
         """Export one batch; returns records exported (0: nothing due, -1: the export failed).
-
-        Example:
-            >>> ScoreExporter.export_batch.__name__
-            'export_batch'
         """
         items = list(await self._outbox.pending(self._max_batch))
         if not items:

@@ -18,9 +18,9 @@ from google.protobuf.message import Message
 from opentelemetry.proto.collector.logs.v1 import logs_service_pb2
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 
-from collector.receive.consumer import TraceConsumer
 from collector.errors import CollectorError, grpc_retry_info, to_grpc
 from collector.metrics import Metrics
+from collector.receive.consumer import TraceConsumer
 from collector.receive.decode import parse_message
 from collector.receive.http import check_bearer
 
@@ -138,10 +138,6 @@ class GrpcReceiver:
 
     async def start(self) -> None:
         """Bind and serve.
-
-        Example:
-            >>> GrpcReceiver.start.__name__
-            'start'
         """
         server = grpc.aio.server(options=[
             ("grpc.max_receive_message_length", self._max),
@@ -166,10 +162,6 @@ class GrpcReceiver:
 
     async def shutdown(self, timeout: float = 5.0) -> None:  # noqa: ASYNC109 (lifecycle contract)
         """Stop accepting calls, let running ones finish for ``timeout`` s; safe twice.
-
-        Example:
-            >>> GrpcReceiver.shutdown.__name__
-            'shutdown'
         """
         if self._server is not None:
             await self._server.stop(grace=timeout)

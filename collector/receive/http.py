@@ -26,7 +26,6 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from collector.receive.consumer import TraceConsumer
 from collector.errors import (
     CollectorError,
     InvalidPayload,
@@ -35,6 +34,7 @@ from collector.errors import (
     to_http,
 )
 from collector.metrics import Metrics
+from collector.receive.consumer import TraceConsumer
 from collector.receive.decode import (
     JSON,
     PROTOBUF,
@@ -125,10 +125,6 @@ class HttpReceiver:
 
     async def start(self) -> None:
         """Bind and serve.
-
-        Example:
-            >>> HttpReceiver.start.__name__
-            'start'
         """
         app = web.Application(client_max_size=self._max + 1)
         app.router.add_post("/v1/traces", self._traces)
@@ -148,10 +144,6 @@ class HttpReceiver:
 
     async def shutdown(self, timeout: float = 5.0) -> None:  # noqa: ASYNC109 (lifecycle contract)
         """Stop listening and finish open requests; safe twice.
-
-        Example:
-            >>> HttpReceiver.shutdown.__name__
-            'shutdown'
         """
         if self._runner is not None:
             await self._runner.cleanup()

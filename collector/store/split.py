@@ -14,10 +14,10 @@ from typing import Any
 from opentelemetry.proto.logs.v1.logs_pb2 import LogsData, ResourceLogs
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans
 
-from collector.types import TraceChunk
+from collector.types import CANDIDATE, ROOT, TraceChunk
 
-CANDIDATE = 1  # summary flag: the trace holds a span that may be a run or LLM span
-ROOT = 2  # summary flag: the trace holds a span without a parent
+__all__ = ["CANDIDATE", "ROOT", "split_logs", "split_traces", "summarize_spans"]
+
 
 def _varint(value: int) -> bytes:
     if value < 0x80:

@@ -25,10 +25,6 @@ Decision = Literal["admitted", "filtered_out", "sampled_out"]
 
 class Scorer(Protocol):
     """What the daemon needs of a scorer (`scorers.create_scorer` builds these).
-
-    Example:
-        >>> Scorer.__name__
-        'Scorer'
     """
 
     @property

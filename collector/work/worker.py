@@ -26,7 +26,8 @@ from pydantic import BaseModel
 
 from collector._aio import bounded, cancel_and_wait, wait_event
 from collector.metrics import Metrics
-from collector.types import Dead, Done, JobQueue, LeasedJob, Retry, ScoreRecord, Settlement
+from collector.store.interface import JobQueue
+from collector.types import Dead, Done, LeasedJob, Retry, ScoreRecord, Settlement
 from collector.work.registry import RegisteredScorer, ScorerRegistry
 from scorers._agent_types import ScorerRunInputForAgent, ScorerRunOutputForAgent
 
@@ -131,10 +132,6 @@ class Worker:
         max_attribute_chars: cut step-result JSON to this many characters.
         job_timeout_s: a run taking longer is cancelled and retried (a transient failure).
         on_result: called after a result reached the outbox (wakes the exporter).
-
-    Example:
-        >>> Worker.process.__name__
-        'process'
     """
 
     def __init__(
@@ -161,20 +158,12 @@ class Worker:
 
     def notify(self) -> None:
         """Wake the take loop (jobs were queued).
-
-        Example:
-            >>> Worker.notify.__name__
-            'notify'
         """
         if self._wake is not None:
             self._wake.set()
 
     async def start(self) -> None:
         """Start taking jobs.
-
-        Example:
-            >>> Worker.start.__name__
-            'start'
         """
         self._wake = asyncio.Event()
         self._slot_freed = asyncio.Event()
@@ -183,10 +172,6 @@ class Worker:
 
     async def shutdown(self, timeout: float = 5.0) -> None:  # noqa: ASYNC109 (lifecycle contract)
         """Stop taking jobs, let running ones finish for ``timeout`` s, hand back the rest.
-
-        Example:
-            >>> Worker.shutdown.__name__
-            'shutdown'
         """
         if self._task is None:
             return
@@ -253,10 +238,6 @@ class Worker:
 
     async def process(self, leased: LeasedJob) -> Settlement:
         """Run one job's scorer and decide how to settle it.
-
-        Example:
-            >>> Worker.process.__name__
-            'process'
         """
         job = leased.job
         entry = self._registry.get(job.scorer_id, job.scorer_version)

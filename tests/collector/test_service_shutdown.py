@@ -9,8 +9,8 @@ import grpc
 import pytest
 
 from collector.config import config_from_dict
-from collector.work.registry import ScorerRegistry
 from collector.service import Service
+from collector.work.registry import ScorerRegistry
 
 
 async def test_a_part_that_fails_to_stop_does_not_keep_the_rest_running(

@@ -8,8 +8,16 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from collector.types import TraceChunk
-from collector.types import Dead, Done, LeasedJob, Retry, RunRecord, ScoreJob, ScoreRecord
+from collector.types import (
+    Dead,
+    Done,
+    LeasedJob,
+    Retry,
+    RunRecord,
+    ScoreJob,
+    ScoreRecord,
+    TraceChunk,
+)
 
 StoreFactory = Callable[..., Awaitable[Any]]
 T1, T2, T3 = b"\x01" * 16, b"\x02" * 16, b"\x03" * 16

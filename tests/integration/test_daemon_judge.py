@@ -13,8 +13,8 @@ from daemon_harness import CaptureBackend, emit_agent_trace, wait_until
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcExporter
 
 from collector.config import ScorerConfig, config_from_dict
-from collector.work.registry import RegisteredScorer, ScorerRegistry
 from collector.service import Service
+from collector.work.registry import RegisteredScorer, ScorerRegistry
 from scorers import Judge, create_scorer
 
 

@@ -22,8 +22,8 @@ from opentelemetry.exporter.otlp.proto.http import Compression as HttpCompressio
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
 
 from collector.config import config_from_dict
-from collector.work.registry import ScorerRegistry
 from collector.service import Service
+from collector.work.registry import ScorerRegistry
 
 HERE = Path(__file__).parent
 SCORERS = HERE / "scorers_for_tests.py"

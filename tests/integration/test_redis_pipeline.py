@@ -17,9 +17,9 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from collector.config import config_from_dict
 from collector.errors import ConfigError
+from collector.service import Service
 from collector.store.redis.store import RedisStore
 from collector.work.registry import ScorerRegistry
-from collector.service import Service
 
 PROTOBUF = {"Content-Type": "application/x-protobuf"}
 

@@ -27,6 +27,7 @@ from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_serv
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from collector._aio import wait_event
+from collector.commands.demo.replay import attributes
 from collector.export.scores import (
     ERROR_TYPE,
     EVENT_NAME,
@@ -38,7 +39,6 @@ from collector.export.scores import (
     TS_SCORED_SERVICE,
     TS_SCORER_ID,
 )
-from collector.commands.demo.replay import attributes
 
 __all__ = ["ReceivedScore", "ScoreSink", "score_from_span"]
 
@@ -158,10 +158,6 @@ class ScoreSink:
 
     async def start(self) -> ScoreSink:
         """Listen; returns the sink itself.
-
-        Example:
-            >>> ScoreSink.start.__name__
-            'start'
         """
         sink = self
 

@@ -32,11 +32,11 @@ from typing import Any
 import redis.asyncio as aioredis
 from redis.exceptions import ResponseError
 
+from collector.errors import QueueFull, Unavailable
 from collector.store.redis import scripts
 from collector.store.redis.conn import UNREACHABLE, Backoff, Coalescer, retry_unreachable
 from collector.store.redis.keys import SIGNAL_LOGS, SIGNAL_SPANS, RedisKeys
 from collector.types import AppendResult, TraceChunk
-from collector.errors import QueueFull, Unavailable
 
 logger = logging.getLogger(__name__)
 
@@ -99,10 +99,6 @@ class RedisTraceBuffer:
         Raises:
             Unavailable: Redis cannot be reached (nothing, or not all, was stored).
             QueueFull: Redis refused the write for lack of memory.
-
-        Example:
-            >>> RedisTraceBuffer.append.__name__
-            'append'
         """
         at = time.time() if now is None else now
         keys = [self._k.traces_open, self._k.traces_decided, self._k.decide]
@@ -128,10 +124,6 @@ class RedisTraceBuffer:
         """Claim traces ready for a decision; also drops aged-out traces (and counts lost ones).
 
         While Redis is unreachable this waits with backoff and returns nothing.
-
-        Example:
-            >>> RedisTraceBuffer.due.__name__
-            'due'
         """
         at = time.time() if now is None else now
         try:
@@ -147,10 +139,6 @@ class RedisTraceBuffer:
 
     async def load(self, trace_id: bytes) -> list[TraceChunk]:
         """Every chunk stored for a trace, in arrival order (retried through short outages).
-
-        Example:
-            >>> RedisTraceBuffer.load.__name__
-            'load'
         """
         return await self._loads(trace_id)
 
@@ -170,10 +158,6 @@ class RedisTraceBuffer:
 
     async def finish(self, trace_id: bytes) -> None:
         """Mark a trace decided (unless new run spans arrived since it was claimed).
-
-        Example:
-            >>> RedisTraceBuffer.finish.__name__
-            'finish'
         """
         await self._finishes(trace_id)
 

@@ -57,10 +57,6 @@ class RedisOutbox:
         """Claim and return records due for (another) export attempt.
 
         While Redis is unreachable this waits with backoff and returns nothing.
-
-        Example:
-            >>> RedisOutbox.pending.__name__
-            'pending'
         """
         now = time.time()
         try:
@@ -76,10 +72,6 @@ class RedisOutbox:
 
     async def release(self, item_ids: Sequence[int]) -> None:
         """Delete exported records (retried while Redis is unreachable, up to the claim time).
-
-        Example:
-            >>> RedisOutbox.release.__name__
-            'release'
         """
         if not item_ids:
             return
@@ -96,10 +88,6 @@ class RedisOutbox:
 
     async def defer(self, item_ids: Sequence[int], delay_s: float) -> None:
         """Postpone records whose export failed, counting the attempt.
-
-        Example:
-            >>> RedisOutbox.defer.__name__
-            'defer'
         """
         if item_ids:
             await self._defer(keys=[self._k.outbox, self._k.outbox_attempts],

@@ -129,10 +129,6 @@ class RedisJobQueue:
 
     async def create_group(self) -> None:
         """Create the stream and its consumer group if missing (idempotent).
-
-        Example:
-            >>> RedisJobQueue.create_group.__name__
-            'create_group'
         """
         try:
             await self._r.xgroup_create(self._k.jobs, GROUP, id="0", mkstream=True)
@@ -151,10 +147,6 @@ class RedisJobQueue:
 
     async def put(self, jobs: Sequence[ScoreJob]) -> list[bool]:
         """Queue jobs idempotently; False for a key already queued, done or dead.
-
-        Example:
-            >>> RedisJobQueue.put.__name__
-            'put'
         """
         if not jobs:
             return []
@@ -171,10 +163,6 @@ class RedisJobQueue:
         """Lease up to ``limit`` jobs: due retries, jobs of dead workers, then new entries.
 
         While Redis is unreachable this waits with backoff and returns no jobs.
-
-        Example:
-            >>> RedisJobQueue.take.__name__
-            'take'
         """
         try:
             taken = await self._take(limit)
@@ -240,10 +228,6 @@ class RedisJobQueue:
 
         Retries while Redis is unreachable, for up to the visibility timeout (after that the
         job belongs to whoever takes it over, and this result is dropped unsent).
-
-        Example:
-            >>> RedisJobQueue.settle.__name__
-            'settle'
         """
         consumer, entry_id, deliveries = leased.lease.split("|")
         job = leased.job
@@ -282,10 +266,6 @@ class RedisJobQueue:
 
     async def prune_consumers(self) -> int:
         """Remove the group's consumers that hold no job and were idle ``consumer_idle_s``.
-
-        Example:
-            >>> RedisJobQueue.prune_consumers.__name__
-            'prune_consumers'
         """
         removed = int(await self._prune_consumers(
             keys=[self._k.jobs], args=[GROUP, self._consumer_idle_ms, self.consumer]))
@@ -295,10 +275,6 @@ class RedisJobQueue:
 
     async def forget_consumer(self) -> None:
         """Remove this process's consumer from the group when it holds no jobs (shutdown).
-
-        Example:
-            >>> RedisJobQueue.forget_consumer.__name__
-            'forget_consumer'
         """
         try:
             pending = await self._r.xpending_range(self._k.jobs, GROUP, "-", "+", 1, consumername=self.consumer)
@@ -309,10 +285,6 @@ class RedisJobQueue:
 
     async def dead_letters(self) -> list[dict[str, object]]:
         """The dead-letter stream as dicts (key, error, attempts), oldest first.
-
-        Example:
-            >>> RedisJobQueue.dead_letters.__name__
-            'dead_letters'
         """
         rows: Any = await self._r.xrange(self._k.dead)
         return [

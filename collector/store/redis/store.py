@@ -22,15 +22,21 @@ from collections.abc import Sequence
 from redis.exceptions import AuthenticationError, OutOfMemoryError, ReadOnlyError, ResponseError
 
 from collector._aio import cancel_and_wait
+from collector.errors import ConfigError
+from collector.store.redis.buffer import RedisTraceBuffer
 from collector.store.redis.conn import UNREACHABLE, connect
 from collector.store.redis.keys import GROUP, RedisKeys
-from collector.types import AppendResult, TraceChunk
-from collector.errors import ConfigError
-from collector.types import LeasedJob, OutboxItem, ScoreJob, Settlement
-from collector.store.redis.buffer import RedisTraceBuffer
 from collector.store.redis.outbox import RedisOutbox
 from collector.store.redis.queue import RedisJobQueue
-from collector.store.sqlite.store import StoreStats
+from collector.types import (
+    AppendResult,
+    LeasedJob,
+    OutboxItem,
+    ScoreJob,
+    Settlement,
+    StoreStats,
+    TraceChunk,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -98,10 +104,6 @@ class RedisStore:
         """Create the job stream's consumer group and start refreshing `depth`.
 
         An unreachable Redis is not fatal: components retry, receivers refuse retryably.
-
-        Example:
-            >>> RedisStore.start.__name__
-            'start'
         """
         self._started = True
         try:
@@ -139,10 +141,6 @@ class RedisStore:
         """Read the depth from Redis now: jobs waiting, in flight or delayed, unexported records,
         and traces waiting for a decision (each will become jobs), so backpressure starts
         before a burst of traces turns into a burst of jobs.
-
-        Example:
-            >>> RedisStore.refresh.__name__
-            'refresh'
         """
         async with self.client.pipeline(transaction=False) as pipe:
             pipe.xlen(self.keys.jobs)
@@ -167,37 +165,21 @@ class RedisStore:
     # ----------------------------------------------------------------- trace buffer
     async def append(self, chunks: Sequence[TraceChunk], now: float | None = None) -> AppendResult:
         """Store trace chunks durably (see `RedisTraceBuffer.append`).
-
-        Example:
-            >>> RedisStore.append.__name__
-            'append'
         """
         return await self.buffer.append(chunks, now)
 
     async def due(self, limit: int, now: float | None = None) -> tuple[list[bytes], int]:
         """Claim traces ready for a decision (see `RedisTraceBuffer.due`).
-
-        Example:
-            >>> RedisStore.due.__name__
-            'due'
         """
         return await self.buffer.due(limit, now)
 
     async def load(self, trace_id: bytes) -> list[TraceChunk]:
         """Every chunk stored for a trace, in arrival order.
-
-        Example:
-            >>> RedisStore.load.__name__
-            'load'
         """
         return await self.buffer.load(trace_id)
 
     async def finish(self, trace_id: bytes) -> None:
         """Mark a trace decided (see `RedisTraceBuffer.finish`).
-
-        Example:
-            >>> RedisStore.finish.__name__
-            'finish'
         """
         await self.buffer.finish(trace_id)
 
@@ -213,28 +195,16 @@ class RedisStore:
 
     async def put(self, jobs: Sequence[ScoreJob]) -> list[bool]:
         """Queue jobs idempotently (see `RedisJobQueue.put`).
-
-        Example:
-            >>> RedisStore.put.__name__
-            'put'
         """
         return await self.queue.put(jobs)
 
     async def take(self, limit: int) -> list[LeasedJob]:
         """Lease up to ``limit`` jobs (see `RedisJobQueue.take`).
-
-        Example:
-            >>> RedisStore.take.__name__
-            'take'
         """
         return await self.queue.take(limit)
 
     async def settle(self, leased: LeasedJob, outcome: Settlement) -> None:
         """Settle a leased job atomically with its outbox record (see `RedisJobQueue.settle`).
-
-        Example:
-            >>> RedisStore.settle.__name__
-            'settle'
         """
         await asyncio.shield(self.queue.settle(leased, outcome))
 
@@ -242,57 +212,33 @@ class RedisStore:
         """Drop dead letters older than ``older_than_s``; returns entries removed.
 
         Idempotency keys need no pruning: they carry a TTL (``queue.retention_s``).
-
-        Example:
-            >>> RedisStore.prune.__name__
-            'prune'
         """
         cutoff_ms = int(((time.time() if now is None else now) - older_than_s) * 1000)
         return int(await self.client.xtrim(self.keys.dead, minid=max(0, cutoff_ms)))
 
     async def dead_letters(self) -> list[dict[str, object]]:
         """The dead letters as dicts (key, error, attempts), oldest first.
-
-        Example:
-            >>> RedisStore.dead_letters.__name__
-            'dead_letters'
         """
         return await self.queue.dead_letters()
 
     # ----------------------------------------------------------------------- outbox
     async def pending(self, limit: int) -> list[OutboxItem]:
         """Claim records due for export (see `RedisOutbox.pending`).
-
-        Example:
-            >>> RedisStore.pending.__name__
-            'pending'
         """
         return await self.outbox.pending(limit)
 
     async def release(self, item_ids: Sequence[int]) -> None:
         """Delete exported records.
-
-        Example:
-            >>> RedisStore.release.__name__
-            'release'
         """
         await asyncio.shield(self.outbox.release(item_ids))
 
     async def defer(self, item_ids: Sequence[int], delay_s: float) -> None:
         """Postpone records whose export failed.
-
-        Example:
-            >>> RedisStore.defer.__name__
-            'defer'
         """
         await self.outbox.defer(item_ids, delay_s)
 
     async def stats(self) -> StoreStats:
         """Counts for the gauges: queued, in flight, dead, outbox, undecided traces.
-
-        Example:
-            >>> RedisStore.stats.__name__
-            'stats'
         """
         k = self.keys
         async with self.client.pipeline(transaction=False) as pipe:
@@ -312,10 +258,6 @@ class RedisStore:
 
     async def delete_all(self) -> int:
         """Delete every key of this deployment (tests and teardown); returns how many.
-
-        Example:
-            >>> RedisStore.delete_all.__name__
-            'delete_all'
         """
         deleted = 0
         batch: list[bytes] = []

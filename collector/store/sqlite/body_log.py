@@ -64,10 +64,6 @@ class BodyLog:
 
     def open(self) -> None:
         """Create the directory and start a new segment after any on disk.
-
-        Example:
-            >>> BodyLog.open.__name__
-            'open'
         """
         self._dir.mkdir(parents=True, exist_ok=True)
         existing = self.segments()
@@ -86,10 +82,6 @@ class BodyLog:
 
     def append(self, data: bytes) -> tuple[int, int]:
         """Write ``data``; returns (segment, offset). Durable only after `sync`.
-
-        Example:
-            >>> BodyLog.append.__name__
-            'append'
         """
         if self._fd is None:
             raise RuntimeError("body log is not open")
@@ -119,10 +111,6 @@ class BodyLog:
 
     def read(self, segment: int, offset: int, length: int) -> bytes:
         """The bytes written at (segment, offset).
-
-        Example:
-            >>> BodyLog.read.__name__
-            'read'
         """
         fd = os.open(self._path(segment), os.O_RDONLY)
         try:

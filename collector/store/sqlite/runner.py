@@ -19,62 +19,12 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import IO, Any, TypeVar
 
-from collector.store.sqlite.buffer import upgrade_layout
+from collector.store.sqlite.schema import SCHEMA, upgrade_layout
 
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-SCHEMA = """
--- The trace buffer (see collector.store.sqlite.buffer): requests as received, one row each.
-CREATE TABLE IF NOT EXISTS received (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    at REAL NOT NULL,
-    signal TEXT NOT NULL,
-    whole INTEGER NOT NULL,  -- 1: a whole request, cut by trace when loaded; 0: one trace's chunk
-    summary BLOB NOT NULL,  -- 21 bytes per trace: trace id, span count, flags
-    data BLOB NOT NULL,  -- empty when the bytes are in the body log:
-    segment INTEGER,  -- its segment,
-    offset INTEGER,  -- where they start
-    length INTEGER  -- and how many
-);
-CREATE TABLE IF NOT EXISTS decided (
-    trace_id BLOB PRIMARY KEY,
-    through_row INTEGER NOT NULL  -- the last received row the decision covered
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS jobs (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    key TEXT NOT NULL UNIQUE,
-    payload TEXT NOT NULL,
-    scorer_id TEXT NOT NULL,
-    scorer_version TEXT,
-    available_at REAL NOT NULL,
-    lease TEXT,
-    lease_until REAL,
-    attempts INTEGER NOT NULL DEFAULT 0,
-    last_error TEXT
-);
-CREATE INDEX IF NOT EXISTS jobs_available ON jobs(available_at);
-CREATE TABLE IF NOT EXISTS done (
-    key TEXT PRIMARY KEY,
-    at REAL NOT NULL
-);
-CREATE TABLE IF NOT EXISTS dead_letters (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    key TEXT NOT NULL,
-    payload TEXT NOT NULL,
-    error TEXT NOT NULL,
-    attempts INTEGER NOT NULL,
-    failed_at REAL NOT NULL
-);
-CREATE TABLE IF NOT EXISTS outbox (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    key TEXT NOT NULL UNIQUE,
-    payload TEXT NOT NULL,
-    attempts INTEGER NOT NULL DEFAULT 0,
-    available_at REAL NOT NULL
-);
-"""
 
 
 class SqliteRunner:
@@ -130,10 +80,6 @@ class SqliteRunner:
 
     async def open(self) -> None:
         """Open the file (creating directories and tables) on the store's thread.
-
-        Example:
-            >>> SqliteRunner(":memory:").open  # doctest: +ELLIPSIS
-            <bound method SqliteRunner.open of ...>
         """
         await asyncio.get_running_loop().run_in_executor(self._executor, self._open)
 
@@ -193,10 +139,6 @@ class SqliteRunner:
         """Run ``fn(connection)`` on the store's thread, committed before this returns.
 
         The call runs (and commits) even if the awaiting coroutine is cancelled.
-
-        Example:
-            >>> SqliteRunner(":memory:").call  # doctest: +ELLIPSIS
-            <bound method SqliteRunner.call of ...>
         """
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[T] = loop.create_future()
@@ -214,10 +156,6 @@ class SqliteRunner:
 
     async def close(self) -> None:
         """Close the connection and stop the thread; safe twice.
-
-        Example:
-            >>> SqliteRunner(":memory:").close  # doctest: +ELLIPSIS
-            <bound method SqliteRunner.close of ...>
         """
         try:
             await asyncio.get_running_loop().run_in_executor(self._executor, self._close)

@@ -19,13 +19,12 @@ import sqlite3
 import time
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from collector.store.sqlite.body_log import BodyLog
-from collector.store.sqlite.runner import SqliteRunner
 from collector.store.sqlite.buffer import BufferTables
-from collector.types import AppendResult, TraceChunk
+from collector.store.sqlite.runner import SqliteRunner
 from collector.types import (
+    AppendResult,
     Dead,
     Done,
     LeasedJob,
@@ -35,23 +34,9 @@ from collector.types import (
     ScoreJob,
     ScoreRecord,
     Settlement,
+    StoreStats,
+    TraceChunk,
 )
-
-
-@dataclass(frozen=True)
-class StoreStats:
-    """Counts for the metrics gauges.
-
-    Example:
-        >>> StoreStats(0, 0, 0, 0, 0).queued
-        0
-    """
-
-    queued: int
-    in_flight: int
-    dead: int
-    outbox: int
-    traces: int
 
 
 class SqliteStore:
@@ -109,10 +94,6 @@ class SqliteStore:
 
     async def start(self) -> None:
         """Open the file; jobs and traces left by a previous process become available again.
-
-        Example:
-            >>> SqliteStore(":memory:").start  # doctest: +ELLIPSIS
-            <bound method SqliteStore.start of ...>
         """
         await self._runner.open()
         self._started = True
@@ -139,10 +120,6 @@ class SqliteStore:
     # ----------------------------------------------------------------- trace buffer
     async def append(self, chunks: Sequence[TraceChunk], now: float | None = None) -> AppendResult:
         """Store trace chunks durably; returns what was evicted or dropped.
-
-        Example:
-            >>> SqliteStore(":memory:").append  # doctest: +ELLIPSIS
-            <bound method SqliteStore.append of ...>
         """
         at = time.time() if now is None else now
         return await self._runner.call(lambda db: self._buffer.append(db, chunks, at))
@@ -153,20 +130,12 @@ class SqliteStore:
         """Store a whole request as received (``TracesData`` or ``LogsData`` encoding) with its
         per-trace summary (`collector.store.split.summarize_spans`); it is cut by trace
         only when one of its traces is decided.
-
-        Example:
-            >>> SqliteStore(":memory:").append_request  # doctest: +ELLIPSIS
-            <bound method SqliteStore.append_request of ...>
         """
         at = time.time() if now is None else now
         return await self._runner.call(lambda db: self._buffer.append_request(db, signal, raw, entries, at))
 
     async def due(self, limit: int, now: float | None = None) -> tuple[list[bytes], int]:
         """Trace ids ready for a decision, and how many run-less traces expired (dropped).
-
-        Example:
-            >>> SqliteStore(":memory:").due  # doctest: +ELLIPSIS
-            <bound method SqliteStore.due of ...>
         """
         at = time.time() if now is None else now
 
@@ -174,20 +143,12 @@ class SqliteStore:
 
     async def load(self, trace_id: bytes) -> list[TraceChunk]:
         """Every chunk stored for a trace, in arrival order.
-
-        Example:
-            >>> SqliteStore(":memory:").load  # doctest: +ELLIPSIS
-            <bound method SqliteStore.load of ...>
         """
 
         return await self._runner.call(lambda db: self._buffer.load(db, trace_id))
 
     async def finish(self, trace_id: bytes) -> None:
         """Mark a trace decided; it is kept as context until it ages out or is evicted.
-
-        Example:
-            >>> SqliteStore(":memory:").finish  # doctest: +ELLIPSIS
-            <bound method SqliteStore.finish of ...>
         """
         await self._runner.call(lambda db: self._buffer.finish(db, trace_id))
 
@@ -203,10 +164,6 @@ class SqliteStore:
 
     async def put(self, jobs: Sequence[ScoreJob]) -> list[bool]:
         """Queue jobs idempotently; False for a key already queued, done or dead.
-
-        Example:
-            >>> SqliteStore(":memory:").put  # doctest: +ELLIPSIS
-            <bound method SqliteStore.put of ...>
         """
         now = time.time()
 
@@ -230,10 +187,6 @@ class SqliteStore:
 
     async def take(self, limit: int) -> list[LeasedJob]:
         """Lease up to ``limit`` available jobs.
-
-        Example:
-            >>> SqliteStore(":memory:").take  # doctest: +ELLIPSIS
-            <bound method SqliteStore.take of ...>
         """
         now = time.time()
         lease = uuid.uuid4().hex
@@ -276,10 +229,6 @@ class SqliteStore:
 
     async def settle(self, leased: LeasedJob, outcome: Settlement) -> None:
         """Complete, retry or dead-letter a leased job (atomically with its outbox record).
-
-        Example:
-            >>> SqliteStore(":memory:").settle  # doctest: +ELLIPSIS
-            <bound method SqliteStore.settle of ...>
         """
         now = time.time()
 
@@ -320,10 +269,6 @@ class SqliteStore:
     # ----------------------------------------------------------------------- outbox
     async def pending(self, limit: int) -> list[OutboxItem]:
         """Outbox records due for (another) export attempt, oldest first.
-
-        Example:
-            >>> SqliteStore(":memory:").pending  # doctest: +ELLIPSIS
-            <bound method SqliteStore.pending of ...>
         """
         now = time.time()
 
@@ -338,10 +283,6 @@ class SqliteStore:
 
     async def release(self, item_ids: Sequence[int]) -> None:
         """Delete exported records.
-
-        Example:
-            >>> SqliteStore(":memory:").release  # doctest: +ELLIPSIS
-            <bound method SqliteStore.release of ...>
         """
         await asyncio.shield(
             self._runner.call(
@@ -352,10 +293,6 @@ class SqliteStore:
 
     async def defer(self, item_ids: Sequence[int], delay_s: float) -> None:
         """Postpone records whose export failed.
-
-        Example:
-            >>> SqliteStore(":memory:").defer  # doctest: +ELLIPSIS
-            <bound method SqliteStore.defer of ...>
         """
         until = time.time() + delay_s
         await self._runner.call(
@@ -367,10 +304,6 @@ class SqliteStore:
 
     async def stats(self) -> StoreStats:
         """Row counts per table, for gauges and readiness.
-
-        Example:
-            >>> SqliteStore(":memory:").stats  # doctest: +ELLIPSIS
-            <bound method SqliteStore.stats of ...>
         """
         now = time.time()
 
@@ -392,10 +325,6 @@ class SqliteStore:
         """Forget idempotency keys and dead letters older than ``older_than_s``; returns rows removed.
 
         A batch replayed after that long would be scored again: keep it longer than any replay.
-
-        Example:
-            >>> SqliteStore(":memory:").prune  # doctest: +ELLIPSIS
-            <bound method SqliteStore.prune of ...>
         """
         cutoff = (time.time() if now is None else now) - older_than_s
 
@@ -407,10 +336,6 @@ class SqliteStore:
 
     async def dead_letters(self) -> list[dict[str, object]]:
         """The dead-letter table as dicts (key, error, attempts).
-
-        Example:
-            >>> SqliteStore(":memory:").dead_letters  # doctest: +ELLIPSIS
-            <bound method SqliteStore.dead_letters of ...>
         """
 
         def work(db: sqlite3.Connection) -> list[dict[str, object]]:

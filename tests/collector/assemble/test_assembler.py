@@ -18,17 +18,16 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from repo_paths import FIXTURES
 
 import adapters
 from collector.assemble.assembler import TraceAssembler, split_traces
 from collector.config import FilterConfig, ScorerConfig
 from collector.errors import QueueFull, Unavailable
 from collector.metrics import Metrics
-from collector.work.registry import RegisteredScorer, ScorerRegistry, sampled
 from collector.store.sqlite.store import SqliteStore
+from collector.work.registry import RegisteredScorer, ScorerRegistry, sampled
 from scorers import create_scorer
-
-FIXTURES = Path(__file__).parents[1] / "fixtures"
 
 
 async def _poll(check: Callable[[], Awaitable[bool]], what: str) -> None:

@@ -8,10 +8,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from repo_paths import FIXTURES
 
 from collector.cli import main
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 TRACESCORE = Path(sys.executable).parent / "tracescore"
 MESSAGE_KEYS = {"role", "content", "tool_calls", "tool_call_id"}
 

@@ -11,10 +11,10 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from repo_paths import FIXTURES
 
 from collector.cli import main
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 TRACESCORE = Path(sys.executable).parent / "tracescore"
 S1_FILES = sorted(str(p) for p in FIXTURES.glob("*/S1.pb"))
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
+from repo_paths import REPO
 
 from collector.commands import check
 from collector.config import Config, config_from_dict, load_config
@@ -145,8 +146,8 @@ def test_the_spec_example_configuration_loads(tmp_path: Path) -> None:
 
 
 def test_a_daemon_exporting_to_itself_does_not_forward(tmp_path: Path) -> None:
-    from collector.work.registry import ScorerRegistry
     from collector.service import Service
+    from collector.work.registry import ScorerRegistry
 
     config = config_from_dict({"queue": {"url": f"sqlite:///{tmp_path / 'q.db'}"},
                                "export": {"endpoint": "http://127.0.0.1:4317"}}, env={})
@@ -208,7 +209,7 @@ def test_check_command_imports_scorers(tmp_path: Path, capsys: pytest.CaptureFix
 
 
 def test_shipped_example_config_is_valid() -> None:
-    example = Path(__file__).parents[2] / "deploy" / "tracescore.toml"
+    example = REPO / "deploy" / "tracescore.toml"
     # Every key of the example validates (the queue URL is overridden: the env wins over the file).
     cfg = load_config(example, env={"TRACESCORE_QUEUE_URL": "sqlite:///example.db"})
     assert cfg.queue.url == "sqlite:///example.db"
@@ -232,8 +233,8 @@ def test_judge_rate_limits_from_file_and_env() -> None:
 
 
 async def test_the_service_applies_the_judge_rate_limits(tmp_path: Path) -> None:
-    from collector.work.registry import ScorerRegistry
     from collector.service import Service
+    from collector.work.registry import ScorerRegistry
     from scorers._rate_limit import configure_judge_rate_limits, get_judge_rate_limit
 
     config = config_from_dict({

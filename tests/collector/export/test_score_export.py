@@ -14,8 +14,8 @@ from opentelemetry.trace import SpanKind, StatusCode
 from collector.config import ExportConfig
 from collector.export.scores import ScoreExporter, build_span, make_span_exporter
 from collector.metrics import Metrics
-from collector.types import Done, RunRecord, ScoreJob, ScoreRecord
 from collector.store.sqlite.store import SqliteStore
+from collector.types import Done, RunRecord, ScoreJob, ScoreRecord
 
 TRACE, SPAN = "5b8efff798038103d269b633813fc60c", "eee19b7ec3c1b174"
 

@@ -15,9 +15,9 @@ from opentelemetry.proto.collector.logs.v1 import logs_service_pb2, logs_service
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
 
-from collector.receive.consumer import Accepted
 from collector.errors import CollectorError, QueueFull
 from collector.metrics import Metrics
+from collector.receive.consumer import Accepted
 from collector.receive.grpc import GrpcReceiver
 from collector.receive.http import HttpReceiver
 

@@ -9,9 +9,9 @@ from typing import Any
 
 from collector.config import ScorerConfig
 from collector.metrics import Metrics
+from collector.store.sqlite.store import SqliteStore
 from collector.types import Dead, Done, Retry, RunRecord, ScoreJob
 from collector.work.registry import RegisteredScorer, ScorerRegistry
-from collector.store.sqlite.store import SqliteStore
 from collector.work.worker import Worker
 from scorers import JudgeError, create_scorer, not_scorable
 

@@ -23,15 +23,15 @@ from pathlib import Path
 
 import pytest
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+from repo_paths import FIXTURES
 
 import adapters
 from collector.cli import main
-from collector.commands import demo
+from collector.commands.demo import samples as demo_samples
 from collector.commands.demo.sink import ReceivedScore, ScoreSink
 from collector.export.scores import build_span
 from collector.types import ScoreRecord
 
-FIXTURES = Path(__file__).parent / "fixtures"
 SCORERS = ("Keyword Coverage", "Completeness", "Tone Consistency", "check no-tool-errors",
            "check called-tool")
 LINE = re.compile(r"^  (?P<run>\S+) +(?P<scorer>" + "|".join(SCORERS)
@@ -152,7 +152,7 @@ def test_scores_that_do_not_come_in_time_fail_the_demo(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], private_tmp: Path
 ) -> None:
     # The late-root trace is decided after rootless_wait (2 s); the demo waits 0.2 s.
-    assert demo.ROOTLESS_WAIT_S > 1
+    assert demo_samples.ROOTLESS_WAIT_S > 1
     samples = _rootless_sample(tmp_path / "samples").parent
     assert main(["demo", "--samples", str(samples), "--timeout", "0.2"]) == 1
     out = capsys.readouterr().out
@@ -182,7 +182,7 @@ def extra_scorer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[[s
     path.write_text(SCORER_FILE)
 
     def register(name: str) -> None:
-        monkeypatch.setattr(demo, "SCORERS", [*demo.SCORERS, {"ref": f"{path}:{name}"}])
+        monkeypatch.setattr(demo_samples, "SCORERS", [*demo_samples.SCORERS, {"ref": f"{path}:{name}"}])
 
     return register
 

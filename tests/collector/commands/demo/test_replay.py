@@ -19,15 +19,15 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, ArrayValue, KeyValue, KeyValueList
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 from opentelemetry.sdk.trace.export import SpanExporter
+from repo_paths import FIXTURES
 
 import adapters
-from collector.receive.consumer import Accepted
+from collector.commands.demo.replay import IdRemap, attributes, replay
 from collector.metrics import Metrics
+from collector.receive.consumer import Accepted
 from collector.receive.grpc import GrpcReceiver
 from collector.receive.http import HttpReceiver
-from collector.commands.demo.replay import IdRemap, attributes, replay
 
-FIXTURES = Path(__file__).parent.parent / "fixtures"
 TRACE_FILES = sorted(p for p in FIXTURES.glob("*/*.pb") if not adapters.is_logs_file(p.name))
 NOW = 1_900_000_000_000_000_000
 

@@ -9,12 +9,12 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
+from repo_paths import INTEGRATION
 
 from collector._aio import cancel_and_wait
-from collector.types import TraceChunk
 from collector.errors import ConfigError, Unavailable
-from collector.types import Done, RunRecord, ScoreJob, ScoreRecord
 from collector.store.redis.store import RedisStore
+from collector.types import Done, RunRecord, ScoreJob, ScoreRecord, TraceChunk
 
 REDIS_URL = os.environ.get("TRACESCORE_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 T1 = b"\x01" * 16
@@ -192,7 +192,7 @@ def test_serve_exits_2_when_redis_refuses_the_url(tmp_path: Path) -> None:
     import subprocess
     import sys
 
-    scorer = Path(__file__).parent / "scorers_for_tests.py"
+    scorer = INTEGRATION / "scorers_for_tests.py"
     env = {**os.environ, "TRACESCORE_QUEUE_URL": REDIS_URL.rsplit("/", 1)[0] + "/999",
            "TRACESCORE_RECEIVER_GRPC_ENDPOINT": "127.0.0.1:0", "TRACESCORE_RECEIVER_HTTP_ENDPOINT": "127.0.0.1:0",
            "LITELLM_LOCAL_MODEL_COST_MAP": "True"}

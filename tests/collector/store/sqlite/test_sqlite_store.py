@@ -6,9 +6,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from collector.types import TraceChunk
-from collector.types import Dead, Done, Retry, RunRecord, ScoreJob, ScoreRecord
 from collector.store.sqlite.store import SqliteStore
+from collector.types import Dead, Done, Retry, RunRecord, ScoreJob, ScoreRecord, TraceChunk
 
 T1, T2, T3 = b"\x01" * 16, b"\x02" * 16, b"\x03" * 16
 

@@ -1,0 +1,147 @@
+"""Deciding a trace: its buffered chunks -> the adapters' agent runs -> one `ScoreJob` per
+run and admitted scorer.
+
+The scorers come through `ScorerSelection` (the daemon passes its
+`collector.work.registry.ScorerRegistry`): assembly only asks which scorers admit a run
+(filter, then sampling on the trace id) and counts every other decision per scorer.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+from opentelemetry.proto.logs.v1.logs_pb2 import LogsData
+from opentelemetry.proto.trace.v1.trace_pb2 import TracesData
+
+from collector.metrics import Metrics
+from collector.types import RunRecord, ScoreJob, TraceChunk
+
+logger = logging.getLogger(__name__)
+
+
+class ScorerChoice(Protocol):
+    """One registered scorer, as assembly names it in a job."""
+
+    @property
+    def scorer_id(self) -> str:
+        """The scorer's id."""
+        ...
+
+    @property
+    def version(self) -> str | None:
+        """The scorer's version (part of the job's idempotency key)."""
+        ...
+
+
+class ScorerSelection(Protocol):
+    """Which registered scorers take a run."""
+
+    @property
+    def entries(self) -> Sequence[ScorerChoice]:
+        """Every registered scorer."""
+        ...
+
+    def decisions(
+        self, *, trace_id: str, service: str, agent: str | None, span_name: str,
+        attributes: Mapping[str, Any],
+    ) -> Sequence[tuple[ScorerChoice, str]]:
+        """Each scorer with ``admitted``, ``filtered_out`` or ``sampled_out`` for one run."""
+        ...
+
+
+class RunDecider:
+    """Turns a decided trace into score jobs (called on the assembler's own thread).
+
+    Args:
+        adapters: the `adapters` module (or any object with ``spans_from_resource_spans``,
+            ``logs_from_resource_logs``, ``AssembledTrace`` and ``extract_runs``).
+        selection: the registered scorers.
+        metrics: the service's instruments (runs found and skipped, decisions per scorer).
+    """
+
+    def __init__(self, adapters: Any, selection: ScorerSelection, metrics: Metrics) -> None:
+        self._adapters = adapters
+        self._registry = selection
+        self._metrics = metrics
+
+    def jobs_for(self, trace_id: bytes, chunks: list[TraceChunk]) -> list[ScoreJob]:
+        """The score jobs of one buffered trace; a trace that fails to decode or extract
+        is counted (``runs_skipped{reason="trace_error"}``) and yields none.
+
+        Example:
+            >>> import adapters
+            >>> from collector.metrics import Metrics
+            >>> class NoScorers:
+            ...     entries = ()
+            ...     def decisions(self, **run):
+            ...         return ()
+            >>> metrics = Metrics()
+            >>> broken = TraceChunk(b"\\x01" * 16, "spans", b"not protobuf", 1, True)
+            >>> RunDecider(adapters, NoScorers(), metrics).jobs_for(b"\\x01" * 16, [broken])
+            []
+            >>> metrics.registry.get_sample_value("tracescore_runs_skipped_total", {"reason": "trace_error"})
+            1.0
+        """
+        # A trace that cannot be decided must not block the others (nor be retried forever).
+        try:
+            return self._jobs(trace_id, chunks)
+        except Exception:
+            self._metrics.errors.labels(component="assembly").inc()
+            self._metrics.runs_skipped.labels(reason="trace_error").inc()
+            logger.exception("deciding trace %s failed; it is skipped", trace_id.hex())
+            return []
+
+    def _jobs(self, trace_id: bytes, chunks: list[TraceChunk]) -> list[ScoreJob]:
+        """Decode a trace, extract runs and match scorers (runs on a worker thread)."""
+        ad = self._adapters
+        resource_spans: list[Any] = []
+        resource_logs: list[Any] = []
+        for chunk in chunks:
+            if chunk.signal == "spans":
+                traces = TracesData()
+                traces.ParseFromString(chunk.data)
+                resource_spans.extend(traces.resource_spans)
+            else:
+                logs = LogsData()
+                logs.ParseFromString(chunk.data)
+                resource_logs.extend(logs.resource_logs)
+        spans = ad.spans_from_resource_spans(resource_spans)
+        if not spans:
+            return []
+        logs_list = ad.logs_from_resource_logs(resource_logs)
+        trace = ad.AssembledTrace(trace_id=trace_id.hex(), spans=tuple(spans), logs=tuple(logs_list))
+        extraction = ad.extract_runs(trace)
+        for skip in extraction.skipped:
+            self._metrics.runs_skipped.labels(reason=skip.reason).inc()
+        if extraction.skipped:  # also per scorer (SPEC: every decision is counted per scorer)
+            for entry in self._registry.entries:
+                self._metrics.decisions.labels(scorer=entry.scorer_id, reason="skipped").inc(
+                    len(extraction.skipped))
+        by_id = {s.span_id: s for s in spans}
+        jobs = []
+        for run in extraction.runs:
+            self._metrics.runs_found.labels(convention=run.convention or "unknown").inc()
+            span = by_id.get(run.span_id)
+            attributes = dict(span.attributes) if span is not None else {}
+            ctx = dict(run.request_context or {})
+            agent = ctx.get("agent_name") or attributes.get("gen_ai.agent.name")
+            response_id = ctx.get("response_id") or attributes.get("gen_ai.response.id")
+            record = RunRecord(
+                trace_id=run.trace_id, span_id=run.span_id, span_name=run.span_name,
+                service=run.service, convention=run.convention, start_ns=run.start_ns,
+                end_ns=run.end_ns, input=run.input.model_dump(mode="json"),
+                output=run.output.model_dump(mode="json"), request_context=ctx,
+                response_id=str(response_id) if response_id else None,
+                agent=str(agent) if agent else None,
+            )
+            for entry, decision in self._registry.decisions(
+                trace_id=run.trace_id, service=run.service, agent=record.agent,
+                span_name=run.span_name, attributes=attributes,
+            ):
+                if decision == "admitted":
+                    jobs.append(ScoreJob(record, entry.scorer_id, entry.version))
+                else:
+                    self._metrics.decisions.labels(scorer=entry.scorer_id, reason=decision).inc()
+        return jobs

@@ -1,0 +1,27 @@
+"""Daemon configuration: one frozen pydantic model per component, loaded from TOML and env.
+
+Precedence, highest first: ``TRACESCORE_<SECTION>_<KEY>`` environment variables, the TOML
+file, the standard ``OTEL_EXPORTER_OTLP_*`` variables (export only), the defaults.
+Every key has a default, so an empty file (or none) is a valid configuration. Unknown keys
+and bad values raise `collector.errors.ConfigError` naming the key's dotted path.
+`sections` holds the models, `checks` the value checks across keys, `load` the loading.
+"""
+
+from collector.config.checks import KeyProblem, endpoint_host_port
+from collector.config.load import config_from_dict, load_config
+from collector.config.sections import (
+    AssemblyConfig,
+    Config,
+    ExportConfig,
+    FilterConfig,
+    QueueConfig,
+    ReceiverConfig,
+    ScorerConfig,
+    WorkersConfig,
+)
+
+__all__ = [
+    "AssemblyConfig", "Config", "ExportConfig", "FilterConfig", "KeyProblem", "QueueConfig",
+    "ReceiverConfig", "ScorerConfig", "WorkersConfig", "config_from_dict", "endpoint_host_port",
+    "load_config",
+]

@@ -1,0 +1,136 @@
+"""Loading the configuration: a TOML file, then ``TRACESCORE_<SECTION>_<KEY>`` variables
+over it, then the standard ``OTEL_EXPORTER_OTLP_*`` variables where ``[export]`` is
+silent; validated into `Config`, with errors naming the key's dotted path."""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from collector.config.checks import KeyProblem
+from collector.config.sections import Config
+from collector.errors import ConfigError
+
+_SECTIONS = ("receiver", "assembly", "queue", "workers", "export")
+
+
+def _env_value(raw: str) -> Any:
+    """An env value: TOML inline tables and arrays are parsed, anything else stays a string.
+
+    Pydantic coerces strings into numbers and booleans for typed fields, and a string
+    field (a token "123") keeps its text.
+    """
+    if raw.strip()[:1] in ("{", "["):
+        try:
+            return tomllib.loads(f"v = {raw}")["v"]
+        except tomllib.TOMLDecodeError:
+            return raw
+    return raw
+
+
+def _parse_otel_headers(raw: str) -> dict[str, str]:
+    from urllib.parse import unquote
+
+    headers: dict[str, str] = {}
+    for item in raw.split(","):
+        if "=" in item:
+            key, value = item.split("=", 1)
+            headers[unquote(key.strip())] = unquote(value.strip())
+    return headers
+
+
+def _apply_env(data: dict[str, Any], env: Mapping[str, str]) -> None:
+    for name, raw in env.items():
+        if not name.startswith("TRACESCORE_"):
+            continue
+        rest = name[len("TRACESCORE_") :].lower()
+        section = next((s for s in _SECTIONS if rest.startswith(s + "_")), None)
+        if section is None:
+            continue
+        key = rest[len(section) + 1 :]
+        data.setdefault(section, {})
+        if not isinstance(data[section], dict):
+            raise ConfigError(f"{section}: must be a table")
+        data[section][key] = _env_value(raw)
+
+
+def _apply_otel(data: dict[str, Any], env: Mapping[str, str]) -> None:
+    export = data.setdefault("export", {})
+    if not isinstance(export, dict):
+        return
+    endpoint = env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or env.get("OTEL_EXPORTER_OTLP_ENDPOINT")
+    if "endpoint" not in export and endpoint:
+        export["endpoint"] = endpoint
+    protocol = env.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") or env.get("OTEL_EXPORTER_OTLP_PROTOCOL")
+    if "protocol" not in export and protocol:
+        export["protocol"] = protocol
+    headers = env.get("OTEL_EXPORTER_OTLP_TRACES_HEADERS") or env.get("OTEL_EXPORTER_OTLP_HEADERS")
+    if "headers" not in export and headers:
+        export["headers"] = _parse_otel_headers(headers)
+
+
+def _format_validation(err: ValidationError) -> str:
+    lines = []
+    for item in err.errors():
+        path = ".".join(str(p) for p in item["loc"]) or "(root)"
+        msg = "unknown key" if item["type"] == "extra_forbidden" else item["msg"]
+        msg = msg.removeprefix("Value error, ")
+        problem = (item.get("ctx") or {}).get("error")
+        if isinstance(problem, KeyProblem):  # a check across keys names the key at fault
+            path, msg = problem.key, problem.message
+        lines.append(f"{path}: {msg}")
+    return "invalid configuration: " + "; ".join(lines)
+
+
+def config_from_dict(data: Mapping[str, Any], env: Mapping[str, str] | None = None) -> Config:
+    """Validate a parsed TOML document, applying env overrides and OTEL fallbacks.
+
+    Raises:
+        ConfigError: on unknown keys or bad values, naming the key path.
+
+    Example:
+        >>> config_from_dict({"assembly": {"decision_wait": 0.2}}, env={}).assembly.decision_wait
+        0.2
+        >>> config_from_dict({"receiver": {"nope": 1}}, env={})
+        Traceback (most recent call last):
+        ...
+        collector.errors.ConfigError: invalid configuration: receiver.nope: unknown key
+    """
+    env = os.environ if env is None else env
+    merged: dict[str, Any] = {
+        k: (dict(v) if isinstance(v, dict) else v) for k, v in data.items()
+    }
+    _apply_env(merged, env)
+    _apply_otel(merged, env)
+    try:
+        config = Config.model_validate(merged)
+    except ValidationError as err:
+        raise ConfigError(_format_validation(err)) from None
+    config.receiver.token()  # an "env:NAME" token whose variable is unset fails here, at start
+    return config
+
+
+def load_config(path: str | Path | None, env: Mapping[str, str] | None = None) -> Config:
+    """Load the TOML file at ``path`` (or only env and defaults when None).
+
+    Raises:
+        ConfigError: when the file is missing, is not TOML, or does not validate.
+
+    Example:
+        >>> load_config(None, env={"TRACESCORE_WORKERS_CONCURRENCY": "4"}).workers.concurrency
+        4
+    """
+    data: dict[str, Any] = {}
+    if path is not None:
+        try:
+            data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise ConfigError(f"config file not found: {path}") from None
+        except tomllib.TOMLDecodeError as err:
+            raise ConfigError(f"{path}: not valid TOML: {err}") from None
+    return config_from_dict(data, env)

@@ -1,0 +1,14 @@
+"""Export: score records from the store's outbox, and received spans, out to the backend.
+
+`ScoreExporter` turns each `collector.types.ScoreRecord` into an ``evaluation <scorer>``
+child span with a ``gen_ai.evaluation.result`` event and sends it over OTLP, releasing a
+record from the outbox only once the backend accepted it (retrying with backoff
+otherwise). `ScoreSignals` adds the optional log record and metric per score.
+`Forwarder` passes received spans and logs through to the export endpoint.
+"""
+
+from collector.export.forward import Forwarder
+from collector.export.scores import ScoreExporter, make_span_exporter
+from collector.export.signals import ScoreSignals
+
+__all__ = ["Forwarder", "ScoreExporter", "ScoreSignals", "make_span_exporter"]

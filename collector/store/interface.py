@@ -1,0 +1,116 @@
+"""The store's roles, as the stages above it call them (the backends implement all four).
+
+* `TraceBuffer` (assembly): per-trace span storage, durable before `append` returns, with
+  decision timing (`due`), reading (`load`) and `finish` once a trace's jobs are queued.
+  `RequestBuffer` is a trace buffer that keeps whole requests and cuts them on load.
+* `JobQueue` (assembly puts, workers take and settle): leased jobs, idempotent on
+  `collector.types.ScoreJob.key`.
+* `Outbox` (export): results settled with a record wait here until a backend took them.
+* `Store`: all of the above plus the lifecycle, gauges, retention and dead letters that
+  `collector.service` uses; `SqliteStore` and `RedisStore` are the two backends.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from collector.types import (
+    AppendResult,
+    LeasedJob,
+    OutboxItem,
+    ScoreJob,
+    Settlement,
+    StoreStats,
+    SummaryEntry,
+    TraceChunk,
+)
+
+
+class TraceBuffer(Protocol):
+    """Durable per-trace span storage: what assembly appends to and decides from."""
+
+    async def append(self, chunks: Sequence[TraceChunk]) -> AppendResult:
+        """Store chunks durably, evicting or dropping over the bounds (said in the result)."""
+        ...
+
+    async def due(self, limit: int) -> tuple[list[bytes], int]:
+        """Up to ``limit`` trace ids to decide now, and how many run-less traces expired."""
+        ...
+
+    async def load(self, trace_id: bytes) -> list[TraceChunk]:
+        """A trace's chunks in arrival order."""
+        ...
+
+    async def finish(self, trace_id: bytes) -> None:
+        """Mark a trace decided (its jobs are queued); it stays as context for late runs."""
+        ...
+
+
+class RequestBuffer(TraceBuffer, Protocol):
+    """A trace buffer that stores whole requests as received, with a per-trace summary
+    (`collector.types.SummaryEntry`), and cuts them by trace only when loading."""
+
+    async def append_request(self, signal: str, raw: bytes, entries: Sequence[SummaryEntry]) -> AppendResult:
+        """Store one whole request (``TracesData`` or ``LogsData`` encoding) and its summary."""
+        ...
+
+
+class JobQueue(Protocol):
+    """Where score jobs wait: durable, leased, idempotent on `ScoreJob.key`."""
+
+    async def put(self, jobs: Sequence[ScoreJob]) -> list[bool]:
+        """Queue jobs; each flag says whether that job was new (False: a duplicate key)."""
+        ...
+
+    async def take(self, limit: int) -> list[LeasedJob]:
+        """Lease up to ``limit`` available jobs (possibly none)."""
+        ...
+
+    async def settle(self, leased: LeasedJob, outcome: Settlement) -> None:
+        """Finish, retry or dead-letter a leased job."""
+        ...
+
+    def depth(self) -> int:
+        """Jobs and unexported results waiting (cached; never blocks)."""
+        ...
+
+
+class Outbox(Protocol):
+    """Durable results waiting for export."""
+
+    async def pending(self, limit: int) -> Sequence[OutboxItem]:
+        """Lease up to ``limit`` results for export (a lease that runs out frees them again)."""
+        ...
+
+    async def release(self, item_ids: Sequence[int]) -> None:
+        """Delete exported results."""
+        ...
+
+    async def defer(self, item_ids: Sequence[int], delay_s: float) -> None:
+        """Leave results for a later attempt, ``delay_s`` from now."""
+        ...
+
+
+class Store(TraceBuffer, JobQueue, Outbox, Protocol):
+    """A whole store backend: the three roles plus lifecycle, gauges, retention, dead letters."""
+
+    async def start(self) -> None:
+        """Open the store; leases and traces left by a previous process become available again."""
+        ...
+
+    async def shutdown(self, timeout: float = 5.0) -> None:  # noqa: ASYNC109 (lifecycle contract)
+        """Close the store; safe before start and twice."""
+        ...
+
+    async def stats(self) -> StoreStats:
+        """Counts for the gauges."""
+        ...
+
+    async def prune(self, older_than_s: float) -> int:
+        """Forget idempotency records older than ``older_than_s``; returns how many went."""
+        ...
+
+    async def dead_letters(self) -> list[dict[str, object]]:
+        """The dead-lettered jobs with their errors."""
+        ...

@@ -1,0 +1,11 @@
+"""The embedded store: trace buffer, job queue, dead letters and outbox in one SQLite file.
+
+`store.SqliteStore` is the backend; `runner` owns the connection on one thread
+(group commit), `schema` the tables, `buffer` and `index` the trace buffer (whole
+requests on disk, a per-trace index in memory), `body_log` the segment files that
+hold large request bodies beside the database.
+"""
+
+from collector.store.sqlite.store import SqliteStore
+
+__all__ = ["SqliteStore"]

@@ -1,0 +1,136 @@
+"""The SQLite store's file layout: its tables, the per-trace summary kept beside each
+received request, and the upgrade of an earlier layout."""
+
+from __future__ import annotations
+
+import sqlite3
+import struct
+from collections.abc import Iterable
+
+from collector.types import CANDIDATE, ROOT, SummaryEntry
+
+_ENTRY = struct.Struct("<16sIB")  # summary entry: trace id, span count, flags
+
+SCHEMA = """
+-- The trace buffer (see collector.store.sqlite.buffer): requests as received, one row each.
+CREATE TABLE IF NOT EXISTS received (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    at REAL NOT NULL,
+    signal TEXT NOT NULL,
+    whole INTEGER NOT NULL,  -- 1: a whole request, cut by trace when loaded; 0: one trace's chunk
+    summary BLOB NOT NULL,  -- 21 bytes per trace: trace id, span count, flags
+    data BLOB NOT NULL,  -- empty when the bytes are in the body log:
+    segment INTEGER,  -- its segment,
+    offset INTEGER,  -- where they start
+    length INTEGER  -- and how many
+);
+CREATE TABLE IF NOT EXISTS decided (
+    trace_id BLOB PRIMARY KEY,
+    through_row INTEGER NOT NULL  -- the last received row the decision covered
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS jobs (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    key TEXT NOT NULL UNIQUE,
+    payload TEXT NOT NULL,
+    scorer_id TEXT NOT NULL,
+    scorer_version TEXT,
+    available_at REAL NOT NULL,
+    lease TEXT,
+    lease_until REAL,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    last_error TEXT
+);
+CREATE INDEX IF NOT EXISTS jobs_available ON jobs(available_at);
+CREATE TABLE IF NOT EXISTS done (
+    key TEXT PRIMARY KEY,
+    at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS dead_letters (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    key TEXT NOT NULL,
+    payload TEXT NOT NULL,
+    error TEXT NOT NULL,
+    attempts INTEGER NOT NULL,
+    failed_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS outbox (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    key TEXT NOT NULL UNIQUE,
+    payload TEXT NOT NULL,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    available_at REAL NOT NULL
+);
+"""
+
+
+def summary_entry(trace_id: bytes, span_count: int, flags: int) -> bytes:
+    """One trace's summary entry as stored (21 bytes).
+
+    Example:
+        >>> len(summary_entry(b"t" * 16, 3, CANDIDATE))
+        21
+    """
+    return _ENTRY.pack(trace_id, span_count, flags)
+
+
+def pack_summary(entries: Iterable[SummaryEntry]) -> bytes:
+    """A request's per-trace summary as stored beside it.
+
+    Example:
+        >>> unpack_summary(pack_summary([(b"t" * 16, 3, CANDIDATE)]))
+        [(b'tttttttttttttttt', 3, 1)]
+    """
+    pack = _ENTRY.pack
+    return b"".join([pack(t, n, f) for t, n, f in entries])
+
+
+def unpack_summary(summary: bytes) -> list[SummaryEntry]:
+    """The entries of a stored summary.
+
+    Example:
+        >>> unpack_summary(b"")
+        []
+    """
+    return list(_ENTRY.iter_unpack(summary))
+
+
+def upgrade_layout(db: sqlite3.Connection) -> None:
+    """Move the traces of an earlier file layout (``traces`` and ``chunks`` tables, one row
+    per trace) into ``received`` and ``decided``; a no-op on a current file.
+
+    Example:
+        >>> db = sqlite3.connect(":memory:")
+        >>> upgrade_layout(db)
+    """
+    def exists(table: str) -> bool:
+        return bool(db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)).fetchone())
+
+    if not exists("traces"):
+        return
+    columns = {row[1] for row in db.execute("PRAGMA table_info(traces)")}
+    data = "data" if "data" in columns else "NULL"
+    order = "id" if "id" in columns else "first_seen"
+    db.execute("BEGIN IMMEDIATE")
+    traces = db.execute(
+        f"SELECT trace_id, first_seen, span_count, has_candidate, root_seen, decided, {data}"
+        f" FROM traces ORDER BY {order}").fetchall()
+    for trace_id, first_seen, span_count, candidate, root, decided, head in traces:
+        stored: list[tuple[str, bytes]] = [("spans", head)] if head is not None else []
+        if exists("chunks"):
+            stored += db.execute(
+                "SELECT signal, data FROM chunks WHERE trace_id = ? ORDER BY id", (trace_id,)).fetchall()
+        if not stored:
+            continue  # nothing of it was kept
+        flags = (CANDIDATE if candidate else 0) | (ROOT if root else 0)
+        last = 0
+        for i, (signal, chunk) in enumerate(stored):
+            entry = (trace_id, span_count, flags) if i == 0 else (trace_id, 0, 0)
+            last = int(db.execute(
+                "INSERT INTO received(at, signal, whole, summary, data) VALUES (?, ?, 0, ?, ?)",
+                (first_seen, signal, summary_entry(*entry), chunk)).lastrowid or 0)
+        if decided:
+            db.execute("INSERT OR REPLACE INTO decided(trace_id, through_row) VALUES (?, ?)", (trace_id, last))
+    db.execute("DROP TABLE traces")
+    if exists("chunks"):
+        db.execute("DROP TABLE chunks")
+    db.execute("COMMIT")

@@ -1,0 +1,13 @@
+"""Work: score jobs from the store's queue, in; settled jobs and score records, out.
+
+`ScorerRegistry` holds the configured scorers (imported from their refs, with each
+one's filter, sampling and labels); `Worker` takes leased jobs, runs the job's scorer
+on its run with bounded concurrency, and settles each job with the store: `Done` with a
+`collector.types.ScoreRecord` for the outbox, `Retry` after a transient failure, or
+`Dead` (a dead letter, and a failure record so the failure is exported too).
+"""
+
+from collector.work.registry import RegisteredScorer, ScorerRegistry, load_ref
+from collector.work.worker import Worker
+
+__all__ = ["RegisteredScorer", "ScorerRegistry", "Worker", "load_ref"]
