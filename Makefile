@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 PYTHON ?= python3
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 
-.PHONY: install demo test lint bench clean
+.PHONY: install backends demo test lint bench clean
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -14,11 +14,36 @@ $(VENV)/.installed: pyproject.toml
 
 install: $(VENV)/.installed
 
+# Real trace backends for tests/backends/, each in its own virtualenv (their dependencies
+# never mix with tracescore's). Versions are the ones the tests were written against;
+# a new version gets a new folder.
+BACKENDS ?= .backends
+PHOENIX_VERSION := 20.26.1
+MLFLOW_VERSION := 3.17.2
+PHOENIX_VENV := $(BACKENDS)/phoenix-$(PHOENIX_VERSION)
+MLFLOW_VENV := $(BACKENDS)/mlflow-$(MLFLOW_VERSION)
+export TRACESCORE_PHOENIX_VENV := $(abspath $(PHOENIX_VENV))
+export TRACESCORE_MLFLOW_VENV := $(abspath $(MLFLOW_VENV))
+
+$(PHOENIX_VENV)/.installed:
+	test -x $(PHOENIX_VENV)/bin/python || $(PYTHON) -m venv $(PHOENIX_VENV)
+	$(PHOENIX_VENV)/bin/python -m pip install -q --upgrade pip
+	$(PHOENIX_VENV)/bin/python -m pip install -q 'arize-phoenix==$(PHOENIX_VERSION)'
+	touch $@
+
+$(MLFLOW_VENV)/.installed:
+	test -x $(MLFLOW_VENV)/bin/python || $(PYTHON) -m venv $(MLFLOW_VENV)
+	$(MLFLOW_VENV)/bin/python -m pip install -q --upgrade pip
+	$(MLFLOW_VENV)/bin/python -m pip install -q 'mlflow==$(MLFLOW_VERSION)'
+	touch $@
+
+backends: $(PHOENIX_VENV)/.installed $(MLFLOW_VENV)/.installed
+
 lint: install
 	$(VENV)/bin/ruff check collector scorers adapters tests bench
 	$(VENV)/bin/mypy scorers adapters collector
 
-test: lint
+test: lint backends
 	$(VENV)/bin/pytest -q
 
 demo: install

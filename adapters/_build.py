@@ -274,6 +274,7 @@ def build_run(
         input=run_input,
         output=output,
         request_context=_context(run_span, run_view, calls),
+        resource=dict(run_span.resource),
     )
 
 

@@ -10,6 +10,7 @@ Skip reasons form a bounded set (`SKIP_REASONS`), suitable as a metrics label.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -67,6 +68,7 @@ class AgentRun:
     input: ScorerRunInputForAgent
     output: ScorerRunOutputForAgent
     request_context: dict[str, Any] = field(default_factory=dict)
+    resource: Mapping[str, Any] = field(default_factory=dict)  # the run span's resource attributes
 
 
 @dataclass(frozen=True, slots=True)

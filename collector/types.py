@@ -15,8 +15,10 @@ JSON, never pickles), so every store backend keeps the same records.
 
 from __future__ import annotations
 
+import hashlib
 import json
-from dataclasses import asdict, dataclass, field
+import uuid
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Literal
 
 CANDIDATE = 1
@@ -27,6 +29,37 @@ ROOT = 2
 
 SummaryEntry = tuple[bytes, int, int]
 """One trace of a request, as the trace buffer indexes it: trace id, span count, flags."""
+
+
+def _known(cls: type, data: dict[str, Any]) -> dict[str, Any]:
+    """The fields of ``data`` that ``cls`` has (a record written by a later version still loads)."""
+    names = {f.name for f in fields(cls)}
+    return {k: v for k, v in data.items() if k in names}
+
+
+def run_id_for(trace_id: str, span_id: str) -> str:
+    """The id of the agent run scored on span ``span_id`` of trace ``trace_id``: a UUID derived
+    from the two ids, so every scorer, replica and backfill of one run names it alike.
+
+    Example:
+        >>> run_id_for("ab" * 16, "cd" * 8) == run_id_for("ab" * 16, "cd" * 8)
+        True
+        >>> run_id_for("ab" * 16, "cd" * 8) == run_id_for("ab" * 16, "ef" * 8)
+        False
+    """
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"tracescore:run/{trace_id}/{span_id}"))
+
+
+def score_span_id_for(key: str) -> str:
+    """The span id of a score's evaluation span (16 hex digits, never all zero), derived from the
+    score's idempotency key: a redelivered job, a replica or a backfill sends the same span again.
+
+    Example:
+        >>> score_span_id_for("t/s/q/1") == score_span_id_for("t/s/q/1"), len(score_span_id_for("t/s/q/1"))
+        (True, 16)
+    """
+    digest = hashlib.sha256(f"tracescore:score/{key}".encode()).digest()
+    return (digest[:8] if any(digest[:8]) else digest[8:16]).hex()
 
 
 @dataclass(frozen=True)
@@ -100,6 +133,17 @@ class RunRecord:
     request_context: dict[str, Any] = field(default_factory=dict)
     response_id: str | None = None
     agent: str | None = None
+    resource: dict[str, Any] = field(default_factory=dict)  # the scored span's resource attributes
+
+    @property
+    def run_id(self) -> str:
+        """The agent run's id: the same for every scorer of this run (see `run_id_for`).
+
+        Example:
+            >>> RunRecord(trace_id="ab" * 16, span_id="cd" * 8).run_id
+            'f6f8e910-a4f9-578e-90be-7950dfd19071'
+        """
+        return run_id_for(self.trace_id, self.span_id)
 
     def to_json(self) -> str:
         """Serialise to a JSON string.
@@ -118,7 +162,7 @@ class RunRecord:
             >>> RunRecord.from_json('{"trace_id": "a", "span_id": "b"}').span_id
             'b'
         """
-        return cls(**json.loads(text))
+        return cls(**_known(cls, json.loads(text)))
 
     def __hash__(self) -> int:
         return hash((self.trace_id, self.span_id))
@@ -199,6 +243,9 @@ class ScoreRecord:
     preprocess_json: str | None = None
     analyze_json: str | None = None
     service: str = ""
+    resource: dict[str, Any] = field(default_factory=dict)  # the scored span's resource attributes
+    scored_end_ns: int = 0  # when the scored span ended (0: unknown, records queued before it was kept)
+    llm_judged: bool = False  # the scorer has prompt (LLM judge) steps
 
     def to_json(self) -> str:
         """Serialise to a JSON string.
@@ -217,7 +264,7 @@ class ScoreRecord:
             >>> ScoreRecord.from_json(ScoreRecord("k", "t", "s", "x", "q", "q").to_json()).key
             'k'
         """
-        return cls(**json.loads(text))
+        return cls(**_known(cls, json.loads(text)))
 
     def __hash__(self) -> int:
         return hash(self.key)

@@ -51,6 +51,33 @@ class ScorerSelection(Protocol):
         ...
 
 
+def run_record(run: Any, attributes: Mapping[str, Any]) -> RunRecord:
+    """The queued form of an adapters ``AgentRun`` whose run span has ``attributes`` (the
+    daemon's jobs and ``tracescore score --export`` build their records alike).
+
+    Example:
+        >>> from adapters import AgentRun
+        >>> from scorers._agent_types import ScorerRunInputForAgent, ScorerRunOutputForAgent
+        >>> run = AgentRun("ab" * 16, "cd" * 8, "invoke_agent bot", "svc", "genai", 0, 5,
+        ...                ScorerRunInputForAgent(), ScorerRunOutputForAgent([]), resource={"service.name": "svc"})
+        >>> rec = run_record(run, {"gen_ai.agent.name": "bot"})
+        >>> (rec.agent, rec.end_ns, rec.resource)
+        ('bot', 5, {'service.name': 'svc'})
+    """
+    ctx = dict(run.request_context or {})
+    agent = ctx.get("agent_name") or attributes.get("gen_ai.agent.name")
+    response_id = ctx.get("response_id") or attributes.get("gen_ai.response.id")
+    return RunRecord(
+        trace_id=run.trace_id, span_id=run.span_id, span_name=run.span_name,
+        service=run.service, convention=run.convention, start_ns=run.start_ns,
+        end_ns=run.end_ns, input=run.input.model_dump(mode="json"),
+        output=run.output.model_dump(mode="json"), request_context=ctx,
+        response_id=str(response_id) if response_id else None,
+        agent=str(agent) if agent else None,
+        resource=dict(getattr(run, "resource", None) or {}),
+    )
+
+
 class RunDecider:
     """Turns a decided trace into score jobs (called on the assembler's own thread).
 
@@ -125,17 +152,7 @@ class RunDecider:
             self._metrics.runs_found.labels(convention=run.convention or "unknown").inc()
             span = by_id.get(run.span_id)
             attributes = dict(span.attributes) if span is not None else {}
-            ctx = dict(run.request_context or {})
-            agent = ctx.get("agent_name") or attributes.get("gen_ai.agent.name")
-            response_id = ctx.get("response_id") or attributes.get("gen_ai.response.id")
-            record = RunRecord(
-                trace_id=run.trace_id, span_id=run.span_id, span_name=run.span_name,
-                service=run.service, convention=run.convention, start_ns=run.start_ns,
-                end_ns=run.end_ns, input=run.input.model_dump(mode="json"),
-                output=run.output.model_dump(mode="json"), request_context=ctx,
-                response_id=str(response_id) if response_id else None,
-                agent=str(agent) if agent else None,
-            )
+            record = run_record(run, attributes)
             for entry, decision in self._registry.decisions(
                 trace_id=run.trace_id, service=run.service, agent=record.agent,
                 span_name=run.span_name, attributes=attributes,

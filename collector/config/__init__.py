@@ -19,9 +19,17 @@ from collector.config.sections import (
     ScorerConfig,
     WorkersConfig,
 )
+from collector.config.sinks import (
+    LangfuseSinkConfig,
+    MlflowSinkConfig,
+    PhoenixSinkConfig,
+    SinksConfig,
+    secret_value,
+)
 
 __all__ = [
-    "AssemblyConfig", "Config", "ExportConfig", "FilterConfig", "KeyProblem", "QueueConfig",
-    "ReceiverConfig", "ScorerConfig", "WorkersConfig", "config_from_dict", "endpoint_host_port",
-    "load_config",
+    "AssemblyConfig", "Config", "ExportConfig", "FilterConfig", "KeyProblem", "LangfuseSinkConfig",
+    "MlflowSinkConfig", "PhoenixSinkConfig", "QueueConfig", "ReceiverConfig", "ScorerConfig",
+    "SinksConfig", "WorkersConfig", "config_from_dict", "endpoint_host_port", "load_config",
+    "secret_value",
 ]

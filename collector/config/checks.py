@@ -1,10 +1,13 @@
 """Checks of configuration values that pydantic's types cannot express: listen addresses,
-export endpoints and Redis URLs. A failed check raises `KeyProblem`, which names the key."""
+export endpoints, backend URLs (and whether one reaches the daemon's own listeners) and Redis URLs. A failed check raises `KeyProblem`, which names the key."""
 
 from __future__ import annotations
 
 import functools
 import inspect
+import ipaddress
+import socket
+from collections.abc import Iterable
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -85,3 +88,98 @@ def _connection_options(connection_class: type) -> frozenset[str]:
             names.update(p.name for p in inspect.signature(init).parameters.values()
                          if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY))
     return frozenset(names - {"self"})
+
+
+def _local_addresses() -> set[str]:
+    """This host's own addresses: loopback, wildcard and whatever its host name resolves to."""
+    addresses = {"127.0.0.1", "::1", "0.0.0.0", "::"}
+    for name in {socket.gethostname(), socket.getfqdn()}:
+        addresses |= _resolve(name)
+    return addresses
+
+
+def _resolve(host: str) -> set[str]:
+    """The IP addresses of ``host`` (itself when it is one; empty when it does not resolve)."""
+    host = host.strip("[]")
+    try:
+        return {str(ipaddress.ip_address(host))}
+    except ValueError:
+        pass
+    try:
+        return {str(info[4][0]) for info in socket.getaddrinfo(host, None)}
+    except (OSError, UnicodeError):
+        return set()
+
+
+def _host_port(target: str) -> tuple[str, int] | None:
+    """Host and port of a URL or ``HOST:PORT`` (the scheme's default port when none is given)."""
+    parts = urlsplit(target if "://" in target else f"//{target}")
+    try:
+        port = parts.port
+    except ValueError:
+        return None
+    if port is None:
+        port = {"https": 443, "http": 80}.get(parts.scheme)
+    if not parts.hostname or port is None:
+        return None
+    return parts.hostname, port
+
+
+def own_listener(target: str, listeners: Iterable[str]) -> str | None:
+    """The listener (``HOST:PORT``) of this daemon that ``target`` (a URL or ``HOST:PORT``) reaches,
+    or None: sending there would feed the daemon its own output.
+
+    Host names are resolved: ``localhost``, any 127.0.0.0/8 address, ``::1``, ``0.0.0.0`` and
+    the host's own addresses all reach a listener bound to a loopback or wildcard address on
+    the same port. Only targets on a listener's port are resolved at all.
+
+    Example:
+        >>> own_listener("http://localhost:4318/v1/traces", ["127.0.0.1:4317", "127.0.0.1:4318"])
+        '127.0.0.1:4318'
+        >>> own_listener("http://[::1]:4317", ["0.0.0.0:4317"]), own_listener("http://127.0.0.1:6006", ["127.0.0.1:4317"])
+        ('0.0.0.0:4317', None)
+    """
+    aim = _host_port(target)
+    if aim is None:
+        return None
+    host, port = aim
+    local: set[str] | None = None
+    for listener in listeners:
+        bound = _host_port(listener) if listener else None
+        if bound is None or bound[1] != port:
+            continue
+        target_ips, listener_ips = _resolve(host), _resolve(bound[0])
+        if target_ips & listener_ips:
+            return listener
+        if local is None:
+            local = _local_addresses()
+        target_local = any(ipaddress.ip_address(ip).is_loopback or ip in local for ip in target_ips)
+        listener_everywhere = any(ipaddress.ip_address(ip).is_unspecified for ip in listener_ips)
+        listener_loopback = any(ipaddress.ip_address(ip).is_loopback for ip in listener_ips)
+        target_loopback = any(ipaddress.ip_address(ip).is_loopback or ipaddress.ip_address(ip).is_unspecified
+                              for ip in target_ips)
+        if target_local and (listener_everywhere or (listener_loopback and target_loopback)):
+            return listener
+    return None
+
+
+def check_http_url(value: str, key: str) -> None:
+    """A backend URL must be ``http(s)://HOST[:PORT][/path]`` with a port in 1..65535.
+
+    Example:
+        >>> check_http_url("https://cloud.langfuse.com", "sinks.langfuse.host")
+        >>> check_http_url("htp//host", "sinks.phoenix.endpoint")
+        Traceback (most recent call last):
+        ...
+        collector.config.checks.KeyProblem: must be http(s)://HOST[:PORT][/path], got 'htp//host'
+    """
+    parts = urlsplit(value)
+    problem = parts.scheme not in ("http", "https") or not parts.hostname or any(c.isspace() for c in value)
+    try:
+        port = parts.port
+    except ValueError:
+        problem = True
+    else:
+        problem = problem or port == 0
+    if problem:
+        raise KeyProblem(key, f"must be http(s)://HOST[:PORT][/path], got {value!r}")

@@ -44,11 +44,26 @@ def _parse_otel_headers(raw: str) -> dict[str, str]:
     return headers
 
 
+_SINKS = ("phoenix", "mlflow", "langfuse")
+
+
+def _apply_sink_env(data: dict[str, Any], rest: str, raw: str) -> None:
+    """``TRACESCORE_SINKS_<SINK>_<KEY>`` (``rest``: what follows ``TRACESCORE_``, lowercased)."""
+    sink = next((s for s in _SINKS if rest.startswith(f"sinks_{s}_")), None)
+    if sink is None:
+        return
+    sinks = data.setdefault("sinks", {})
+    if not isinstance(sinks, dict) or not isinstance(sinks.setdefault(sink, {}), dict):
+        raise ConfigError(f"sinks.{sink}: must be a table")
+    sinks[sink][rest[len(f"sinks_{sink}_"):]] = _env_value(raw)
+
+
 def _apply_env(data: dict[str, Any], env: Mapping[str, str]) -> None:
     for name, raw in env.items():
         if not name.startswith("TRACESCORE_"):
             continue
         rest = name[len("TRACESCORE_") :].lower()
+        _apply_sink_env(data, rest, raw)
         section = next((s for s in _SECTIONS if rest.startswith(s + "_")), None)
         if section is None:
             continue
@@ -112,6 +127,7 @@ def config_from_dict(data: Mapping[str, Any], env: Mapping[str, str] | None = No
     except ValidationError as err:
         raise ConfigError(_format_validation(err)) from None
     config.receiver.token()  # an "env:NAME" token whose variable is unset fails here, at start
+    config.sinks.check_secrets()
     return config
 
 

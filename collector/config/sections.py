@@ -24,7 +24,9 @@ from collector.config.checks import (
     check_receiver_endpoint,
     check_redis_url,
     endpoint_host_port,
+    own_listener,
 )
+from collector.config.sinks import SinksConfig
 from collector.errors import ConfigError
 
 _MODEL = ConfigDict(extra="forbid", frozen=True)
@@ -211,6 +213,7 @@ class ExportConfig(BaseModel):
     score_metrics: bool = False
     metrics_interval_s: float = Field(default=60.0, gt=0)
     forward_queue_size: int = Field(default=1024, gt=0)
+    span_time: Literal["anchored", "actual"] = "anchored"  # evaluation spans: at the scored span's end, or when scored
 
     @field_validator("endpoint")
     @classmethod
@@ -321,12 +324,18 @@ class Config(BaseModel):
     workers: WorkersConfig = Field(default_factory=WorkersConfig)
     export: ExportConfig = Field(default_factory=ExportConfig)
     scorers: list[ScorerConfig] = Field(default_factory=list)
+    sinks: SinksConfig = Field(default_factory=SinksConfig)
 
     @model_validator(mode="after")
     def _across_sections(self) -> Config:
         if self.workers.job_timeout_s >= self.queue.visibility_timeout_s:
             # Otherwise a slow job's lease runs out and a second worker runs it too.
             raise KeyProblem("workers.job_timeout_s", "must be below queue.visibility_timeout_s")
+        listeners = [self.receiver.grpc_endpoint, self.receiver.http_endpoint]
+        for key, url in self.sinks.urls().items():  # a sink on our own listener would score its own output
+            listener = own_listener(url, listeners)
+            if listener is not None:
+                raise KeyProblem(key, f"{url} is this daemon's own listener {listener}")
         return self
 
     @property

@@ -17,116 +17,18 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from opentelemetry import context as otel_context
-from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import Event, ReadableSpan
+from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
-from opentelemetry.sdk.util.instrumentation import InstrumentationScope
-from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
 from collector._aio import cancel_and_wait, wait_event
 from collector.config import ExportConfig
+from collector.export.evaluation import SpanTime, build_span
 from collector.metrics import Metrics
 from collector.store.interface import Outbox
 from collector.types import ScoreRecord
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
-
-# OpenTelemetry GenAI evaluation attributes (semantic conventions).
-EVENT_NAME = "gen_ai.evaluation.result"
-GEN_AI_EVALUATION_NAME = "gen_ai.evaluation.name"
-GEN_AI_EVALUATION_SCORE_VALUE = "gen_ai.evaluation.score.value"
-GEN_AI_EVALUATION_SCORE_LABEL = "gen_ai.evaluation.score.label"
-GEN_AI_EVALUATION_EXPLANATION = "gen_ai.evaluation.explanation"
-GEN_AI_RESPONSE_ID = "gen_ai.response.id"
-ERROR_TYPE = "error.type"
-# tracescore extensions.
-TS_SCORER_ID = "tracescore.scorer.id"
-TS_SCORER_VERSION = "tracescore.scorer.version"
-TS_RUN_ID = "tracescore.run.id"
-TS_JUDGE_MODEL = "tracescore.judge.model"
-TS_JUDGE_INPUT_TOKENS = "tracescore.judge.usage.input_tokens"
-TS_JUDGE_OUTPUT_TOKENS = "tracescore.judge.usage.output_tokens"
-TS_JUDGE_COST_USD = "tracescore.judge.cost_usd"
-TS_JUDGE_ATTEMPTS = "tracescore.judge.attempts"
-TS_DURATION_MS = "tracescore.score.duration_ms"
-TS_PREPROCESS = "tracescore.preprocess.result"
-TS_ANALYZE = "tracescore.analyze.result"
-TS_SCORED_SERVICE = "tracescore.scored.service"
-TS_ERROR_MESSAGE = "tracescore.error.message"
-
-_RESOURCE = Resource({"service.name": "tracescore"})
-_SCOPE = InstrumentationScope("tracescore")
-
-
-def record_attributes(record: ScoreRecord) -> dict[str, Any]:
-    """The attributes a score span and its event carry (None values left out).
-
-    Example:
-        >>> attrs = record_attributes(ScoreRecord("k", "ab" * 16, "cd" * 8, "ef" * 8, "q", "Quality",
-        ...     scorer_version="1", run_id="r1", score=1, reason="good"))
-        >>> attrs["gen_ai.evaluation.score.value"], attrs["gen_ai.evaluation.name"]
-        (1.0, 'Quality')
-    """
-    attrs: dict[str, Any] = {
-        GEN_AI_EVALUATION_NAME: record.scorer_name,
-        TS_SCORER_ID: record.scorer_id,
-        TS_RUN_ID: record.run_id,
-        TS_DURATION_MS: (record.end_ns - record.start_ns) / 1e6,
-    }
-    optional: dict[str, Any] = {
-        GEN_AI_EVALUATION_SCORE_VALUE: None if record.score is None else float(record.score),
-        GEN_AI_EVALUATION_SCORE_LABEL: record.label,
-        GEN_AI_EVALUATION_EXPLANATION: record.reason,
-        GEN_AI_RESPONSE_ID: record.response_id,
-        TS_SCORER_VERSION: record.scorer_version,
-        TS_JUDGE_MODEL: ",".join(record.judge_models) or None,
-        TS_JUDGE_INPUT_TOKENS: record.input_tokens or None,
-        TS_JUDGE_OUTPUT_TOKENS: record.output_tokens or None,
-        TS_JUDGE_COST_USD: record.cost_usd,
-        TS_JUDGE_ATTEMPTS: record.judge_attempts or None,
-        TS_PREPROCESS: record.preprocess_json,
-        TS_ANALYZE: record.analyze_json,
-        TS_SCORED_SERVICE: record.service or None,
-        ERROR_TYPE: record.error_type,
-        TS_ERROR_MESSAGE: record.error_message,
-    }
-    attrs.update({k: v for k, v in optional.items() if v is not None})
-    return attrs
-
-
-def build_span(record: ScoreRecord) -> ReadableSpan:
-    """The score span: child of the scored span, same trace, kind INTERNAL, one event.
-
-    Example:
-        >>> span = build_span(ScoreRecord("k", "ab" * 16, "cd" * 8, "ef" * 8, "q", "Quality", score=0.5))
-        >>> (span.name, format(span.parent.span_id, "016x"), span.events[0].name, span.status.status_code.name)
-        ('evaluation Quality', 'cdcdcdcdcdcdcdcd', 'gen_ai.evaluation.result', 'UNSET')
-    """
-    trace_id = int(record.trace_id, 16)
-    flags = TraceFlags(TraceFlags.SAMPLED)
-    ctx = SpanContext(trace_id, int(record.score_span_id, 16), is_remote=False, trace_flags=flags)
-    parent = SpanContext(trace_id, int(record.span_id, 16), is_remote=True, trace_flags=flags)
-    attrs = record_attributes(record)
-    status = (
-        Status(StatusCode.ERROR, record.error_message or record.error_type)
-        if record.error_type
-        else Status(StatusCode.UNSET)
-    )
-    return ReadableSpan(
-        name=f"evaluation {record.scorer_name}",
-        context=ctx,
-        parent=parent,
-        resource=_RESOURCE,
-        attributes=attrs,
-        events=[Event(EVENT_NAME, attributes=attrs, timestamp=record.end_ns)],
-        kind=SpanKind.INTERNAL,
-        status=status,
-        start_time=record.start_ns,
-        end_time=record.end_ns,
-        instrumentation_scope=_SCOPE,
-    )
-
 
 def make_span_exporter(cfg: ExportConfig) -> SpanExporter | None:
     """The SDK's OTLP span exporter for ``[export]`` (None without an endpoint).
@@ -199,13 +101,15 @@ class ScoreExporter:
         on_exported: called on a worker thread with the records the backend accepted
             (the optional log and metric copies).
         backoff_s: first retry delay after a failed export (doubles up to ``max_backoff_s``).
+        span_time: ``anchored`` or ``actual`` (see `collector.export.evaluation`).
     """
 
     def __init__(
         self, outbox: Outbox, exporter: SpanExporter | None, metrics: Metrics, *,
         max_batch: int = 256, backoff_s: float = 0.5, max_backoff_s: float = 30.0, poll_s: float = 0.5,
-        on_exported: Callable[[list[ScoreRecord]], None] | None = None,
+        on_exported: Callable[[list[ScoreRecord]], None] | None = None, span_time: SpanTime = "anchored",
     ) -> None:
+        self._span_time: SpanTime = span_time
         self._on_exported = on_exported
         # Own thread: the default executor runs user scorers' sync steps, which must not delay exports.
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tracescore-export")
@@ -292,7 +196,7 @@ class ScoreExporter:
         spans = []
         for item in list(items):
             try:
-                spans.append(build_span(item.record))
+                spans.append(build_span(item.record, self._span_time))
             except (ValueError, TypeError):
                 # A record that cannot become a span would block the outbox forever.
                 logger.error("dropping unexportable score record %s", item.record.key, exc_info=True)

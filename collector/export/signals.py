@@ -23,7 +23,14 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
 
 from collector.config import ExportConfig
-from collector.export.scores import _RESOURCE, _SCOPE, EVENT_NAME, http_url, record_attributes
+from collector.export.evaluation import (
+    EVENT_NAME,
+    SCOPE,
+    TRACESCORE_RESOURCE,
+    record_attributes,
+    resource_of,
+)
+from collector.export.scores import http_url
 from collector.types import ScoreRecord
 
 logger = logging.getLogger(__name__)
@@ -45,7 +52,7 @@ def build_log_record(record: ScoreRecord) -> Any:
     context = trace.set_span_in_context(trace.NonRecordingSpan(parent))
     log = LogRecord(timestamp=record.end_ns, observed_timestamp=record.end_ns, context=context,
                     event_name=EVENT_NAME, attributes=record_attributes(record))
-    return ReadableLogRecord(log_record=log, resource=_RESOURCE, instrumentation_scope=_SCOPE)
+    return ReadableLogRecord(log_record=log, resource=resource_of(record), instrumentation_scope=SCOPE)
 
 
 class ScoreSignals:
@@ -99,7 +106,7 @@ class ScoreSignals:
                                      timeout=cfg.timeout_s)
             reader = PeriodicExportingMetricReader(
                 metric_exporter, export_interval_millis=cfg.metrics_interval_s * 1000)
-            self._meter_provider = MeterProvider(resource=_RESOURCE, metric_readers=[reader])
+            self._meter_provider = MeterProvider(resource=TRACESCORE_RESOURCE, metric_readers=[reader])
             self._histogram = self._meter_provider.get_meter("tracescore").create_histogram(
                 "gen_ai.evaluation.score", unit="1", description="Scores by scorer",
             )

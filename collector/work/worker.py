@@ -14,20 +14,16 @@ Reasons and step-result JSON are cut to ``max_attribute_chars``.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
-import secrets
 import time
-import uuid
 from collections.abc import Callable
 from typing import Any
-
-from pydantic import BaseModel
 
 from collector._aio import bounded, cancel_and_wait, wait_event
 from collector.metrics import Metrics
 from collector.store.interface import JobQueue
 from collector.types import Dead, Done, LeasedJob, Retry, ScoreRecord, Settlement
+from collector.work.record import judge_summary, score_record
 from collector.work.registry import RegisteredScorer, ScorerRegistry
 from scorers._agent_types import ScorerRunInputForAgent, ScorerRunOutputForAgent
 
@@ -35,69 +31,6 @@ logger = logging.getLogger(__name__)
 
 HANDBACK_TIMEOUT_S = 5.0
 """How long a draining worker tries to hand a job back before leaving it to its lease."""
-
-
-def truncate_json(value: Any, limit: int) -> str | None:
-    """JSON of a step result, cut to ``limit`` characters (None for None).
-
-    Example:
-        >>> truncate_json({"a": "x" * 10}, 12)
-        '{"a": "xxxx…'
-        >>> truncate_json(None, 10) is None
-        True
-    """
-    if value is None:
-        return None
-    if isinstance(value, BaseModel):
-        value = value.model_dump(mode="json")
-    text = json.dumps(value, default=str, ensure_ascii=False)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _judge_summary(result: Any) -> tuple[list[str], int, int, float | None, int, int]:
-    """Models, input/output tokens, cost, attempts and failed executions of a result's judge calls."""
-    models: list[str] = []
-    tokens_in = tokens_out = attempts = errors = 0
-    cost: float | None = None
-    judge = getattr(result, "judge", None) or {}
-    for step in judge.values() if isinstance(judge, dict) else ():
-        for ex in getattr(step, "executions", None) or ():
-            model = getattr(ex, "model", None)
-            if model and model not in models:
-                models.append(str(model))
-            usage = getattr(ex, "usage", None)
-            tokens_in += int(getattr(usage, "input_tokens", 0) or 0)
-            tokens_out += int(getattr(usage, "output_tokens", 0) or 0)
-            if getattr(ex, "cost_usd", None) is not None:
-                cost = (cost or 0.0) + float(ex.cost_usd)
-            attempts += int(getattr(ex, "attempt_count", 1) or 1)
-            if getattr(ex, "status", "success") not in ("success", "ok"):
-                errors += 1
-    return models, tokens_in, tokens_out, cost, attempts, errors
-
-
-def _label(entry: RegisteredScorer, score: float | None) -> str | None:
-    if score is None:
-        return None
-    configured = entry.config.label_for(score)
-    if configured is not None or entry.config.labels or entry.config.pass_threshold is not None:
-        return configured
-    scorer = entry.scorer
-    labeler: Callable[[float], Any] | None = getattr(scorer, "label_for", None)
-    if callable(labeler):
-        label = labeler(score)
-        return None if label is None else str(label)
-    threshold = getattr(scorer, "pass_threshold", None)
-    if isinstance(threshold, (int, float)):
-        return "pass" if score >= threshold else "fail"
-    return None
-
-
-def _cut(text: Any, limit: int) -> str | None:
-    if text is None:
-        return None
-    text = str(text)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 class JobTimeout(Exception):
@@ -256,7 +189,7 @@ class Worker:
                 result = await entry.scorer.run(
                     input=ScorerRunInputForAgent.model_validate(run.input),
                     output=ScorerRunOutputForAgent.model_validate(run.output),
-                    run_id=str(uuid.uuid5(uuid.NAMESPACE_URL, job.key)),
+                    run_id=run.run_id,  # one id per agent run, the same for all its scorers
                     request_context=dict(run.request_context),
                     trace_id=run.trace_id,
                     span_id=run.span_id,
@@ -288,7 +221,7 @@ class Worker:
             seen = seen.__cause__
 
     def _count_judge(self, result: Any) -> None:
-        models, tin, tout, cost, attempts, errors = _judge_summary(result)
+        models, tin, tout, cost, attempts, errors = judge_summary(result)
         model = models[0] if len(models) == 1 else ("mixed" if models else "")
         if not models:
             return
@@ -301,29 +234,7 @@ class Worker:
 
     def _record(self, leased: LeasedJob, entry: RegisteredScorer, result: Any, start_ns: int,
                 error: BaseException | None = None) -> ScoreRecord:
-        job, run = leased.job, leased.job.run
-        models, tin, tout, cost, attempts, _ = _judge_summary(result)
-        score = None if error is not None else getattr(result, "score", None)
-        cause = error.__cause__ if error is not None and error.__cause__ is not None else error
-        return ScoreRecord(
-            key=job.key, trace_id=run.trace_id, span_id=run.span_id,
-            score_span_id=secrets.token_hex(8), scorer_id=job.scorer_id,
-            scorer_name=str(getattr(entry.scorer, "name", None) or job.scorer_id),
-            scorer_version=job.scorer_version,
-            run_id=str(getattr(result, "run_id", None) or uuid.uuid5(uuid.NAMESPACE_URL, job.key)),
-            score=None if score is None else float(score),
-            reason=_cut(getattr(result, "reason", None), self._max_chars),
-            label=_label(entry, score),
-            response_id=run.response_id,
-            error_type=None if cause is None else type(cause).__qualname__,
-            error_message=None if error is None else str(error)[: self._max_chars],
-            start_ns=start_ns, end_ns=time.time_ns(),
-            judge_models=models, input_tokens=tin, output_tokens=tout, cost_usd=cost,
-            judge_attempts=attempts,
-            preprocess_json=truncate_json(getattr(result, "preprocess_step_result", None), self._max_chars),
-            analyze_json=truncate_json(getattr(result, "analyze_step_result", None), self._max_chars),
-            service=run.service,
-        )
+        return score_record(leased.job, entry, result, start_ns, max_chars=self._max_chars, error=error)
 
     def _failed(self, leased: LeasedJob, entry: RegisteredScorer, err: Exception, start_ns: int) -> Settlement:
         job = leased.job

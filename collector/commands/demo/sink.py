@@ -28,7 +28,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from collector._aio import wait_event
 from collector.commands.demo.replay import attributes
-from collector.export.scores import (
+from collector.export.evaluation import (
     ERROR_TYPE,
     EVENT_NAME,
     GEN_AI_EVALUATION_EXPLANATION,

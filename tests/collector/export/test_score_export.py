@@ -12,7 +12,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode
 
 from collector.config import ExportConfig
-from collector.export.scores import ScoreExporter, build_span, make_span_exporter
+from collector.export.evaluation import build_span
+from collector.export.scores import ScoreExporter, make_span_exporter
 from collector.metrics import Metrics
 from collector.store.sqlite.store import SqliteStore
 from collector.types import Done, RunRecord, ScoreJob, ScoreRecord

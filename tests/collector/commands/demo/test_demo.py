@@ -29,7 +29,7 @@ import adapters
 from collector.cli import main
 from collector.commands.demo import samples as demo_samples
 from collector.commands.demo.sink import ReceivedScore, ScoreSink
-from collector.export.scores import build_span
+from collector.export.evaluation import build_span
 from collector.types import ScoreRecord
 
 SCORERS = ("Keyword Coverage", "Completeness", "Tone Consistency", "check no-tool-errors",

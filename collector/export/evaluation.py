@@ -1,0 +1,210 @@
+"""The evaluation span: one `collector.types.ScoreRecord` -> the ``evaluation <scorer>`` child span.
+
+SPEC §5. The span is a child of the scored span (same trace, kind INTERNAL) named
+``evaluation {scorer name}``, with one ``gen_ai.evaluation.result`` event. It is built so
+that every backend shows the score beside the run without changing the run:
+
+* the score attributes (``gen_ai.evaluation.*``, typed: the score value a double) are on
+  the span itself as well as on the event, since backends filter spans by attribute and
+  not by event;
+* it is typed for the backends that type spans: ``openinference.span.kind`` (Phoenix) and
+  ``mlflow.spanType`` (MLflow) are ``EVALUATOR``;
+* its resource is the scored span's resource (``service.name`` and every other attribute):
+  MLflow rewrites a trace's service from each batch's resource, and Phoenix files a trace
+  in the project its resource names. tracescore is named in the instrumentation scope;
+* with ``span_time = "anchored"`` (the default) it starts and ends when the scored span
+  ended, so trace durations and latency charts are unchanged; the real scoring start and
+  duration are ``tracescore.scored_at`` and ``tracescore.score.duration_ms``.
+  ``"actual"`` uses the wall-clock scoring interval.
+
+A scorer that failed gives the same span with ``error.type`` and status ERROR.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from datetime import UTC, datetime
+from importlib import metadata
+from typing import Any, Literal
+
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import Event, ReadableSpan
+from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
+
+from collector.types import ScoreRecord
+
+SpanTime = Literal["anchored", "actual"]
+
+# OpenTelemetry GenAI evaluation attributes (semantic conventions).
+EVENT_NAME = "gen_ai.evaluation.result"
+GEN_AI_EVALUATION_NAME = "gen_ai.evaluation.name"
+GEN_AI_EVALUATION_SCORE_VALUE = "gen_ai.evaluation.score.value"
+GEN_AI_EVALUATION_SCORE_LABEL = "gen_ai.evaluation.score.label"
+GEN_AI_EVALUATION_EXPLANATION = "gen_ai.evaluation.explanation"
+GEN_AI_RESPONSE_ID = "gen_ai.response.id"
+ERROR_TYPE = "error.type"
+# Span types of the backends that type spans.
+OPENINFERENCE_SPAN_KIND = "openinference.span.kind"
+MLFLOW_SPAN_TYPE = "mlflow.spanType"
+EVALUATOR = "EVALUATOR"
+# tracescore extensions.
+TS_SCORER_ID = "tracescore.scorer.id"
+TS_SCORER_VERSION = "tracescore.scorer.version"
+TS_RUN_ID = "tracescore.run.id"
+TS_JUDGE_MODEL = "tracescore.judge.model"
+TS_JUDGE_INPUT_TOKENS = "tracescore.judge.usage.input_tokens"
+TS_JUDGE_OUTPUT_TOKENS = "tracescore.judge.usage.output_tokens"
+TS_JUDGE_COST_USD = "tracescore.judge.cost_usd"
+TS_JUDGE_ATTEMPTS = "tracescore.judge.attempts"
+TS_DURATION_MS = "tracescore.score.duration_ms"
+TS_SCORED_AT = "tracescore.scored_at"
+TS_PREPROCESS = "tracescore.preprocess.result"
+TS_ANALYZE = "tracescore.analyze.result"
+TS_SCORED_SERVICE = "tracescore.scored.service"
+TS_ERROR_MESSAGE = "tracescore.error.message"
+
+
+def _version() -> str:
+    try:
+        return metadata.version("tracescore")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+SCOPE = InstrumentationScope("tracescore", _version())
+"""The instrumentation scope of every evaluation span (and score log record)."""
+
+TRACESCORE_RESOURCE = Resource({"service.name": "tracescore"})
+"""The resource of what tracescore reports about itself (score metrics), not of scores."""
+
+
+def scored_at(start_ns: int) -> str:
+    """When scoring started, as an ISO 8601 UTC timestamp with milliseconds.
+
+    Example:
+        >>> scored_at(1_700_000_000_123_000_000)
+        '2023-11-14T22:13:20.123Z'
+    """
+    return datetime.fromtimestamp(start_ns / 1e9, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def record_attributes(record: ScoreRecord) -> dict[str, Any]:
+    """The attributes a score span and its event carry (None values left out).
+
+    Example:
+        >>> attrs = record_attributes(ScoreRecord("k", "ab" * 16, "cd" * 8, "ef" * 8, "q", "Quality",
+        ...     scorer_version="1", run_id="r1", score=1, reason="good"))
+        >>> attrs["gen_ai.evaluation.score.value"], attrs["gen_ai.evaluation.name"], attrs["mlflow.spanType"]
+        (1.0, 'Quality', 'EVALUATOR')
+    """
+    attrs: dict[str, Any] = {
+        GEN_AI_EVALUATION_NAME: record.scorer_name,
+        OPENINFERENCE_SPAN_KIND: EVALUATOR,
+        MLFLOW_SPAN_TYPE: EVALUATOR,
+        TS_SCORER_ID: record.scorer_id,
+        TS_RUN_ID: record.run_id,
+        TS_DURATION_MS: (record.end_ns - record.start_ns) / 1e6,
+        TS_SCORED_AT: scored_at(record.start_ns),
+    }
+    optional: dict[str, Any] = {
+        GEN_AI_EVALUATION_SCORE_VALUE: None if record.score is None else float(record.score),
+        GEN_AI_EVALUATION_SCORE_LABEL: record.label,
+        GEN_AI_EVALUATION_EXPLANATION: record.reason,
+        GEN_AI_RESPONSE_ID: record.response_id,
+        TS_SCORER_VERSION: record.scorer_version,
+        TS_JUDGE_MODEL: ",".join(record.judge_models) or None,
+        TS_JUDGE_INPUT_TOKENS: record.input_tokens or None,
+        TS_JUDGE_OUTPUT_TOKENS: record.output_tokens or None,
+        TS_JUDGE_COST_USD: record.cost_usd,
+        TS_JUDGE_ATTEMPTS: record.judge_attempts or None,
+        TS_PREPROCESS: record.preprocess_json,
+        TS_ANALYZE: record.analyze_json,
+        TS_SCORED_SERVICE: record.service or None,
+        ERROR_TYPE: record.error_type,
+        TS_ERROR_MESSAGE: record.error_message,
+    }
+    attrs.update({k: v for k, v in optional.items() if v is not None})
+    return attrs
+
+
+def _attribute_value(value: Any) -> Any:
+    """A resource value as an OTel attribute: scalars and lists of one scalar type as they are,
+    anything else (maps, mixed lists) as JSON text."""
+    if isinstance(value, (str, bool, int, float)):
+        return value
+    if isinstance(value, (list, tuple)) and value and all(isinstance(v, (str, bool, int, float)) for v in value):
+        if len({type(v) for v in value}) == 1:
+            return list(value)
+    return json.dumps(value, default=str, sort_keys=True)
+
+
+@functools.lru_cache(maxsize=1024)
+def _resource(frozen: str) -> Resource:
+    return Resource({k: _attribute_value(v) for k, v in json.loads(frozen).items() if v is not None})
+
+
+def resource_of(record: ScoreRecord) -> Resource:
+    """The scored span's resource, or one naming only ``record.service`` (records queued before
+    resources were kept). Equal resources are the same object: the OTLP encoder groups the
+    spans of one batch by resource, so one request carries each resource once.
+
+    Example:
+        >>> rec = ScoreRecord("k", "ab" * 16, "cd" * 8, "ef" * 8, "q", "Q",
+        ...                   resource={"service.name": "bot", "env": "prod"})
+        >>> dict(resource_of(rec).attributes)
+        {'env': 'prod', 'service.name': 'bot'}
+        >>> resource_of(rec) is resource_of(rec)
+        True
+    """
+    attributes = record.resource or ({"service.name": record.service} if record.service else {})
+    return _resource(json.dumps(attributes, sort_keys=True, default=str))
+
+
+def span_times(record: ScoreRecord, span_time: SpanTime = "anchored") -> tuple[int, int]:
+    """The evaluation span's start and end: both the scored span's end when anchored (and known),
+    else the wall-clock scoring interval.
+
+    Example:
+        >>> rec = ScoreRecord("k", "t", "s", "x", "q", "q", start_ns=50, end_ns=90, scored_end_ns=10)
+        >>> span_times(rec), span_times(rec, "actual")
+        ((10, 10), (50, 90))
+    """
+    if span_time == "anchored" and record.scored_end_ns > 0:
+        return record.scored_end_ns, record.scored_end_ns
+    return record.start_ns, record.end_ns
+
+
+def build_span(record: ScoreRecord, span_time: SpanTime = "anchored") -> ReadableSpan:
+    """The score span: child of the scored span, same trace, kind INTERNAL, one event.
+
+    Example:
+        >>> span = build_span(ScoreRecord("k", "ab" * 16, "cd" * 8, "ef" * 8, "q", "Quality", score=0.5))
+        >>> (span.name, format(span.parent.span_id, "016x"), span.events[0].name, span.status.status_code.name)
+        ('evaluation Quality', 'cdcdcdcdcdcdcdcd', 'gen_ai.evaluation.result', 'UNSET')
+    """
+    trace_id = int(record.trace_id, 16)
+    flags = TraceFlags(TraceFlags.SAMPLED)
+    ctx = SpanContext(trace_id, int(record.score_span_id, 16), is_remote=False, trace_flags=flags)
+    parent = SpanContext(trace_id, int(record.span_id, 16), is_remote=True, trace_flags=flags)
+    attrs = record_attributes(record)
+    status = (
+        Status(StatusCode.ERROR, record.error_message or record.error_type)
+        if record.error_type
+        else Status(StatusCode.UNSET)
+    )
+    start, end = span_times(record, span_time)
+    return ReadableSpan(
+        name=f"evaluation {record.scorer_name}",
+        context=ctx,
+        parent=parent,
+        resource=resource_of(record),
+        attributes=attrs,
+        events=[Event(EVENT_NAME, attributes=attrs, timestamp=end)],
+        kind=SpanKind.INTERNAL,
+        status=status,
+        start_time=start,
+        end_time=end,
+        instrumentation_scope=SCOPE,
+    )
