@@ -282,6 +282,7 @@ class OutboxItem:
     item_id: int
     record: ScoreRecord
     attempts: int
+    waiting_since: float | None = None  # sinks: when the backend first did not know the span yet
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@
 * `JobQueue` (assembly puts, workers take and settle): leased jobs, idempotent on
   `collector.types.ScoreJob.key`.
 * `Outbox` (export): results settled with a record wait here until a backend took them.
+* `SinkOutbox` (export's native sinks): the same records, once per configured sink.
 * `Store`: all of the above plus the lifecycle, gauges, retention and dead letters that
   `collector.service` uses; `SqliteStore` and `RedisStore` are the two backends.
 """
@@ -92,6 +93,28 @@ class Outbox(Protocol):
         ...
 
 
+class SinkOutbox(Protocol):
+    """One native score sink's durable backlog (`collector.export.sinks`): every record settled
+    with a job is written here too, per configured sink, in the same transaction."""
+
+    async def pending(self, limit: int) -> Sequence[OutboxItem]:
+        """Lease up to ``limit`` records due for (another) attempt."""
+        ...
+
+    async def release(self, item_ids: Sequence[int]) -> None:
+        """Delete records the backend accepted (or that were given up)."""
+        ...
+
+    async def defer(self, item_ids: Sequence[int], delay_s: float, *, span_missing: bool = False) -> None:
+        """Leave records for a later attempt, ``delay_s`` from now; ``span_missing``: the backend
+        did not know the span yet (the first such answer's time becomes ``waiting_since``)."""
+        ...
+
+    async def backlog(self) -> int:
+        """Records waiting in this sink's outbox."""
+        ...
+
+
 class Store(TraceBuffer, JobQueue, Outbox, Protocol):
     """A whole store backend: the three roles plus lifecycle, gauges, retention, dead letters."""
 
@@ -113,4 +136,8 @@ class Store(TraceBuffer, JobQueue, Outbox, Protocol):
 
     async def dead_letters(self) -> list[dict[str, object]]:
         """The dead-lettered jobs with their errors."""
+        ...
+
+    def sink_outbox(self, sink: str) -> SinkOutbox:
+        """The outbox of one configured sink (named in the store's ``sinks``)."""
         ...

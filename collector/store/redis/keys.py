@@ -21,6 +21,10 @@ Layout (``P`` is the prefix)::
     P decide            zset       trace ids waiting for a decision, scored by decision time
     P meta:{trace id}   hash       first_seen, spans, candidate, root, claim
     P chunks:{trace id} list       the trace's chunks: one signal byte + serialised protobuf
+    P sink:{name}       zset       a native sink's outbox: item id (the OTLP outbox's) -> due time
+    P sink:{name}:data  hash       item id -> ScoreRecord JSON
+    P sink:{name}:attempts hash    item id -> failed attempts
+    P sink:{name}:waiting  hash    item id -> when the backend first did not know the span
 """
 
 from __future__ import annotations
@@ -197,6 +201,42 @@ class RedisKeys:
             'p:chunks:ab'
         """
         return self.prefix + "chunks:" + trace_hex
+
+    def sink(self, name: str) -> str:
+        """A native sink's outbox: item ids by the time they may be sent (zset).
+
+        Example:
+            >>> RedisKeys("p:").sink("phoenix")
+            'p:sink:phoenix'
+        """
+        return self.prefix + "sink:" + name
+
+    def sink_data(self, name: str) -> str:
+        """A sink's records by item id (hash).
+
+        Example:
+            >>> RedisKeys("p:").sink_data("mlflow")
+            'p:sink:mlflow:data'
+        """
+        return self.sink(name) + ":data"
+
+    def sink_attempts(self, name: str) -> str:
+        """A sink's failed attempts by item id (hash).
+
+        Example:
+            >>> RedisKeys("p:").sink_attempts("mlflow")
+            'p:sink:mlflow:attempts'
+        """
+        return self.sink(name) + ":attempts"
+
+    def sink_waiting(self, name: str) -> str:
+        """When the sink's backend first did not know an item's span, by item id (hash).
+
+        Example:
+            >>> RedisKeys("p:").sink_waiting("mlflow")
+            'p:sink:mlflow:waiting'
+        """
+        return self.sink(name) + ":waiting"
 
     @property
     def pattern(self) -> str:

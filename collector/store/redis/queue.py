@@ -126,6 +126,7 @@ class RedisJobQueue:
         self._settles: Coalescer[tuple[list[str], list[Any]], int] = Coalescer(self._settle_many)
         self._last_promote = 0.0
         self.depth_cache = 0
+        self.sink_keys: list[str] = []  # (zset, data) per native sink: settle queues records there too
 
     async def create_group(self) -> None:
         """Create the stream and its consumer group if missing (idempotent).
@@ -243,7 +244,7 @@ class RedisJobQueue:
             record = outcome.record.to_json()
         k = self._k
         keys = [k.jobs, k.dead, k.delayed, k.delayed_data, k.outbox, k.outbox_data, k.outbox_seq,
-                k.idem(job.key)]
+                k.idem(job.key), *self.sink_keys]
         payload = job_json(job) if kind != "done" else ""  # only retries and dead letters keep the job
         args: list[Any] = [GROUP, entry_id, consumer, deliveries, kind, now, self._ttl_ms, record, job.key,
                            payload, leased.attempt, error, due_at]

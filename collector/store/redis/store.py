@@ -28,6 +28,7 @@ from collector.store.redis.conn import UNREACHABLE, connect
 from collector.store.redis.keys import GROUP, RedisKeys
 from collector.store.redis.outbox import RedisOutbox
 from collector.store.redis.queue import RedisJobQueue
+from collector.store.redis.sink_outbox import RedisSinkOutbox
 from collector.types import (
     AppendResult,
     LeasedJob,
@@ -58,6 +59,7 @@ class RedisStore:
         export_lease_s: how long records being exported stay claimed by one replica.
         refresh_s: how often `depth` is refreshed from Redis.
         block_ms: how long a worker's `take` waits on the stream for new jobs.
+        sinks: the native score sinks configured: a settled record is queued for each one too.
 
     Example:
         >>> import asyncio, uuid
@@ -82,7 +84,7 @@ class RedisStore:
         rootless_wait: float = 30.0, max_traces: int = 100_000, max_spans_per_trace: int = 10_000,
         max_trace_age: float = 600.0, visibility_timeout_s: float = 300.0, max_attempts: int = 5,
         idempotency_ttl_s: float = 7 * 86400.0, export_lease_s: float = 60.0, refresh_s: float = 0.25,
-        block_ms: int = 500,
+        block_ms: int = 500, sinks: Sequence[str] = (),
     ) -> None:
         self.keys = RedisKeys(key_prefix)
         self.client = connect(url)
@@ -95,6 +97,8 @@ class RedisStore:
             idempotency_ttl_s=idempotency_ttl_s, block_ms=block_ms,
         )
         self.outbox = RedisOutbox(self.client, self.keys, lease_s=export_lease_s)
+        self.queue.sink_keys = [key for sink in sinks for key in (self.keys.sink(sink), self.keys.sink_data(sink))]
+        self._export_lease_s = export_lease_s
         self._refresh_s = refresh_s
         self.reachable = False  # did the last round trip (start, then every refresh) succeed?
         self._refresher: asyncio.Task[None] | None = None
@@ -255,6 +259,15 @@ class RedisStore:
             in_flight = 0  # no group yet
         return StoreStats(queued=max(0, int(jobs) - in_flight) + int(delayed), in_flight=in_flight,
                           dead=int(dead), outbox=int(outbox), traces=int(traces))
+
+    def sink_outbox(self, sink: str) -> RedisSinkOutbox:
+        """The outbox of one configured sink (shared by every replica of the deployment).
+
+        Example:
+            >>> RedisStore("redis://127.0.0.1:6379/0", sinks=["mlflow"]).sink_outbox("mlflow").sink
+            'mlflow'
+        """
+        return RedisSinkOutbox(self.client, self.keys, sink, lease_s=self._export_lease_s)
 
     async def delete_all(self) -> int:
         """Delete every key of this deployment (tests and teardown); returns how many.

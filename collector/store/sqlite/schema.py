@@ -60,6 +60,18 @@ CREATE TABLE IF NOT EXISTS outbox (
     attempts INTEGER NOT NULL DEFAULT 0,
     available_at REAL NOT NULL
 );
+-- Native score sinks (collector.export.sinks): one row per (sink, score) until that backend took it.
+CREATE TABLE IF NOT EXISTS sink_outbox (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    sink TEXT NOT NULL,
+    key TEXT NOT NULL,
+    payload TEXT NOT NULL,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    available_at REAL NOT NULL,
+    waiting_since REAL,  -- when the backend first did not know the span
+    UNIQUE(sink, key)
+);
+CREATE INDEX IF NOT EXISTS sink_outbox_due ON sink_outbox(sink, available_at);
 """
 
 

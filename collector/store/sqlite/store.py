@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from collector.store.sqlite.body_log import BodyLog
 from collector.store.sqlite.buffer import BufferTables
 from collector.store.sqlite.runner import SqliteRunner
+from collector.store.sqlite.sink_outbox import SqliteSinkOutbox, add_sink_rows
 from collector.types import (
     AppendResult,
     Dead,
@@ -52,6 +53,7 @@ class SqliteStore:
         max_trace_age: a trace is decided (or dropped) at most this long after its first span.
         visibility_timeout_s: how long a taken job stays leased.
         max_attempts: takes of one job before it is dead-lettered.
+        sinks: the native score sinks configured: a settled record is written to each one's outbox.
 
     Example:
         >>> import asyncio, tempfile, os
@@ -80,7 +82,9 @@ class SqliteStore:
         max_trace_age: float = 600.0,
         visibility_timeout_s: float = 300.0,
         max_attempts: int = 5,
+        sinks: Sequence[str] = (),
     ) -> None:
+        self._sinks = tuple(sinks)
         self._buffer = BufferTables(decision_wait, rootless_wait, max_traces, max_spans_per_trace, max_trace_age)
         if path not in ("", ":memory:"):  # whole requests' bytes go to segment files beside it
             self._buffer.log = BodyLog(path + ".bodies")
@@ -260,6 +264,7 @@ class SqliteStore:
                     "INSERT OR IGNORE INTO outbox(key, payload, available_at) VALUES (?, ?, ?)",
                     (record.key, record.to_json(), now),
                 ).rowcount
+                add_sink_rows(db, self._sinks, record, now)
             return 1, added
 
         removed, added = await asyncio.shield(self._runner.call(work))
@@ -333,6 +338,15 @@ class SqliteStore:
             return removed + db.execute("DELETE FROM dead_letters WHERE failed_at < ?", (cutoff,)).rowcount
 
         return await self._runner.call(work)
+
+    def sink_outbox(self, sink: str) -> SqliteSinkOutbox:
+        """The outbox of one configured sink.
+
+        Example:
+            >>> SqliteStore(":memory:", sinks=["phoenix"]).sink_outbox("phoenix").sink
+            'phoenix'
+        """
+        return SqliteSinkOutbox(self._runner, sink)
 
     async def dead_letters(self) -> list[dict[str, object]]:
         """The dead-letter table as dicts (key, error, attempts).

@@ -1,0 +1,86 @@
+"""The native sinks' outboxes in the SQLite file: table ``sink_outbox``, one row per (sink, score).
+
+Rows are written by `SqliteStore.settle` in the job's own transaction (`add_sink_rows`),
+so a score reaches every configured sink's outbox exactly when it reaches the OTLP
+outbox. A row leaves only through `SqliteSinkOutbox.release`: once its backend accepted
+it, or once it was given up (its span never arrived within ``span_wait_s``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import time
+from collections.abc import Sequence
+
+from collector.store.sqlite.runner import SqliteRunner
+from collector.types import OutboxItem, ScoreRecord
+
+
+def add_sink_rows(db: sqlite3.Connection, sinks: Sequence[str], record: ScoreRecord, now: float) -> None:
+    """Queue ``record`` for every sink, inside the caller's transaction (a key is queued once).
+
+    Example:
+        >>> from collector.store.sqlite.schema import SCHEMA
+        >>> db = sqlite3.connect(":memory:"); db.executescript(SCHEMA)  # doctest: +ELLIPSIS
+        <sqlite3.Cursor object at ...>
+        >>> rec = ScoreRecord("k", "ab" * 16, "cd" * 8, "ef" * 8, "q", "q")
+        >>> add_sink_rows(db, ["phoenix", "mlflow"], rec, 0.0); add_sink_rows(db, ["phoenix"], rec, 0.0)
+        >>> db.execute("SELECT sink FROM sink_outbox ORDER BY id").fetchall()
+        [('phoenix',), ('mlflow',)]
+    """
+    payload = record.to_json()
+    db.executemany(
+        "INSERT OR IGNORE INTO sink_outbox(sink, key, payload, available_at) VALUES (?, ?, ?, ?)",
+        [(sink, record.key, payload, now) for sink in sinks],
+    )
+
+
+class SqliteSinkOutbox:
+    """One sink's view of the ``sink_outbox`` table (a `collector.store.interface.SinkOutbox`).
+
+    Args:
+        runner: the store's connection thread.
+        sink: the sink's name (``phoenix``, ``mlflow``, ``langfuse``).
+    """
+
+    def __init__(self, runner: SqliteRunner, sink: str) -> None:
+        self._runner = runner
+        self.sink = sink
+
+    async def pending(self, limit: int) -> list[OutboxItem]:
+        """Records due for (another) attempt, oldest first.
+        """
+        now = time.time()
+
+        def work(db: sqlite3.Connection) -> list[OutboxItem]:
+            rows = db.execute(
+                "SELECT id, payload, attempts, waiting_since FROM sink_outbox"
+                " WHERE sink = ? AND available_at <= ? ORDER BY id LIMIT ?",
+                (self.sink, now, limit),
+            ).fetchall()
+            return [OutboxItem(i, ScoreRecord.from_json(p), a, w) for i, p, a, w in rows]
+
+        return await self._runner.call(work)
+
+    async def release(self, item_ids: Sequence[int]) -> None:
+        """Delete records the backend accepted or that were given up.
+        """
+        await asyncio.shield(self._runner.call(
+            lambda db: db.executemany("DELETE FROM sink_outbox WHERE id = ?", [(i,) for i in item_ids])))
+
+    async def defer(self, item_ids: Sequence[int], delay_s: float, *, span_missing: bool = False) -> None:
+        """Postpone records (``span_missing``: remember when the backend first did not know the span).
+        """
+        now = time.time()
+        waiting = now if span_missing else None
+        await self._runner.call(lambda db: db.executemany(
+            "UPDATE sink_outbox SET attempts = attempts + 1, available_at = ?,"
+            " waiting_since = COALESCE(waiting_since, ?) WHERE id = ?",
+            [(now + delay_s, waiting, i) for i in item_ids]))
+
+    async def backlog(self) -> int:
+        """Records waiting for this sink.
+        """
+        return await self._runner.call(lambda db: int(db.execute(
+            "SELECT count(*) FROM sink_outbox WHERE sink = ?", (self.sink,)).fetchone()[0]))
