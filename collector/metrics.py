@@ -74,6 +74,11 @@ class Metrics:
             "tracescore_scores_exported", "Score spans the backend accepted.", registry=r)
         self.export_failures = Counter(
             "tracescore_export_failures", "Export attempts the backend refused or missed.", registry=r)
+        self.sink_sent = Counter(
+            "tracescore_sink_sent", "Scores sent to a native sink, by sink and outcome (sent, retried, "
+            "span_missing, dropped_span_missing, rejected, skipped_failed).", ["sink", "outcome"], registry=r)
+        self.sink_backlog = Gauge(
+            "tracescore_sink_backlog_records", "Scores waiting for a native sink, by sink.", ["sink"], registry=r)
         self.forwarded = Counter(
             "tracescore_forwarded_requests", "Requests forwarded to the export endpoint, by outcome.",
             ["signal", "outcome"], registry=r)

@@ -31,6 +31,7 @@ from collector.errors import ConfigError, Unavailable
 from collector.export.forward import Forwarder
 from collector.export.scores import ScoreExporter, make_span_exporter
 from collector.export.signals import ScoreSignals
+from collector.export.sinks import make_senders
 from collector.metrics import Metrics
 from collector.receive.consumer import Accepted
 from collector.receive.grpc import GrpcReceiver
@@ -133,6 +134,7 @@ class Service:
                 max_spans_per_trace=a.max_spans_per_trace, max_trace_age=a.max_trace_age,
                 visibility_timeout_s=q.visibility_timeout_s, max_attempts=q.max_attempts,
                 idempotency_ttl_s=q.retention_s, export_lease_s=max(5.0, 3 * e.timeout_s + 2),
+                sinks=config.sinks.enabled(),
             )
         else:
             self.store = SqliteStore(
@@ -140,16 +142,19 @@ class Service:
                 max_traces=a.max_traces,
                 max_spans_per_trace=a.max_spans_per_trace, max_trace_age=a.max_trace_age,
                 visibility_timeout_s=q.visibility_timeout_s, max_attempts=q.max_attempts,
+                sinks=config.sinks.enabled(),
             )
+        self.sinks = make_senders(config.sinks, self.store.sink_outbox, self.metrics)
         self.signals = ScoreSignals(e)
         self.exporter = ScoreExporter(
             self.store, make_span_exporter(e), self.metrics, max_batch=e.max_batch,
             max_backoff_s=e.max_backoff_s, on_exported=self.signals.exported if self.signals.enabled else None,
+            span_time=e.span_time,
         )
         self.worker = Worker(
             self.store, registry, self.metrics, concurrency=w.concurrency,
             max_attempts=q.max_attempts,
-            max_attribute_chars=e.max_attribute_chars, on_result=self.exporter.notify,
+            max_attribute_chars=e.max_attribute_chars, on_result=self._on_result,
             job_timeout_s=w.job_timeout_s,
             **({"poll_s": 0.01} if q.kind == "redis" else {}),  # a Redis take waits on the stream
         )
@@ -182,6 +187,8 @@ class Service:
         await self.store.start()
         if works:
             await self.exporter.start()
+            for sink in self.sinks:
+                await sink.start()
             await self.worker.start()
         pipeline: Pipeline | NotReceiving = NotReceiving()
         if receives:
@@ -207,6 +214,12 @@ class Service:
         self._stats_task = asyncio.create_task(self._stats_loop(), name="tracescore-stats")
         self.ready = True
         logger.info("tracescore ready: %d scorers", len(self.registry.entries))
+
+    def _on_result(self) -> None:
+        """A result reached the outbox: wake the exporter and the sinks."""
+        self.exporter.notify()
+        for sink in self.sinks:
+            sink.notify()
 
     def is_ready(self) -> bool:
         """``/readyz``: started and not draining, and the queue's store answering (a Redis
@@ -257,6 +270,7 @@ class Service:
             steps.append(("forwarding", lambda: forwarder.shutdown(share)))
         steps += [("workers", lambda: self.worker.shutdown(share)),
                   ("export", lambda: self.exporter.shutdown(share)),
+                  *[(f"{s.name} sink", lambda s=s: s.shutdown(share)) for s in self.sinks],  # type: ignore[misc]
                   ("score signals", lambda: asyncio.to_thread(self.signals.shutdown))]
         if stats is not None:
             steps.append(("stats", lambda: cancel_and_wait([stats])))

@@ -1,0 +1,128 @@
+"""What every native score sink shares: the answer a backend gave, the client protocol, ids
+derived from the score key, and the HTTP plumbing.
+
+A sink client turns one `collector.types.ScoreRecord` into its backend's score object and
+says how the backend answered (`Answer`): taken, not yet (retry), the span or trace is
+unknown (retry until ``span_wait_s``), or refused for good. `collector.export.sinks.sender`
+does the rest (outbox, backoff, metrics). Every id sent is derived from the score's key,
+so a second send of one score updates it (or finds it) and never makes a second one.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import logging
+import uuid
+from typing import Any, Protocol
+
+import aiohttp
+
+from collector.types import ScoreRecord
+
+logger = logging.getLogger(__name__)
+
+
+class Answer(enum.Enum):
+    """How a backend answered one score."""
+
+    SENT = "sent"  # taken (or already there)
+    RETRY = "retry"  # not now: down, overloaded, timed out, credentials refused
+    SPAN_MISSING = "span_missing"  # it does not know the span or trace yet
+    REJECTED = "rejected"  # refused for good (a malformed score): dropped, counted
+
+
+class SinkClient(Protocol):
+    """One backend's score API."""
+
+    name: str
+
+    async def send(self, session: aiohttp.ClientSession, record: ScoreRecord) -> Answer:
+        """Send one score; never raises for an HTTP or network failure (it answers `RETRY`)."""
+        ...
+
+
+def key_digest(record: ScoreRecord, namespace: str) -> str:
+    """32 hex digits derived from the score's key (trace, span, scorer id, version) and a
+    per-backend namespace: the id a backend stores the score under.
+
+    Example:
+        >>> rec = ScoreRecord("t/s/q/1", "ab" * 16, "cd" * 8, "ef" * 8, "q", "Q")
+        >>> key_digest(rec, "mlflow") == key_digest(rec, "mlflow"), key_digest(rec, "mlflow") == key_digest(rec, "langfuse")
+        (True, False)
+    """
+    return hashlib.sha256(f"tracescore:{namespace}:{record.key}".encode()).hexdigest()[:32]
+
+
+def key_uuid(record: ScoreRecord, namespace: str) -> str:
+    """`key_digest` as a UUID string.
+
+    Example:
+        >>> len(key_uuid(ScoreRecord("t/s/q/1", "ab" * 16, "cd" * 8, "ef" * 8, "q", "Q"), "langfuse"))
+        36
+    """
+    return str(uuid.UUID(key_digest(record, namespace)))
+
+
+def score_metadata(record: ScoreRecord) -> dict[str, str]:
+    """What every sink keeps beside the value: scorer id and version, run id, label, judge model,
+    cost (strings: MLflow keeps only string metadata; the others take them as they are).
+
+    Example:
+        >>> score_metadata(ScoreRecord("k", "t", "s", "x", "q", "Q", scorer_version="2", run_id="r", cost_usd=0.5))
+        {'scorer_id': 'q', 'scorer_version': '2', 'run_id': 'r', 'cost_usd': '0.5'}
+    """
+    meta = {
+        "scorer_id": record.scorer_id,
+        "scorer_version": record.scorer_version,
+        "run_id": record.run_id,
+        "label": record.label,
+        "judge_model": ",".join(record.judge_models) or None,
+        "cost_usd": None if record.cost_usd is None else repr(record.cost_usd),
+    }
+    return {k: v for k, v in meta.items() if v}
+
+
+def classify(status: int) -> Answer:
+    """The answer an HTTP status means for a score that was posted.
+
+    401 and 403 are retried (credentials can be fixed without losing scores, and the
+    sender says so at WARNING); other 4xx but 404, 408, 409 and 429 refuse the score for good.
+
+    Example:
+        >>> [classify(s).value for s in (200, 404, 429, 503, 401, 400)]
+        ['sent', 'span_missing', 'retry', 'retry', 'retry', 'rejected']
+    """
+    if 200 <= status < 300:
+        return Answer.SENT
+    if status == 404:
+        return Answer.SPAN_MISSING
+    if status in (401, 403, 408, 409, 429) or status >= 500:
+        return Answer.RETRY
+    return Answer.REJECTED
+
+
+async def request(
+    session: aiohttp.ClientSession, sink: str, method: str, url: str, **options: Any,
+) -> tuple[int, str]:
+    """One HTTP request; the status and the first 500 characters of the reply (0: no answer)."""
+    try:
+        async with session.request(method, url, **options) as resp:
+            text = await resp.text(errors="replace")
+            return resp.status, text[:500]
+    except (aiohttp.ClientError, TimeoutError, OSError) as err:
+        logger.debug("%s sink: %s %s failed: %s", sink, method, url, err)
+        return 0, str(err)[:500]
+
+
+def answer_of(sink: str, status: int, text: str, record: ScoreRecord) -> Answer:
+    """`classify` a reply, logging what a refusal said (never credentials: only the reply).
+    """
+    if status == 0:
+        return Answer.RETRY
+    answer = classify(status)
+    if answer is Answer.REJECTED:
+        logger.error("%s refused the score %s for good (HTTP %d): %s", sink, record.key, status, text)
+    elif status in (401, 403):
+        logger.warning("%s refused the credentials (HTTP %d); score %s is kept and retried", sink, status, record.key)
+    return answer

@@ -1,0 +1,83 @@
+"""Scores in a real Phoenix: agent traces through a real `tracescore serve`, then Phoenix's own
+APIs, queried as a user would (README "Scores in Phoenix, MLflow and Langfuse")."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from backends_support import Daemon, Phoenix, agent_trace_body, poll, post_body, send_agent_trace
+
+LOW_RUNS = """
+query LowRuns($filter: String!) {
+  getProjectByName(name: "default") {
+    spans(first: 100, filterCondition: $filter) { edges { node { name context { traceId spanId } } } }
+  }
+}
+"""
+
+
+def phoenix_daemon(tmp_path: Path, phoenix: Phoenix) -> Daemon:
+    return Daemon(tmp_path, (
+        f'[export]\nendpoint = "{phoenix.url}"\nprotocol = "http/protobuf"\n'
+        f'[sinks.phoenix]\nendpoint = "{phoenix.url}"\nmin_backoff_s = 0.2\nmax_backoff_s = 1.0\n'))
+
+
+def by_name(annotations: list[dict], name: str) -> list[dict]:
+    return [a for a in annotations if a["name"] == name]
+
+
+def test_scores_are_phoenix_annotations_a_filter_finds_and_the_trace_is_unchanged(
+    tmp_path: Path, phoenix: Phoenix,
+) -> None:
+    daemon = phoenix_daemon(tmp_path, phoenix).start()
+    try:
+        good_trace, good_span, _ = send_agent_trace(daemon.traces_url, "The capital of France is Paris.")
+        bad_trace, bad_span, run_ns = send_agent_trace(daemon.traces_url, "I do not know.")
+        poll(lambda: len(phoenix.annotations([good_span, bad_span])) == 4, 90, "four annotations in Phoenix")
+    finally:
+        assert daemon.stop() == 0
+
+    bad = phoenix.annotations([bad_span])
+    (relevance,) = by_name(bad, "Relevance")
+    assert relevance["result"] == {"score": 0.2, "label": None, "explanation": "does not name Paris"}
+    assert relevance["annotator_kind"] == "CODE" and relevance["identifier"] == "tracescore:relevance:1"
+    assert relevance["metadata"]["scorer_id"] == "relevance"
+    (brevity,) = by_name(bad, "Brevity")
+    assert brevity["metadata"]["run_id"] == relevance["metadata"]["run_id"]  # one run id per agent run
+
+    # The filter a user types in Phoenix (README): the low-scoring run, not its evaluation span.
+    found = phoenix.graphql(LOW_RUNS, filter="annotations['Relevance'].score < 0.5")
+    hits = [e["node"] for e in found["getProjectByName"]["spans"]["edges"]]
+    assert [(h["context"]["traceId"], h["context"]["spanId"]) for h in hits] == [(bad_trace, bad_span)]
+    assert hits[0]["name"] == "invoke_agent support"
+
+    # The evaluation spans are in the run's trace, typed EVALUATOR, anchored at the run's end.
+    spans = poll(lambda: (s := phoenix.spans(bad_trace)) and len(s) == 4 and s, 60, "the trace's four spans")
+    evaluations = [s for s in spans if s["name"].startswith("evaluation ")]
+    run = next(s for s in spans if s["context"]["span_id"] == bad_span)
+    assert sorted(s["name"] for s in evaluations) == ["evaluation Brevity", "evaluation Relevance"]
+    assert {s["span_kind"] for s in evaluations} == {"EVALUATOR"}
+    assert {s["parent_id"] for s in evaluations} == {bad_span}
+    assert all(s["start_time"] == s["end_time"] == run["end_time"] for s in evaluations)
+    starts = sorted(s["start_time"] for s in spans)
+    ends = sorted(s["end_time"] for s in spans)
+    assert (starts[0], ends[-1]) == (run["start_time"], run["end_time"])  # the trace lasts as long as the run
+    assert run_ns > 0
+
+
+def test_a_run_scored_twice_leaves_one_annotation(tmp_path: Path, phoenix: Phoenix) -> None:
+    """Two daemons with their own queues (replicas, or a replay after the idempotency keys were
+    forgotten) score one run: Phoenix keeps one annotation per scorer."""
+    body, trace_id, span_id = agent_trace_body("No idea.")
+    for replica in ("a", "b"):
+        (tmp_path / replica).mkdir()
+        daemon = phoenix_daemon(tmp_path / replica, phoenix).start()
+        try:
+            post_body(daemon.traces_url, body)
+            poll(lambda: daemon.metric("tracescore_sink_sent_total", sink="phoenix", outcome="sent") == 2, 90,
+                 f"replica {replica} to annotate the run")
+        finally:
+            assert daemon.stop() == 0
+    annotations = phoenix.annotations([span_id])
+    assert sorted(a["name"] for a in annotations) == ["Brevity", "Relevance"], annotations
+    assert trace_id in {s["context"]["trace_id"] for s in phoenix.spans(trace_id)}
