@@ -1,0 +1,82 @@
+"""Scores in a real MLflow tracking server: agent traces through a real `tracescore serve`, then
+MLflow's own APIs and Python client, queried as a user would (README)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from backends_support import RESOURCE, Daemon, Mlflow, agent_trace_body, poll, post_body, send_agent_trace
+
+
+def mlflow_daemon(tmp_path: Path, mlflow: Mlflow, experiment: str) -> Daemon:
+    return Daemon(tmp_path, (
+        f'[export]\nendpoint = "{mlflow.url}"\nprotocol = "http/protobuf"\n'
+        f'headers = {{ "x-mlflow-experiment-id" = "{experiment}" }}\n'
+        f'[sinks.mlflow]\ntracking_uri = "{mlflow.url}"\nmin_backoff_s = 0.2\nmax_backoff_s = 1.0\n'))
+
+
+def assessments(mlflow: Mlflow, trace_id: str) -> list[dict]:
+    info = mlflow.trace(trace_id) or {}
+    return list(info.get("assessments", []))
+
+
+def test_scores_are_mlflow_feedback_a_search_finds_and_the_trace_is_unchanged(
+    tmp_path: Path, mlflow: Mlflow,
+) -> None:
+    experiment = mlflow.experiment("scores")
+    daemon = mlflow_daemon(tmp_path, mlflow, experiment).start()
+    try:
+        good_trace, _, _ = send_agent_trace(daemon.traces_url, "The capital of France is Paris.")
+        bad_trace, bad_span, run_ns = send_agent_trace(daemon.traces_url, "I do not know.")
+        poll(lambda: len(assessments(mlflow, good_trace)) == 2 and len(assessments(mlflow, bad_trace)) == 2, 120,
+             "two assessments on each trace")
+    finally:
+        assert daemon.stop() == 0
+
+    feedback = {a["assessment_name"]: a for a in assessments(mlflow, bad_trace)}
+    relevance = feedback["Relevance"]
+    assert relevance["feedback"]["value"] == 0.2 and relevance["rationale"] == "does not name Paris"
+    assert relevance["span_id"] == bad_span
+    assert relevance["source"] == {"source_type": "CODE", "source_id": "relevance"}
+    assert relevance["metadata"]["scorer_version"] == "1"
+    assert feedback["Brevity"]["metadata"]["run_id"] == relevance["metadata"]["run_id"]
+
+    # The search a user runs (README): mlflow.search_traces with a feedback filter.
+    found = mlflow.run_python(
+        "import mlflow\n"
+        f"traces = mlflow.search_traces(locations=[{experiment!r}], "
+        "filter_string=\"feedback.`Relevance` < 0.5\", return_type='list')\n"
+        "print([t.info.trace_id for t in traces])\n")
+    assert found.strip() == str([f"tr-{bad_trace}"])
+
+    # The scored trace keeps the agent's service and its duration.
+    info = mlflow.trace(bad_trace) or {}
+    metadata = {**info.get("trace_metadata", {}), **info.get("tags", {})}
+    assert "tracescore" not in json.dumps(metadata), metadata
+    assert RESOURCE["service.name"] in json.dumps(metadata), metadata
+    spans = mlflow.spans(bad_trace)
+    names = sorted(s["name"] for s in spans)
+    assert names == ["chat gpt-4o-mini", "evaluation Brevity", "evaluation Relevance", "invoke_agent support"]
+    starts = [int(s["start_time_unix_nano"]) for s in spans]
+    ends = [int(s["end_time_unix_nano"]) for s in spans]
+    assert max(ends) - min(starts) == run_ns  # the trace lasts as long as the run
+    duration_s = float(str(info["execution_duration"]).rstrip("s"))  # a protobuf Duration: "0.051s"
+    assert abs(duration_s * 1e9 - run_ns) < 1e6, (info["execution_duration"], run_ns)
+
+
+def test_a_run_scored_twice_leaves_one_assessment(tmp_path: Path, mlflow: Mlflow) -> None:
+    """Two daemons with their own queues (replicas, or a replay after the idempotency keys were
+    forgotten) score one run: MLflow keeps one assessment per scorer."""
+    experiment = mlflow.experiment("twice")
+    body, trace_id, _ = agent_trace_body("No idea.")
+    for replica in ("a", "b"):
+        (tmp_path / replica).mkdir()
+        daemon = mlflow_daemon(tmp_path / replica, mlflow, experiment).start()
+        try:
+            post_body(daemon.traces_url, body)
+            poll(lambda: daemon.metric("tracescore_sink_sent_total", sink="mlflow", outcome="sent") == 2, 120,
+                 f"replica {replica} to assess the run")
+        finally:
+            assert daemon.stop() == 0
+    assert sorted(a["assessment_name"] for a in assessments(mlflow, trace_id)) == ["Brevity", "Relevance"]
