@@ -6,7 +6,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from backends_support import RESOURCE, Daemon, Mlflow, agent_trace_body, poll, post_body, send_agent_trace
+from backends_support import (
+    RESOURCE,
+    Daemon,
+    Mlflow,
+    agent_trace_body,
+    poll,
+    post_body,
+    send_agent_trace,
+)
 
 
 def mlflow_daemon(tmp_path: Path, mlflow: Mlflow, experiment: str) -> Daemon:

@@ -1,0 +1,159 @@
+"""`SinkSender` drains a sink's outbox in a real SQLite store into the Langfuse stand-in server
+(request bodies validated with the langfuse package's own types): retries with backoff,
+idempotent resends, credentials, refusals."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from langfuse_server import LangfuseServer
+
+from collector.config import LangfuseSinkConfig
+from collector.export.sinks import LangfuseSink, SinkSender
+from collector.metrics import Metrics
+from collector.store.sqlite.store import SqliteStore
+from collector.types import Done, RunRecord, ScoreJob, ScoreRecord, score_span_id_for
+
+TRACE = "5b8efff798038103d269b633813fc60c"
+
+
+def record(n: int, score: float | None = 0.25) -> ScoreRecord:
+    job = ScoreJob(RunRecord(TRACE, f"{n:016x}", end_ns=1_700_000_000_000_000_000 + n), "relevance", "1")
+    return ScoreRecord(job.key, TRACE, job.run.span_id, score_span_id_for(job.key), "relevance", "Relevance",
+                       "1", run_id=job.run.run_id, score=score, reason="why", scored_end_ns=job.run.end_ns,
+                       error_type=None if score is not None else "RuntimeError")
+
+
+async def settle(store: SqliteStore, records: list[ScoreRecord]) -> None:
+    jobs = [ScoreJob(RunRecord(TRACE, r.span_id), "relevance", "1") for r in records]
+    await store.put(jobs)
+    leased = await store.take(len(jobs))
+    by_key = {r.key: r for r in records}
+    for item in leased:
+        await store.settle(item, Done(by_key[item.job.key]))
+
+
+@pytest.fixture
+async def langfuse() -> AsyncIterator[LangfuseServer]:
+    server = await LangfuseServer().start()
+    yield server
+    await server.stop()
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[SqliteStore]:
+    opened = SqliteStore(str(tmp_path / "q.db"), sinks=["langfuse"])
+    await opened.start()
+    yield opened
+    await opened.shutdown()
+
+
+def sender(store: SqliteStore, server: LangfuseServer, metrics: Metrics, **cfg: object) -> SinkSender:
+    config = LangfuseSinkConfig.model_validate({
+        "host": server.url, "public_key": server.public_key, "secret_key": server.secret_key,
+        "min_backoff_s": 0.05, "max_backoff_s": 0.2, **cfg})
+    return SinkSender(LangfuseSink(config), store.sink_outbox("langfuse"), config, metrics, poll_s=0.02)
+
+
+async def drained(store: SqliteStore, timeout: float = 10.0) -> None:  # noqa: ASYNC109
+    deadline = time.monotonic() + timeout
+    while await store.sink_outbox("langfuse").backlog():
+        assert time.monotonic() < deadline, "the sink's outbox did not drain"
+        await asyncio.sleep(0.02)
+
+
+def sent(metrics: Metrics, outcome: str) -> float:
+    return metrics.registry.get_sample_value("tracescore_sink_sent_total",
+                                             {"sink": "langfuse", "outcome": outcome}) or 0.0
+
+
+async def test_scores_reach_langfuse_in_its_own_request_type(store: SqliteStore, langfuse: LangfuseServer) -> None:
+    metrics = Metrics()
+    await settle(store, [record(1), record(2), record(3, score=None)])
+    s = sender(store, langfuse, metrics)
+    await s.start()
+    try:
+        await drained(store)
+    finally:
+        await s.shutdown()
+    assert langfuse.refused == []
+    stored = langfuse.by_observation()
+    assert sorted(stored) == [(f"{n:016x}", "Relevance") for n in (1, 2)]  # a failure is not a score
+    body = stored[(f"{1:016x}", "Relevance")][0]
+    assert (body["traceId"], body["value"], body["comment"], body["dataType"]) == (TRACE, 0.25, "why", "NUMERIC")
+    assert body["metadata"]["scorer_id"] == "relevance"
+    assert (sent(metrics, "sent"), sent(metrics, "skipped_failed")) == (2, 1)
+    assert metrics.registry.get_sample_value("tracescore_sink_backlog_records", {"sink": "langfuse"}) == 0
+
+
+async def test_an_outage_is_retried_with_backoff_and_nothing_is_sent_twice(
+    store: SqliteStore, langfuse: LangfuseServer,
+) -> None:
+    metrics = Metrics()
+    langfuse.down = True
+    await settle(store, [record(n) for n in range(20)])
+    s = sender(store, langfuse, metrics)
+    await s.start()
+    try:
+        deadline = time.monotonic() + 10
+        while sent(metrics, "retried") < 40:  # two rounds at least, each deferring the whole backlog
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.02)
+        assert await store.sink_outbox("langfuse").backlog() == 20 and langfuse.scores == {}
+        langfuse.down = False
+        langfuse.fail_next = [429, 500]
+        await drained(store)
+    finally:
+        await s.shutdown()
+    assert len(langfuse.scores) == 20 and sent(metrics, "sent") == 20
+
+
+async def test_the_same_score_sent_again_updates_it(store: SqliteStore, langfuse: LangfuseServer,
+                                                    tmp_path: Path) -> None:
+    metrics = Metrics()
+    await settle(store, [record(1)])
+    other = SqliteStore(str(tmp_path / "replica.db"), sinks=["langfuse"])  # a replica, or a backfill
+    await other.start()
+    await settle(other, [record(1)])
+    senders = [sender(store, langfuse, metrics), sender(other, langfuse, Metrics())]
+    for s in senders:
+        await s.start()
+    try:
+        await drained(store)
+        await drained(other)
+    finally:
+        for s in senders:
+            await s.shutdown()
+        await other.shutdown()
+    assert langfuse.posts == 2 and len(langfuse.scores) == 1
+
+
+async def test_refused_credentials_keep_the_score_and_a_malformed_score_is_dropped(
+    store: SqliteStore, langfuse: LangfuseServer, caplog: pytest.LogCaptureFixture,
+) -> None:
+    metrics = Metrics()
+    await settle(store, [record(1)])
+    s = sender(store, langfuse, metrics, secret_key="sk-wrong-secret")
+    await s.start()
+    try:
+        deadline = time.monotonic() + 10
+        while sent(metrics, "retried") < 2:
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.02)
+    finally:
+        await s.shutdown()
+    assert await store.sink_outbox("langfuse").backlog() == 1 and langfuse.refused[0] == "unauthorized"
+    assert "sk-wrong-secret" not in caplog.text and "refused the credentials" in caplog.text
+    langfuse.fail_next = [400]
+    s = sender(store, langfuse, metrics)
+    await s.start()
+    try:
+        await drained(store)
+    finally:
+        await s.shutdown()
+    assert sent(metrics, "rejected") == 1 and langfuse.scores == {}
+    assert "sk-wrong-secret" not in metrics.render().decode()

@@ -1,0 +1,111 @@
+"""A loopback stand-in for Langfuse's public scores API (Langfuse itself needs its own database
+services and cannot run here).
+
+``POST /api/public/scores`` checks basic auth (the project's public and secret key) and
+validates each body with the request type the ``langfuse`` PyPI package ships for that
+endpoint (``langfuse.api.CreateScoreRequest``, plus: no key the type does not know, an
+``id`` given). Scores are stored as Langfuse stores them: one per (id, timestamp), a
+repeated post of both is an update (the documented upsert). ``down`` makes the server
+answer 503 (an outage); ``fail_next`` scripts failures. This is the network boundary fake
+(STYLE: fakes only at boundaries).
+"""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+from langfuse.api import CreateScoreRequest
+from langfuse.api.core.pydantic_utilities import parse_obj_as
+
+
+def known_keys() -> set[str]:
+    """The JSON keys of ``CreateScoreRequest`` (its fields' wire names).
+
+    Example:
+        >>> {"traceId", "observationId", "name", "value", "id"} <= known_keys()
+        True
+    """
+    keys = set()
+    for name, info in CreateScoreRequest.model_fields.items():
+        alias = next((getattr(m, "alias", None) for m in info.metadata if getattr(m, "alias", None)), None)
+        keys.add(alias or info.alias or name)
+    return keys
+
+
+@dataclass
+class LangfuseServer:
+    """The scores endpoint on 127.0.0.1 (``await start()``; ``url`` is the sink's ``host``)."""
+
+    public_key: str = "pk-lf-test"
+    secret_key: str = "sk-lf-test"
+    port: int = 0
+    scores: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)  # (id, timestamp) -> body
+    posts: int = 0  # requests that reached validation
+    refused: list[str] = field(default_factory=list)  # why requests were refused (400/401)
+    down: bool = False
+    fail_next: list[int] = field(default_factory=list)  # statuses to answer the next requests with
+    _runner: web.AppRunner | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    async def start(self) -> LangfuseServer:
+        app = web.Application()
+        app.router.add_post("/api/public/scores", self._create)
+        self._runner = web.AppRunner(app)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", self.port)
+        await site.start()
+        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        return self
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    def _authorized(self, header: str) -> bool:
+        expected = base64.b64encode(f"{self.public_key}:{self.secret_key}".encode()).decode()
+        return header == f"Basic {expected}"
+
+    async def _create(self, request: web.Request) -> web.Response:
+        if self.down:
+            return web.json_response({"message": "down"}, status=503)
+        if self.fail_next:
+            return web.json_response({"message": "scripted failure"}, status=self.fail_next.pop(0))
+        if not self._authorized(request.headers.get("Authorization", "")):
+            self.refused.append("unauthorized")
+            return web.json_response({"message": "Invalid credentials"}, status=401)
+        body = await request.json()
+        self.posts += 1
+        problem = self._problem(body)
+        if problem:
+            self.refused.append(problem)
+            return web.json_response({"message": problem}, status=400)
+        self.scores[(body["id"], body.get("timestamp", ""))] = body
+        return web.json_response({"id": body["id"]})
+
+    def _problem(self, body: Any) -> str | None:
+        if not isinstance(body, dict):
+            return "body is not a JSON object"
+        unknown = set(body) - known_keys()
+        if unknown:
+            return f"unknown keys {sorted(unknown)}"
+        try:
+            parsed = parse_obj_as(CreateScoreRequest, body)
+        except Exception as err:  # pydantic's ValidationError: the body does not fit the type
+            return f"invalid CreateScoreRequest: {err}"
+        if not parsed.id:
+            return "no id: the score cannot be upserted"
+        return None
+
+    def by_observation(self) -> dict[tuple[str, str], list[dict[str, Any]]]:
+        """Stored scores by (observation id, name)."""
+        out: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        for body in self.scores.values():
+            out.setdefault((body.get("observationId", ""), body["name"]), []).append(body)
+        return out
