@@ -83,7 +83,7 @@ def test_a_run_scored_twice_leaves_one_assessment(tmp_path: Path, mlflow: Mlflow
         daemon = mlflow_daemon(tmp_path / replica, mlflow, experiment).start()
         try:
             post_body(daemon.traces_url, body)
-            poll(lambda: daemon.metric("tracescore_sink_sent_total", sink="mlflow", outcome="sent") == 2, 120,
+            poll(lambda d=daemon: d.metric("tracescore_sink_sent_total", sink="mlflow", outcome="sent") == 2, 120,
                  f"replica {replica} to assess the run")
         finally:
             assert daemon.stop() == 0

@@ -74,7 +74,7 @@ def test_a_run_scored_twice_leaves_one_annotation(tmp_path: Path, phoenix: Phoen
         daemon = phoenix_daemon(tmp_path / replica, phoenix).start()
         try:
             post_body(daemon.traces_url, body)
-            poll(lambda: daemon.metric("tracescore_sink_sent_total", sink="phoenix", outcome="sent") == 2, 90,
+            poll(lambda d=daemon: d.metric("tracescore_sink_sent_total", sink="phoenix", outcome="sent") == 2, 90,
                  f"replica {replica} to annotate the run")
         finally:
             assert daemon.stop() == 0
