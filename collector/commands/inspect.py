@@ -15,7 +15,7 @@ import argparse
 import json
 import sys
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -135,6 +135,7 @@ class Loaded:
     failed_files: list[str] = field(default_factory=list)
     traces: int = 0
     skips: Counter[str] = field(default_factory=Counter)
+    span_attributes: dict[tuple[str, str], Mapping[str, Any]] = field(default_factory=dict)  # of each run span
 
 
 def load_runs(paths: Sequence[str], err: Console) -> Loaded:
@@ -165,6 +166,10 @@ def load_runs(paths: Sequence[str], err: Console) -> Loaded:
         extraction = extract_runs(trace)
         loaded.traces += 1
         loaded.runs.extend(extraction.runs)
+        by_id = {span.span_id: span for span in trace.spans}
+        for agent_run in extraction.runs:
+            span = by_id.get(agent_run.span_id)
+            loaded.span_attributes[(agent_run.trace_id, agent_run.span_id)] = span.attributes if span else {}
         loaded.skips.update(s.reason for s in extraction.skipped)
     return loaded
 

@@ -12,7 +12,12 @@ Output: ``--format jsonl`` prints one row per (run, scorer) on stdout (SPEC §3 
 ``score`` null and ``reason`` "not scorable: ..." when a step returned ``not_scorable``;
 ``error`` set when the scorer failed) and the per-scorer summary (count, mean, failures)
 on stderr, so stdout stays pure JSONL; ``--format table`` prints both as rich tables on
-stdout. Exit codes: 0 done, 1 a file could not be read, 2 a scorer ref could not be loaded.
+stdout. Exit codes: 0 done, 1 a file could not be read (or ``--export`` could not send every
+score in time), 2 a scorer ref or the ``--config`` could not be loaded.
+
+``--export [--config FILE]`` also sends every score to the configured export endpoint and
+native sinks, exactly as the daemon would (`collector.commands.backfill`): scoring a day
+of traces again is safe.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import argparse
 import asyncio
 import json
 import sys
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -29,6 +35,7 @@ from rich.console import Console
 from rich.table import Table
 
 from adapters import AgentRun
+from collector.commands.backfill import add_export_arguments, export_outcomes, load_export_config
 from collector.commands.inspect import (
     add_common_arguments,
     load_runs,
@@ -37,6 +44,7 @@ from collector.commands.inspect import (
     run_row,
 )
 from collector.errors import ConfigError
+from collector.types import run_id_for
 from collector.work.registry import load_ref
 from scorers.errors import ScorerRunError
 
@@ -70,6 +78,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="scorer runs in flight at once (default 16)",
     )
+    add_export_arguments(parser)
 
 
 def _positive_int(text: str) -> int:
@@ -119,6 +128,10 @@ class Outcome:
     reason: Any
     error: str | None
     not_scorable: bool = False
+    result: Any = None  # the scorer's result (or the partial result of a failure), for --export
+    exception: BaseException | None = None
+    start_ns: int = 0
+    end_ns: int = 0
 
     @property
     def failed(self) -> bool:
@@ -142,24 +155,30 @@ def _jsonable(value: Any) -> Any:
 
 async def _score_one(scorer: Any, index: int, agent_run: AgentRun) -> Outcome:
     scorer_id = str(getattr(scorer, "id", "?"))
+    start_ns = time.time_ns()
     try:
         result = await scorer.run(
             input=agent_run.input,
             output=agent_run.output,
+            run_id=run_id_for(agent_run.trace_id, agent_run.span_id),  # as the daemon names the run
             request_context=dict(agent_run.request_context),
             trace_id=agent_run.trace_id,
             span_id=agent_run.span_id,
         )
     except ScorerRunError as err:
-        return Outcome(index, scorer_id, None, None, str(err))
+        return Outcome(index, scorer_id, None, None, str(err), result=err.partial_result, exception=err,
+                       start_ns=start_ns, end_ns=time.time_ns())
     except Exception as err:  # a user scorer outside the engine may raise anything
-        return Outcome(index, scorer_id, None, None, f"{type(err).__name__}: {err}")
+        return Outcome(index, scorer_id, None, None, f"{type(err).__name__}: {err}", exception=err,
+                       start_ns=start_ns, end_ns=time.time_ns())
+    end_ns = time.time_ns()
     not_scorable = getattr(result, "not_scorable", None)
     if not_scorable is not None and not_scorable is not False:
         why = getattr(not_scorable, "reason", None)
         return Outcome(index, scorer_id, None, f"not scorable: {why}" if why else "not scorable", None, True)
     score = getattr(result, "score", None)
-    return Outcome(index, scorer_id, score, _jsonable(getattr(result, "reason", None)), None)
+    return Outcome(index, scorer_id, score, _jsonable(getattr(result, "reason", None)), None, result=result,
+                   start_ns=start_ns, end_ns=end_ns)
 
 
 async def score_all(runs: Sequence[AgentRun], scorers: Sequence[Any], concurrency: int, err: Console) -> list[Outcome]:
@@ -245,6 +264,7 @@ def run(args: argparse.Namespace) -> int:
     out_format = resolve_format(args.format)
     try:
         scorers = load_scorers(args.scorers)
+        export_config = load_export_config(args)  # before scoring: a bad config costs no judge call
     except ConfigError as exc:
         err.print(f"tracescore: {exc}", markup=False, highlight=False, soft_wrap=True)
         return 2
@@ -270,8 +290,11 @@ def run(args: argparse.Namespace) -> int:
         out = Console()
         out.print(_results_table(loaded.runs, outcomes))
         out.print(_summary_table(summary))
+    exported = True
+    if export_config is not None:
+        exported = export_outcomes(export_config, args, loaded, scorers, outcomes, err)
     if loaded.failed_files:
         err.print(f"{len(loaded.failed_files)} file(s) could not be read", markup=False, highlight=False,
                   soft_wrap=True)
         return 1
-    return 0
+    return 0 if exported else 1

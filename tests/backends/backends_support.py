@@ -241,6 +241,17 @@ def post_body(url: str, body: bytes) -> None:
     assert reply.status_code == 200, reply.text
 
 
+def backfill(config: str, files: list[Path], workdir: Path) -> subprocess.CompletedProcess[str]:
+    """``tracescore score FILES --scorer ... --export --config`` (the backend scorers), as a user runs it."""
+    path = workdir / "backfill.toml"
+    path.write_text(config)
+    args = [sys.executable, "-m", "collector.cli", "score", *map(str, files), "--scorer", f"{SCORERS}:relevance",
+            "--scorer", f"{SCORERS}:brevity", "--format", "jsonl", "--export", "--config", str(path),
+            "--export-timeout", "60"]
+    return subprocess.run(args, capture_output=True, text=True, timeout=180, cwd=workdir,
+                          env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"})
+
+
 def _agent_trace(exporter: Any, answer: str, agent: str) -> tuple[str, str, int]:
     messages = [{"role": "user", "parts": [{"type": "text", "content": "What is the capital of France?"}]}]
     output = [{"role": "assistant", "parts": [{"type": "text", "content": answer}], "finish_reason": "stop"}]

@@ -6,11 +6,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import httpx
 from backends_support import (
     RESOURCE,
     Daemon,
     Mlflow,
     agent_trace_body,
+    backfill,
     poll,
     post_body,
     send_agent_trace,
@@ -88,3 +90,26 @@ def test_a_run_scored_twice_leaves_one_assessment(tmp_path: Path, mlflow: Mlflow
         finally:
             assert daemon.stop() == 0
     assert sorted(a["assessment_name"] for a in assessments(mlflow, trace_id)) == ["Brevity", "Relevance"]
+
+
+def test_backfill_twice_leaves_one_assessment_per_scorer(tmp_path: Path, mlflow: Mlflow) -> None:
+    experiment = mlflow.experiment("backfill")
+    body, trace_id, span_id = agent_trace_body("Maybe Lyon.")
+
+
+    reply = httpx.post(f"{mlflow.url}/v1/traces", content=body, timeout=60,  # the agent's spans, long ago
+                       headers={"Content-Type": "application/x-protobuf", "x-mlflow-experiment-id": experiment})
+    assert reply.status_code == 200, reply.text
+    saved = tmp_path / "run.pb"
+    saved.write_bytes(body)
+    config = (f'[export]\nendpoint = "{mlflow.url}"\nprotocol = "http/protobuf"\n'
+              f'headers = {{ "x-mlflow-experiment-id" = "{experiment}" }}\n'
+              f'[sinks.mlflow]\ntracking_uri = "{mlflow.url}"\nmin_backoff_s = 0.2\nmax_backoff_s = 1.0\n')
+    for _ in range(2):
+        done = backfill(config, [saved], tmp_path)
+        assert done.returncode == 0, done.stderr
+    feedback = sorted((a["assessment_name"], a["feedback"]["value"]) for a in assessments(mlflow, trace_id))
+    assert feedback == [("Brevity", 1.0), ("Relevance", 0.2)]
+    names = sorted(s["name"] for s in mlflow.spans(trace_id))
+    assert names == ["chat gpt-4o-mini", "evaluation Brevity", "evaluation Relevance", "invoke_agent support"]
+    assert {a["span_id"] for a in assessments(mlflow, trace_id)} == {span_id}

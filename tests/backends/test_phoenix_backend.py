@@ -5,7 +5,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from backends_support import Daemon, Phoenix, agent_trace_body, poll, post_body, send_agent_trace
+from backends_support import (
+    Daemon,
+    Phoenix,
+    agent_trace_body,
+    backfill,
+    poll,
+    post_body,
+    send_agent_trace,
+)
 
 LOW_RUNS = """
 query LowRuns($filter: String!) {
@@ -81,3 +89,21 @@ def test_a_run_scored_twice_leaves_one_annotation(tmp_path: Path, phoenix: Phoen
     annotations = phoenix.annotations([span_id])
     assert sorted(a["name"] for a in annotations) == ["Brevity", "Relevance"], annotations
     assert trace_id in {s["context"]["trace_id"] for s in phoenix.spans(trace_id)}
+
+
+def test_backfill_twice_leaves_one_annotation_and_one_evaluation_span(tmp_path: Path, phoenix: Phoenix) -> None:
+    body, trace_id, span_id = agent_trace_body("Maybe Lyon.")
+    post_body(f"{phoenix.url}/v1/traces", body)  # the agent's spans reached Phoenix long ago
+    saved = tmp_path / "run.pb"
+    saved.write_bytes(body)
+    config = (f'[export]\nendpoint = "{phoenix.url}"\nprotocol = "http/protobuf"\n'
+              f'[sinks.phoenix]\nendpoint = "{phoenix.url}"\nmin_backoff_s = 0.2\nmax_backoff_s = 1.0\n')
+    for _ in range(2):
+        done = backfill(config, [saved], tmp_path)
+        assert done.returncode == 0, done.stderr
+        assert "exported 2 score(s)" in done.stderr
+    annotations = phoenix.annotations([span_id])
+    assert sorted((a["name"], a["result"]["score"]) for a in annotations) == [("Brevity", 1.0), ("Relevance", 0.2)]
+    spans = poll(lambda: (s := phoenix.spans(trace_id)) and len(s) >= 4 and s, 60, "the evaluation spans")
+    assert sorted(s["name"] for s in spans) == ["chat gpt-4o-mini", "evaluation Brevity", "evaluation Relevance",
+                                                "invoke_agent support"]

@@ -1,0 +1,161 @@
+"""``tracescore score FILES... --export``: send offline scores where the daemon would send them.
+
+Backfill reuses the daemon's parts end to end, so what arrives is what the daemon would
+have sent: records are built by `collector.work.record.score_record` (the same evaluation
+span id, run id, resource and anchored time), settled into a store's outbox and sink
+outboxes like a worker's results (a temporary SQLite store), then drained by the daemon's
+`ScoreExporter` and sink senders. Idempotency comes from the backends' keys (the span id
+and each sink's id derive from the score's key): running a backfill twice updates, never
+duplicates. What is not sent within ``--export-timeout`` is reported and exits 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from collector.assemble.decide import run_record
+from collector.config import Config, ScorerConfig, load_config
+from collector.export.scores import ScoreExporter, make_span_exporter
+from collector.export.sinks import make_senders
+from collector.metrics import Metrics
+from collector.store.sqlite.store import SqliteStore
+from collector.types import Dead, Done, RunRecord, ScoreJob, ScoreRecord, Settlement
+from collector.work.record import score_record
+from collector.work.registry import RegisteredScorer
+
+
+def add_export_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add ``--export``, ``--config`` and ``--export-timeout`` to ``score``.
+
+    Example:
+        >>> p = argparse.ArgumentParser(); add_export_arguments(p)
+        >>> a = p.parse_args(["--export", "--config", "ts.toml"])
+        >>> (a.export, a.config, a.export_timeout)
+        (True, 'ts.toml', 120.0)
+    """
+    parser.add_argument("--export", action="store_true",
+                        help="also send the scores to the configured export endpoint and sinks, as the daemon would")
+    parser.add_argument("--config", "-c", metavar="FILE",
+                        help="TOML configuration naming the export endpoint and sinks (with --export)")
+    parser.add_argument("--export-timeout", type=float, default=120.0, metavar="S",
+                        help="with --export: give up on what is not sent after S seconds (exit 1; default 120)")
+
+
+def load_export_config(args: argparse.Namespace) -> Config | None:
+    """The configuration to export with (None without ``--export``).
+
+    Raises:
+        collector.errors.ConfigError: the file is missing or invalid, or a sink's secret unset.
+
+    Example:
+        >>> load_export_config(argparse.Namespace(export=False, config=None)) is None
+        True
+    """
+    if not getattr(args, "export", False):
+        return None
+    return load_config(getattr(args, "config", None))
+
+
+def build_records(config: Config, loaded: Any, scorers: Sequence[Any], refs: Sequence[str],
+                  outcomes: Sequence[Any]) -> list[ScoreRecord]:
+    """The outbox record of each outcome, as the daemon's worker would have made it (none for a
+    run that was not scorable). A scorer whose ref is also in the config's ``[[scorers]]``
+    takes its labels from there.
+
+    Example:
+        >>> build_records(Config(), None, [], [], [])
+        []
+    """
+    configured = {c.ref: c for c in config.scorers}
+    entries = {str(s.id): RegisteredScorer(s, configured.get(ref) or ScorerConfig(ref=ref))
+               for s, ref in zip(scorers, refs, strict=True)}
+    records = []
+    for outcome in outcomes:
+        if outcome.not_scorable:
+            continue
+        agent_run = loaded.runs[outcome.run_index]
+        entry = entries[outcome.scorer_id]
+        attributes = loaded.span_attributes.get((agent_run.trace_id, agent_run.span_id), {})
+        job = ScoreJob(run_record(agent_run, attributes), entry.scorer_id, entry.version)
+        records.append(score_record(job, entry, outcome.result, outcome.start_ns,
+                                    max_chars=config.export.max_attribute_chars, error=outcome.exception,
+                                    end_ns=outcome.end_ns))
+    return records
+
+
+def export_outcomes(config: Config, args: argparse.Namespace, loaded: Any, scorers: Sequence[Any],
+                    outcomes: Sequence[Any], err: Console) -> bool:
+    """Send the scores; True when every one reached the endpoint and every sink in time.
+    """
+    records = build_records(config, loaded, scorers, args.scorers, outcomes)
+    with tempfile.TemporaryDirectory(prefix="tracescore-backfill-") as folder:
+        left = asyncio.run(_send(config, records, str(Path(folder) / "outbox.db"), args.export_timeout))
+    target = config.export.endpoint or "no export endpoint"
+    sinks = config.sinks.enabled()
+    err.print(f"exported {len(records)} score(s) to {target}" + (f" and {', '.join(sinks)}" if sinks else ""),
+              markup=False, highlight=False, soft_wrap=True)
+    for where, count in left.items():
+        err.print(f"tracescore: {count} score(s) not sent to {where} within {args.export_timeout:g}s",
+                  markup=False, highlight=False, soft_wrap=True)
+    return not left
+
+
+async def _send(config: Config, records: list[ScoreRecord], path: str, timeout: float) -> dict[str, int]:  # noqa: ASYNC109
+    """Settle the records into a fresh store and drain it with the daemon's exporter and sinks;
+    returns what is left per destination."""
+    store = SqliteStore(path, sinks=config.sinks.enabled())
+    metrics = Metrics()
+    await store.start()
+    exporter = ScoreExporter(store, make_span_exporter(config.export), metrics, max_batch=config.export.max_batch,
+                             max_backoff_s=config.export.max_backoff_s, span_time=config.export.span_time,
+                             poll_s=0.05)
+    senders = make_senders(config.sinks, store.sink_outbox, metrics)
+    try:
+        await _settle(store, records)
+        await exporter.start()
+        for sender in senders:
+            await sender.start()
+        await _wait_drained(store, [s.name for s in senders], timeout)
+        for sender in senders:
+            await sender.shutdown(1.0)
+        await exporter.shutdown(1.0)
+        return {where: n for where, n in (await _left(store, [s.name for s in senders])).items() if n}
+    finally:
+        await store.shutdown()
+
+
+async def _settle(store: SqliteStore, records: list[ScoreRecord]) -> None:
+    """Put each record in the outboxes the way a worker settles a job (same transaction)."""
+    by_key = {r.key: r for r in records}
+    for i in range(0, len(records), 256):
+        chunk = records[i:i + 256]
+        await store.put([ScoreJob(RunRecord(r.trace_id, r.span_id), r.scorer_id, r.scorer_version) for r in chunk])
+        for leased in await store.take(len(chunk)):
+            record = by_key[leased.job.key]
+            outcome: Settlement = Dead(record.error_type, record.error_message or "", record) \
+                if record.error_type else Done(record)
+            await store.settle(leased, outcome)
+
+
+async def _left(store: SqliteStore, sinks: list[str]) -> dict[str, int]:
+    left = {"the export endpoint": (await store.stats()).outbox}
+    for sink in sinks:
+        left[f"the {sink} sink"] = await store.sink_outbox(sink).backlog()
+    return left
+
+
+async def _wait_drained(store: SqliteStore, sinks: list[str], timeout: float) -> None:  # noqa: ASYNC109
+    """Wait until every outbox is empty, or the deadline."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not any((await _left(store, sinks)).values()):
+            return
+        await asyncio.sleep(0.05)
