@@ -300,7 +300,8 @@ class Service:
         e = self.config.export
         target = (f"scores to {e.endpoint} ({e.protocol})" if e.endpoint
                   else "scores NOT exported (no export endpoint; -v logs them)")
-        return f"tracescore: {len(self.registry.entries)} scorers; {where}; {target}"
+        sinks = f"; sinks: {', '.join(s.name for s in self.sinks)}" if self.sinks else ""
+        return f"tracescore: {len(self.registry.entries)} scorers; {where}; {target}{sinks}"
 
     async def run_until_signal(self, on_ready: Callable[[str], None] | None = None) -> None:
         """Start, serve until SIGTERM or SIGINT, then drain and stop.

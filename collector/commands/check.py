@@ -42,6 +42,8 @@ def run(args: argparse.Namespace) -> int:
     if config.exports_to_itself:
         print(f"  warning: export.endpoint {config.export.endpoint} is this daemon's own receiver: "
               "scores go back into it and received spans are not forwarded")
+    for key, url in config.sinks.urls().items():  # URLs only: keys and tokens are never printed
+        print(f"  sink {key.split('.')[1]}: {url}")
     for entry in registry.entries:
         print(f"  scorer {entry.scorer_id} (version {entry.version or '-'}, "
               f"sampling {entry.config.sampling}) from {entry.config.ref}")

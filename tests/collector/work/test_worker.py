@@ -189,3 +189,30 @@ async def test_drain_is_bounded_when_the_queue_cannot_take_a_job_back(
     await asyncio.wait_for(worker.shutdown(0.05), 5)  # would hang forever before the bound
     assert time.monotonic() - began < 2.0
     await store.shutdown()
+
+
+async def test_every_scorer_of_a_run_gets_one_run_id_and_the_record_keeps_the_scored_span(tmp_path: Path) -> None:
+    seen: list[str] = []
+
+    def remember(run: Any) -> float:
+        seen.append(run.run_id)
+        return 0.5
+
+    first = create_scorer(id="one", description="d").generate_score(remember)
+    second = create_scorer(id="two", description="d").generate_score(remember)
+    run = RunRecord(trace_id="ab" * 16, span_id="cd" * 8, end_ns=42, service="svc",
+                    resource={"service.name": "svc", "deployment.environment": "prod"})
+    store = SqliteStore(str(tmp_path / "q.db"))
+    await store.start()
+    worker = Worker(store, _registry(first, second), Metrics())
+    await store.put([ScoreJob(run, "one"), ScoreJob(run, "two")])
+    records = []
+    for leased in await store.take(2):
+        outcome = await worker.process(leased)
+        assert isinstance(outcome, Done) and outcome.record is not None
+        records.append(outcome.record)
+    await store.shutdown()
+    assert seen == [run.run_id, run.run_id]  # the id the scorer saw is the one exported
+    assert {r.run_id for r in records} == {run.run_id}
+    assert all(r.resource == run.resource and r.scored_end_ns == 42 and not r.llm_judged for r in records)
+    assert len({r.score_span_id for r in records}) == 2

@@ -1,0 +1,89 @@
+"""The evaluation span every backend gets (SPEC §5): typed score attributes on the span, EVALUATOR
+span kinds, the scored span's resource with tracescore as the scope, anchored or actual time."""
+
+from __future__ import annotations
+
+import json
+
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+
+from collector.export.evaluation import build_span
+from collector.types import RunRecord, ScoreJob, ScoreRecord, run_id_for, score_span_id_for
+
+TRACE, SPAN = "5b8efff798038103d269b633813fc60c", "eee19b7ec3c1b174"
+RESOURCE = {"service.name": "support-bot", "deployment.environment": "prod", "host.ids": ["a", "b"],
+            "k8s": {"pod": "p-1"}}
+
+
+def record(**kw: object) -> ScoreRecord:
+    base: dict = dict(key=f"{TRACE}/{SPAN}/quality/1", trace_id=TRACE, span_id=SPAN,
+                      score_span_id=score_span_id_for(f"{TRACE}/{SPAN}/quality/1"), scorer_id="quality",
+                      scorer_name="Quality", scorer_version="1", run_id=run_id_for(TRACE, SPAN), score=1,
+                      start_ns=5_000_000_000, end_ns=5_250_000_000, scored_end_ns=2_000_000_000,
+                      service="support-bot", resource=RESOURCE)
+    base.update(kw)
+    return ScoreRecord(**base)
+
+
+def test_score_attributes_are_on_the_span_typed_and_the_span_is_an_evaluator() -> None:
+    span = build_span(record())
+    attrs = dict(span.attributes or {})
+    assert attrs["gen_ai.evaluation.score.value"] == 1.0 and isinstance(attrs["gen_ai.evaluation.score.value"], float)
+    assert attrs["gen_ai.evaluation.name"] == "Quality"
+    assert attrs["openinference.span.kind"] == attrs["mlflow.spanType"] == "EVALUATOR"
+    assert attrs["tracescore.run.id"] == run_id_for(TRACE, SPAN)
+    assert dict(span.events[0].attributes or {}) == attrs  # the event carries the same attributes
+
+
+def test_the_scored_spans_resource_and_tracescore_as_the_scope() -> None:
+    span = build_span(record())
+    assert dict(span.resource.attributes) == {
+        "service.name": "support-bot", "deployment.environment": "prod", "host.ids": ("a", "b"),
+        "k8s": json.dumps({"pod": "p-1"})}
+    assert span.instrumentation_scope is not None
+    assert span.instrumentation_scope.name == "tracescore" and span.instrumentation_scope.version
+    old = build_span(record(resource={}))  # a record queued before resources were kept
+    assert dict(old.resource.attributes) == {"service.name": "support-bot"}
+
+
+def test_a_batch_from_several_services_is_grouped_per_resource() -> None:
+    spans = [build_span(record(resource={"service.name": svc}, key=f"k{n}", score_span_id=f"{n + 1:016x}"))
+             for n, svc in enumerate(["a", "b", "a", "b", "a"])]
+    request = encode_spans(spans)
+    services = [next(kv.value.string_value for kv in rs.resource.attributes if kv.key == "service.name")
+                for rs in request.resource_spans]
+    assert sorted(services) == ["a", "b"]
+    assert sorted(len(rs.scope_spans[0].spans) for rs in request.resource_spans) == [2, 3]
+    assert {rs.scope_spans[0].scope.name for rs in request.resource_spans} == {"tracescore"}
+
+
+def test_anchored_time_is_the_scored_spans_end_and_actual_is_when_scoring_ran() -> None:
+    anchored = build_span(record())
+    assert anchored.start_time == anchored.end_time == 2_000_000_000
+    assert anchored.events[0].timestamp == 2_000_000_000
+    attrs = dict(anchored.attributes or {})
+    assert attrs["tracescore.score.duration_ms"] == 250.0
+    assert attrs["tracescore.scored_at"] == "1970-01-01T00:00:05.000Z"
+    actual = build_span(record(), "actual")
+    assert (actual.start_time, actual.end_time) == (5_000_000_000, 5_250_000_000)
+    unknown = build_span(record(scored_end_ns=0))  # queued before the scored span's end was kept
+    assert (unknown.start_time, unknown.end_time) == (5_000_000_000, 5_250_000_000)
+
+
+def test_records_and_runs_queued_by_an_earlier_version_still_load() -> None:
+    old_run = json.dumps({"trace_id": TRACE, "span_id": SPAN, "span_name": "invoke_agent", "service": "bot"})
+    assert RunRecord.from_json(old_run).resource == {}
+    old_record = json.dumps({"key": "k", "trace_id": TRACE, "span_id": SPAN, "score_span_id": "00f067aa0ba902b7",
+                             "scorer_id": "q", "scorer_name": "Q", "score": 0.5, "service": "bot"})
+    loaded = ScoreRecord.from_json(old_record)
+    assert (loaded.resource, loaded.scored_end_ns, loaded.llm_judged) == ({}, 0, False)
+    newer = json.dumps({**json.loads(old_record), "a_field_of_a_later_version": 1})
+    assert ScoreRecord.from_json(newer).key == "k"
+
+
+def test_the_run_id_is_one_per_agent_run_and_the_score_span_id_one_per_score() -> None:
+    run = RunRecord(TRACE, SPAN)
+    a, b = ScoreJob(run, "quality", "1"), ScoreJob(run, "brevity", "1")
+    assert run.run_id == run_id_for(TRACE, SPAN) != run_id_for(TRACE, "0" * 15 + "1")
+    assert score_span_id_for(a.key) != score_span_id_for(b.key)
+    assert score_span_id_for(a.key) == score_span_id_for(ScoreJob(RunRecord(TRACE, SPAN), "quality", "1").key)
