@@ -31,6 +31,16 @@ SCORERS = Path(__file__).parent / "backend_scorers.py"
 RESOURCE = {"service.name": "support-bot", "deployment.environment": "test", "service.version": "1.2.3"}
 
 
+def readme_block(language: str, containing: str) -> str:
+    """The README's fenced ``language`` block that contains ``containing`` (tests run them as written)."""
+    import re
+
+    blocks = re.findall(rf"```{language}\n(.*?)```", (REPO / "README.md").read_text(encoding="utf-8"), re.S)
+    found = [b for b in blocks if containing in b]
+    assert len(found) == 1, f"README has {len(found)} {language} blocks with {containing!r}"
+    return found[0]
+
+
 def free_port() -> int:
     """A TCP port free on 127.0.0.1 right now."""
     with socket.socket() as sock:
@@ -181,7 +191,8 @@ class Mlflow:
 class Daemon:
     """A `tracescore serve` process with its own config, queue and ports."""
 
-    def __init__(self, workdir: Path, config: str, redis_prefix: str | None = None) -> None:
+    def __init__(self, workdir: Path, config: str, redis_prefix: str | None = None,
+                 env: dict[str, str] | None = None) -> None:
         self.http_port, self.grpc_port = free_port(), free_port()
         queue = (f'url = "redis://127.0.0.1:6379/0"\nkey_prefix = "{redis_prefix}"\n' if redis_prefix
                  else f'url = "sqlite:///{workdir / "queue.db"}"\n')
@@ -192,7 +203,8 @@ class Daemon:
             f'[assembly]\ndecision_wait = 0.5\n[queue]\n{queue}'
             f'[[scorers]]\nref = "{SCORERS}:relevance"\n[[scorers]]\nref = "{SCORERS}:brevity"\n' + config)
         self.process = Process([sys.executable, "-m", "collector.cli", "-v", "serve", "--config", str(self.config)],
-                               workdir / "daemon.log", env={"LITELLM_LOCAL_MODEL_COST_MAP": "True"}, cwd=workdir)
+                               workdir / "daemon.log", env={"LITELLM_LOCAL_MODEL_COST_MAP": "True", **(env or {})},
+                               cwd=workdir)
 
     @property
     def traces_url(self) -> str:

@@ -15,15 +15,21 @@ from backends_support import (
     backfill,
     poll,
     post_body,
+    readme_block,
     send_agent_trace,
 )
 
+FAST_RETRIES = {"TRACESCORE_SINKS_MLFLOW_MIN_BACKOFF_S": "0.2", "TRACESCORE_SINKS_MLFLOW_MAX_BACKOFF_S": "1.0"}
+
+
+def mlflow_config(mlflow: Mlflow, experiment: str) -> str:
+    """The README's MLflow configuration, pointed at the test's server and experiment."""
+    block = readme_block("toml", "[sinks.mlflow]").replace("http://127.0.0.1:5000", mlflow.url)
+    return block.replace('"x-mlflow-experiment-id" = "1"', f'"x-mlflow-experiment-id" = "{experiment}"')
+
 
 def mlflow_daemon(tmp_path: Path, mlflow: Mlflow, experiment: str) -> Daemon:
-    return Daemon(tmp_path, (
-        f'[export]\nendpoint = "{mlflow.url}"\nprotocol = "http/protobuf"\n'
-        f'headers = {{ "x-mlflow-experiment-id" = "{experiment}" }}\n'
-        f'[sinks.mlflow]\ntracking_uri = "{mlflow.url}"\nmin_backoff_s = 0.2\nmax_backoff_s = 1.0\n'))
+    return Daemon(tmp_path, mlflow_config(mlflow, experiment), env=FAST_RETRIES)
 
 
 def assessments(mlflow: Mlflow, trace_id: str) -> list[dict]:
@@ -53,11 +59,8 @@ def test_scores_are_mlflow_feedback_a_search_finds_and_the_trace_is_unchanged(
     assert feedback["Brevity"]["metadata"]["run_id"] == relevance["metadata"]["run_id"]
 
     # The search a user runs (README): mlflow.search_traces with a feedback filter.
-    found = mlflow.run_python(
-        "import mlflow\n"
-        f"traces = mlflow.search_traces(locations=[{experiment!r}], "
-        "filter_string=\"feedback.`Relevance` < 0.5\", return_type='list')\n"
-        "print([t.info.trace_id for t in traces])\n")
+    query = readme_block("py", "search_traces").replace("http://127.0.0.1:5000", mlflow.url)
+    found = mlflow.run_python(query.replace('locations=["1"]', f"locations=[{experiment!r}]"))
     assert found.strip() == str([f"tr-{bad_trace}"])
 
     # The scored trace keeps the agent's service and its duration.
@@ -102,9 +105,7 @@ def test_backfill_twice_leaves_one_assessment_per_scorer(tmp_path: Path, mlflow:
     assert reply.status_code == 200, reply.text
     saved = tmp_path / "run.pb"
     saved.write_bytes(body)
-    config = (f'[export]\nendpoint = "{mlflow.url}"\nprotocol = "http/protobuf"\n'
-              f'headers = {{ "x-mlflow-experiment-id" = "{experiment}" }}\n'
-              f'[sinks.mlflow]\ntracking_uri = "{mlflow.url}"\nmin_backoff_s = 0.2\nmax_backoff_s = 1.0\n')
+    config = mlflow_config(mlflow, experiment)
     for _ in range(2):
         done = backfill(config, [saved], tmp_path)
         assert done.returncode == 0, done.stderr

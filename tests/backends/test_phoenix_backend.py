@@ -3,6 +3,8 @@ APIs, queried as a user would (README "Scores in Phoenix, MLflow and Langfuse").
 
 from __future__ import annotations
 
+import asyncio
+import time
 from pathlib import Path
 
 from backends_support import (
@@ -12,22 +14,27 @@ from backends_support import (
     backfill,
     poll,
     post_body,
+    readme_block,
     send_agent_trace,
 )
 
-LOW_RUNS = """
-query LowRuns($filter: String!) {
-  getProjectByName(name: "default") {
-    spans(first: 100, filterCondition: $filter) { edges { node { name context { traceId spanId } } } }
-  }
-}
-"""
+from collector.config import PhoenixSinkConfig
+from collector.export.sinks import PhoenixSink, SinkSender
+from collector.metrics import Metrics
+from collector.store.sqlite.store import SqliteStore
+from collector.types import Done, RunRecord, ScoreJob, ScoreRecord
+
+LOW_RUNS = readme_block("graphql", "annotations['Relevance'].score < 0.5")
+FAST_RETRIES = {"TRACESCORE_SINKS_PHOENIX_MIN_BACKOFF_S": "0.2", "TRACESCORE_SINKS_PHOENIX_MAX_BACKOFF_S": "1.0"}
+
+
+def phoenix_config(phoenix: Phoenix) -> str:
+    """The README's Phoenix configuration, pointed at the test's server."""
+    return readme_block("toml", "[sinks.phoenix]").replace("http://127.0.0.1:6006", phoenix.url)
 
 
 def phoenix_daemon(tmp_path: Path, phoenix: Phoenix) -> Daemon:
-    return Daemon(tmp_path, (
-        f'[export]\nendpoint = "{phoenix.url}"\nprotocol = "http/protobuf"\n'
-        f'[sinks.phoenix]\nendpoint = "{phoenix.url}"\nmin_backoff_s = 0.2\nmax_backoff_s = 1.0\n'))
+    return Daemon(tmp_path, phoenix_config(phoenix), env={"PHOENIX_API_KEY": "", **FAST_RETRIES})
 
 
 def by_name(annotations: list[dict], name: str) -> list[dict]:
@@ -54,7 +61,7 @@ def test_scores_are_phoenix_annotations_a_filter_finds_and_the_trace_is_unchange
     assert brevity["metadata"]["run_id"] == relevance["metadata"]["run_id"]  # one run id per agent run
 
     # The filter a user types in Phoenix (README): the low-scoring run, not its evaluation span.
-    found = phoenix.graphql(LOW_RUNS, filter="annotations['Relevance'].score < 0.5")
+    found = phoenix.graphql(LOW_RUNS)
     hits = [e["node"] for e in found["getProjectByName"]["spans"]["edges"]]
     assert [(h["context"]["traceId"], h["context"]["spanId"]) for h in hits] == [(bad_trace, bad_span)]
     assert hits[0]["name"] == "invoke_agent support"
@@ -96,8 +103,7 @@ def test_backfill_twice_leaves_one_annotation_and_one_evaluation_span(tmp_path: 
     post_body(f"{phoenix.url}/v1/traces", body)  # the agent's spans reached Phoenix long ago
     saved = tmp_path / "run.pb"
     saved.write_bytes(body)
-    config = (f'[export]\nendpoint = "{phoenix.url}"\nprotocol = "http/protobuf"\n'
-              f'[sinks.phoenix]\nendpoint = "{phoenix.url}"\nmin_backoff_s = 0.2\nmax_backoff_s = 1.0\n')
+    config = phoenix_config(phoenix).replace('"env:PHOENIX_API_KEY"', '""')
     for _ in range(2):
         done = backfill(config, [saved], tmp_path)
         assert done.returncode == 0, done.stderr
@@ -107,3 +113,34 @@ def test_backfill_twice_leaves_one_annotation_and_one_evaluation_span(tmp_path: 
     spans = poll(lambda: (s := phoenix.spans(trace_id)) and len(s) >= 4 and s, 60, "the evaluation spans")
     assert sorted(s["name"] for s in spans) == ["chat gpt-4o-mini", "evaluation Brevity", "evaluation Relevance",
                                                 "invoke_agent support"]
+
+
+async def test_a_score_whose_span_never_arrives_is_dropped_after_span_wait(tmp_path: Path, phoenix: Phoenix) -> None:
+    """Phoenix answers 404 to an annotation on a span it does not have: the sink retries for
+    span_wait_s from the first such answer, then drops the score and counts it."""
+    store = SqliteStore(str(tmp_path / "q.db"), sinks=["phoenix"])
+    await store.start()
+    job = ScoreJob(RunRecord("ab" * 16, "cd" * 8), "relevance", "1")
+    await store.put([job])
+    (leased,) = await store.take(1)
+    await store.settle(leased, Done(ScoreRecord(job.key, "ab" * 16, "cd" * 8, "ef" * 8, "relevance", "Relevance",
+                                                "1", score=0.1)))
+    cfg = PhoenixSinkConfig(endpoint=phoenix.url, span_wait_s=1.0, min_backoff_s=0.1, max_backoff_s=0.2)
+    metrics = Metrics()
+    sender = SinkSender(PhoenixSink(cfg), store.sink_outbox("phoenix"), cfg, metrics, poll_s=0.05)
+    await sender.start()
+
+    def count(outcome: str) -> float:
+        return metrics.registry.get_sample_value("tracescore_sink_sent_total",
+                                                 {"sink": "phoenix", "outcome": outcome}) or 0.0
+
+    try:
+        deadline = time.monotonic() + 30
+        while count("dropped_span_missing") < 1:
+            assert time.monotonic() < deadline, "the score was never given up"
+            await asyncio.sleep(0.05)
+    finally:
+        await sender.shutdown()
+    assert count("span_missing") >= 2 and count("sent") == 0
+    assert await store.sink_outbox("phoenix").backlog() == 0
+    await store.shutdown()
