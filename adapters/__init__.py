@@ -15,8 +15,8 @@ from adapters._decode import (
     logs_from_resource_logs,
     spans_from_resource_spans,
 )
-from adapters._detect import extract_runs
 from adapters._runs import SKIP_REASONS, AgentRun, Extraction, Skip
+from adapters._select import extract_runs
 from adapters._trace import AssembledTrace, SpanEvent, TraceLog, TraceSpan
 from adapters.otlp_files import OtlpFileError, is_logs_file, read_logs_file, read_trace_file
 

@@ -1,0 +1,43 @@
+"""Capture an Agno agent with OpenInference: ``python capture_agno.py SCENARIO OUTDIR``.
+
+Needs agno, openinference-instrumentation-agno, openai and the OpenTelemetry SDK (a
+throwaway environment). Agno's ``OpenAIChat`` model talks to `fake_openai`; telemetry to
+Agno's servers is switched off.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import fake_openai
+import groundtruth
+
+PACKAGES = ["agno", "openinference-instrumentation-agno", "openinference-instrumentation",
+            "openinference-semantic-conventions"]
+
+
+def main(scenario: str, outdir: str) -> None:
+    os.environ["AGNO_TELEMETRY"] = "false"
+    base = fake_openai.start()
+    provider, exporter = groundtruth.start_tracing("gen-agno")
+    from openinference.instrumentation.agno import AgnoInstrumentor
+
+    AgnoInstrumentor().instrument(tracer_provider=provider)
+    from agno.agent import Agent
+    from agno.models.openai import OpenAIChat
+
+    def get_weather(city: str) -> str:
+        """Get the current weather in a city."""
+        return groundtruth.get_weather_result(city)
+
+    model = OpenAIChat(id="gpt-4o-mini", base_url=base, api_key="sk-test", temperature=0)
+    agent = Agent(name="terse_agent", model=model, instructions=groundtruth.SYSTEM,
+                  tools=[get_weather] if scenario == "S3" else [], telemetry=False)
+    agent.run(groundtruth.PROMPTS[scenario])
+    notes = "filled in after the first capture"
+    groundtruth.write_capture(provider, exporter, outdir, scenario, groundtruth.expected(scenario), PACKAGES, notes)
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:3])
