@@ -13,6 +13,12 @@ import sys
 import fake_openai
 import groundtruth
 
+NOTES = (
+    "`terse_agent.run` (AGENT, agent.name, input.value = the user's text, output.value = the answer) -> "
+    "`OpenAIChat.invoke` (LLM, llm.input_messages / llm.output_messages, one per model request) and "
+    "`get_weather` (TOOL, input.value = the arguments JSON, output.value = the result; no call id), all "
+    "children of the agent span. The system prompt is the agent's instructions as sent."
+)
 PACKAGES = ["agno", "openinference-instrumentation-agno", "openinference-instrumentation",
             "openinference-semantic-conventions"]
 
@@ -34,9 +40,12 @@ def main(scenario: str, outdir: str) -> None:
     model = OpenAIChat(id="gpt-4o-mini", base_url=base, api_key="sk-test", temperature=0)
     agent = Agent(name="terse_agent", model=model, instructions=groundtruth.SYSTEM,
                   tools=[get_weather] if scenario == "S3" else [], telemetry=False)
-    agent.run(groundtruth.PROMPTS[scenario])
-    notes = "filled in after the first capture"
-    groundtruth.write_capture(provider, exporter, outdir, scenario, groundtruth.expected(scenario), PACKAGES, notes)
+    if scenario == "S4":
+        for _ in agent.run(groundtruth.PROMPTS[scenario], stream=True):
+            pass
+    else:
+        agent.run(groundtruth.PROMPTS[scenario])
+    groundtruth.write_capture(provider, exporter, outdir, scenario, groundtruth.expected(scenario), PACKAGES, NOTES)
 
 
 if __name__ == "__main__":
