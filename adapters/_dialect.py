@@ -169,6 +169,8 @@ def apply_to_view(view: SpanView, framework: str) -> None:
         view.conversation = normalise(framework, view.conversation)
     if [(m.role, m.content) for m in (*view.request, *view.response)] != before:
         view.notes.append(f"messages read with the {framework} dialect")
+    if view.kind == "tool" and view.tool_name in answer_tools(framework):
+        view.notes.append(f"answer tool of {framework}: its call is the run's final answer, not a tool call")
     if framework == SMOLAGENTS and view.kind == "agent" and view.span.name.endswith(".run"):
         view.context.setdefault("agent_name", view.span.name[: -len(".run")])
 

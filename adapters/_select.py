@@ -181,7 +181,9 @@ def _member_reason(view: SpanView, run_view: SpanView | None) -> str:
         return f"model call inside the {where}"
     if view.kind == "tool":
         return f"tool call inside the {where}"
-    return f"agent span nested in the {where}"
+    if view.kind == "agent":
+        return f"agent span nested in the {where}"
+    return f"{view.convention} span inside the {where}: neither an agent, a model call nor a tool"
 
 
 def _strong_plans(sel: Selection, kept: list[str], top_of: dict[str, str | None]) -> list[_Plan]:

@@ -163,7 +163,7 @@ def _agent_input(value: Any, view: SpanView) -> list[Msg]:
         view.notes.append(f"input from the {name!r} argument of the agent call (input.value)")
     else:
         view.notes.append(
-            "input.value is the JSON of the agent call's arguments and none holds a message "
+            "input.value is a JSON object with no argument holding messages in a known shape "
             f"(looked for {', '.join(USER_ARGUMENTS)}): no input messages from it"
         )
     return msgs
