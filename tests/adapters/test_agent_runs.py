@@ -134,3 +134,18 @@ def test_framework_prefixes_stay_where_the_framework_is_not_recognised() -> None
 def test_smolagents_final_answer_call_is_the_answer() -> None:
     spans = [oi_llm(1, None, [("user", "New task:\nCapital?")], **tool_call("c9", "final_answer", '{"answer": "Paris."}'))]
     assert brief(extract(request((SMOL, spans))).runs[0])["output"] == [["assistant", "Paris.", []]]
+
+
+def test_half_instrumented_framework_spans_never_break_the_run() -> None:
+    bad_replays = [("tool-call", "Calling tools:\n[{'id': 'c1', 'function': <object>}]"),  # not a literal
+                   ("tool-response", "Call id: \n"), ("tool-call", "Calling tools:\n{'not': 'a list'}")]
+    spans = [
+        oi_agent(1, None, '{"task": ', "ok"),  # truncated JSON
+        oi_llm(2, 1, [("user", "New task:\nHi"), *bad_replays], "Hello"),
+        span(3, "tool", 1, {"openinference.span.kind": "TOOL", "input.value": '{"kwargs": 5}'}),  # no tool.name
+        span(4, "final", 1, {"openinference.span.kind": "TOOL", "tool.name": "final_answer"}),  # no result
+    ]
+    for scope in (SMOL, "other"):
+        result = extract(request((scope, spans)))
+        assert len(result.runs) == 1 and result.runs[0].span_id == sid(1)
+        assert not [s for s in result.skipped if s.reason in ("adapter_error", "run_error")]

@@ -33,13 +33,9 @@ def main(scenario: str, outdir: str) -> None:
     from agno.agent import Agent
     from agno.models.openai import OpenAIChat
 
-    def get_weather(city: str) -> str:
-        """Get the current weather in a city."""
-        return groundtruth.get_weather_result(city)
-
     model = OpenAIChat(id="gpt-4o-mini", base_url=base, api_key="sk-test", temperature=0)
     agent = Agent(name="terse_agent", model=model, instructions=groundtruth.SYSTEM,
-                  tools=[get_weather] if scenario == "S3" else [], telemetry=False)
+                  tools=[groundtruth.get_weather] if scenario == "S3" else [], telemetry=False)
     if scenario == "S4":
         for _ in agent.run(groundtruth.PROMPTS[scenario], stream=True):
             pass

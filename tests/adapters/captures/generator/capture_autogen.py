@@ -36,13 +36,9 @@ def main(scenario: str, outdir: str) -> None:
     from autogen_agentchat.agents import AssistantAgent
     from autogen_ext.models.openai import OpenAIChatCompletionClient
 
-    def get_weather(city: str) -> str:
-        """Get the current weather in a city."""
-        return groundtruth.get_weather_result(city)
-
     client = OpenAIChatCompletionClient(model="gpt-4o-mini", base_url=base, api_key="sk-test", temperature=0)
     agent = AssistantAgent("terse_agent", model_client=client, system_message=groundtruth.SYSTEM,
-                           tools=[get_weather] if scenario == "S3" else [], reflect_on_tool_use=True,
+                           tools=[groundtruth.get_weather] if scenario == "S3" else [], reflect_on_tool_use=True,
                            model_client_stream=scenario == "S4")
     asyncio.run(run(agent, scenario))
     groundtruth.write_capture(provider, exporter, outdir, scenario, groundtruth.expected(scenario), PACKAGES, NOTES)

@@ -70,7 +70,7 @@ def main(mode: str, scenario: str, outdir: str) -> None:
         Args:
             city: the city's name
         """
-        return groundtruth.get_weather_result(city)
+        return groundtruth.get_weather(city)
 
     if mode == "openai":
         model: Any = OpenAIServerModel(model_id="gpt-4o-mini", api_base=base, api_key="sk-test")

@@ -34,9 +34,9 @@ TOOL_RESULTS: list[tuple[str, str]] = []
 FINAL_TOOLS = frozenset({"final_answer"})
 
 
-def get_weather_result(city: str) -> str:
-    """The body of every capture's ``get_weather`` tool: records and returns the weather."""
-    TOOL_RESULTS.append(("get_weather", WEATHER))
+def get_weather(city: str) -> str:
+    """Get the current weather in a city."""
+    TOOL_RESULTS.append(("get_weather", WEATHER))  # the tool of every capture: its results are ground truth
     return WEATHER
 
 
