@@ -40,6 +40,7 @@ USER_ARGUMENTS: tuple[str, ...] = (
 
 
 def _message_of(value: Any) -> list[Msg]:
+    """The user message(s) one argument value holds: text, a message dict, or a message list."""
     if isinstance(value, str):
         return [Msg("user", value)] if value.strip() else []
     if isinstance(value, dict):

@@ -64,6 +64,7 @@ def answer_tools(framework: str | None) -> frozenset[str]:
 
 
 def _parse_calls(text: str) -> tuple[Call, ...] | None:
+    """smolagents' replayed calls (the repr of a list of call dicts), or None when it is not that."""
     try:
         raw = ast.literal_eval(text.strip())
     except (ValueError, SyntaxError, MemoryError, RecursionError):
@@ -80,6 +81,7 @@ def _parse_calls(text: str) -> tuple[Call, ...] | None:
 
 
 def _answer_text(call: Call) -> str:
+    """The answer an answer-tool call carries (its ``answer`` argument, else all its arguments)."""
     args = call.arguments
     if isinstance(args, str) and args.strip()[:1] == "{":
         try:
@@ -92,6 +94,7 @@ def _answer_text(call: Call) -> str:
 
 
 def _tool_results(msg: Msg, pending: Sequence[Call]) -> list[Msg]:
+    """Tool result message(s) from a replayed observation, linked to the calls it answers."""
     match = _RESULT.match(msg.content)
     body = msg.content[match.end() :] if match else msg.content
     call_id = match.group("id") if match and match.group("id") else None
@@ -106,6 +109,7 @@ def _tool_results(msg: Msg, pending: Sequence[Call]) -> list[Msg]:
 
 
 def _smolagents(msgs: Sequence[Msg]) -> list[Msg]:
+    """The smolagents dialect: task prefix, replayed calls and observations, final_answer calls."""
     out: list[Msg] = []
     pending: tuple[Call, ...] = ()
     answers = answer_tools(SMOLAGENTS)

@@ -157,6 +157,7 @@ def _unread_reason(span: TraceSpan) -> str:
 
 
 def _notes(view: SpanView | None, status: str) -> tuple[str, ...]:
+    """How the span was read, plus a hint for a nameless agent span that is not the run."""
     if view is None:
         return ()
     weak = view.weak and status != "run"
@@ -166,6 +167,7 @@ def _notes(view: SpanView | None, status: str) -> tuple[str, ...]:
 
 
 def _tree_order(sel: Selection) -> list[tuple[TraceSpan, int]]:
+    """Every span with its depth, depth first from the roots, children by start time."""
     order: list[tuple[TraceSpan, int]] = []
     stack = [(root.span_id, 0) for root in reversed(sel.tree.roots())]
     while stack:

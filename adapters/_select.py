@@ -79,6 +79,7 @@ class Selection:
     skipped: list[Skip] = field(default_factory=list)
     verdicts: dict[str, Verdict] = field(default_factory=dict)
     notes: dict[str, list[str]] = field(default_factory=dict)
+    tool_ids: list[str] | None = None
 
 
 @dataclass(slots=True)
@@ -91,12 +92,14 @@ class _Plan:
 
 
 def _same_call(a: SpanView, b: SpanView) -> bool:
+    """Whether two model spans record the same request and response (two instrumentations, one call)."""
     return [msg_key(m) for m in a.request] == [msg_key(m) for m in b.request] and [
         msg_key(m) for m in a.response
     ] == [msg_key(m) for m in b.response]
 
 
 def _prefix_hashes(view: SpanView) -> list[int]:
+    """A hash per prefix of the request's non-system messages (to find the call a request continues)."""
     hashes: list[int] = []
     h = 0
     for msg in non_system(view.request):
@@ -172,10 +175,14 @@ def _prefer_content(sel: Selection, calls: list[SpanView]) -> list[SpanView]:
 
 
 def _tool_ids(sel: Selection) -> list[str]:
-    return [s.span_id for s in sel.tree.spans if s.span_id in sel.views and sel.views[s.span_id].kind == "tool"]
+    """The tool spans' ids in start order (worked out once per trace)."""
+    if sel.tool_ids is None:
+        sel.tool_ids = [s.span_id for s in sel.tree.spans if s.span_id in sel.views and sel.views[s.span_id].kind == "tool"]
+    return sel.tool_ids
 
 
 def _member_reason(view: SpanView, run_view: SpanView | None) -> str:
+    """Why a span inside a run is not a run of its own, said by what it is."""
     where = "agent run" if run_view is not None and run_view.kind == "agent" else "run"
     if view.kind == "llm":
         return f"model call inside the {where}"
@@ -259,6 +266,7 @@ def _conversation_plans(sel: Selection, kept: list[str], top_of: dict[str, str |
 
 
 def _build(sel: Selection, plan: _Plan) -> None:
+    """Build a planned run (with its framework's dialect on every member) and give its spans their verdicts."""
     span: TraceSpan = sel.tree.by_id[plan.anchor]
     members = [*plan.calls, *plan.tools]
     framework = next((v.framework for v in ([plan.view] if plan.view else []) + members if v.framework), None)

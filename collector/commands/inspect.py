@@ -300,6 +300,7 @@ def explanation_lines(ex: TraceExplanation) -> list[str]:
 
 
 def _explain(args: argparse.Namespace, out_format: str, err: Console) -> int:
+    """Print why each trace of ``args.files`` has the runs it has; 1 when a file could not be read."""
     failed: list[str] = []
     explanations = [explain_trace(t) for t in load_traces(args.files, err, failed)]
     if out_format == "jsonl":
