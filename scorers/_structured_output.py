@@ -104,6 +104,9 @@ def _make_strict(node: Any) -> None:
 class SchemaSpec:
     """A step's output schema, prepared once: JSON schema, compact text, validator.
 
+    The JSON schema is exactly the user's: a pydantic model's ``model_json_schema()`` or the
+    dict given; nothing of ours (title, description) is added to what the judge receives.
+
     Example:
         >>> spec = SchemaSpec.of({"type": "object", "properties": {"score": {"type": "number"}},
         ...                       "required": ["score"]})
@@ -118,11 +121,9 @@ class SchemaSpec:
         if isinstance(schema, type) and issubclass(schema, BaseModel):
             self.model = schema
             self.json_schema: dict[str, Any] = schema.model_json_schema()
-            raw_name = schema.__name__
             self._validator: Any = None
         elif isinstance(schema, dict):
             self.json_schema = schema
-            raw_name = str(schema.get("title") or "response")
             import jsonschema  # deferred: only prompt steps with dict schemas need it
 
             cls = jsonschema.validators.validator_for(schema)
@@ -132,6 +133,8 @@ class SchemaSpec:
             raise TypeError(
                 f"output_schema must be a pydantic model class or a JSON Schema dict, not {schema!r}"
             )
+        # The response_format name: the schema's own title, else the AI SDK's "response".
+        raw_name = str(self.json_schema.get("title") or "response")
         self.name = re.sub(r"[^A-Za-z0-9_-]", "_", raw_name)[:64] or "response"
         self.compact = json.dumps(self.json_schema, separators=(",", ":"), ensure_ascii=False)
         self._strict: dict[str, Any] | None = None
