@@ -50,6 +50,7 @@ from scorers._structured_output import (
     Mode,
     OutputInvalid,
     SchemaSpec,
+    ensure_jsonschema,
     inject,
     parse_reply,
     preview,
@@ -328,6 +329,8 @@ async def execute_judge_call(
             reply = await state.request(messages, None, "")
             value = await state.process_output(reply, reply.text, structured=False)
             return value, state.record("success", output=value)
+        if isinstance(output_schema, dict):
+            await ensure_jsonschema()
         spec = SchemaSpec.of(output_schema)
         mode = resolve_mode(judge.json_prompt_injection, route.supports_native)
         try:

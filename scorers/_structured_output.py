@@ -1,6 +1,7 @@
 """Structured judge output: schemas, JSON prompt injection, tolerant parsing, validation.
 
-Pure functions (no I/O, no litellm), so what is sent can be checked in unit tests.
+Pure functions (no I/O, no litellm), so what is sent can be checked in unit tests; the one
+exception, `ensure_jsonschema`, imports the validator library off the event loop.
 The injected texts are Mastra's / the AI SDK's, verbatim (SPEC §1.5, mastra §6.1):
 
 - system: ``<system text>\\n\\nJSON schema:\\n<compact schema>\\nYou MUST answer with a JSON
@@ -12,9 +13,12 @@ The injected texts are Mastra's / the AI SDK's, verbatim (SPEC §1.5, mastra §6
 
 from __future__ import annotations
 
+import asyncio
 import copy
+import importlib
 import json
 import re
+import sys
 from typing import Any, Literal
 
 from pydantic import BaseModel, ValidationError
@@ -37,6 +41,21 @@ class OutputInvalid(ValueError):
     def __init__(self, message: str, raw: str) -> None:
         super().__init__(message)
         self.raw = raw
+
+
+async def ensure_jsonschema() -> None:
+    """Import jsonschema (which validates dict schemas) in a worker thread on first use.
+
+    An import reads the file system: done on the event loop it would stall every other
+    task (and BlockBuster says so). The default generate_score schema is a dict, so the
+    first prompt-mode score of a process needs it.
+
+    Example:
+        >>> import asyncio
+        >>> asyncio.run(ensure_jsonschema())
+    """
+    if "jsonschema" not in sys.modules:
+        await asyncio.to_thread(importlib.import_module, "jsonschema")
 
 
 def resolve_mode(setting: Any, supports_native: Any) -> Mode:

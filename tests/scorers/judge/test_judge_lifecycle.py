@@ -69,3 +69,36 @@ def test_run_sync_twice_leaves_no_unclosed_session() -> None:
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "0.5 0.5"
     assert "Unclosed" not in proc.stderr, proc.stderr
+
+
+def test_a_first_prompt_score_blocks_no_event_loop() -> None:
+    """The default generate_score schema is a JSON Schema dict: validating it needs jsonschema,
+    imported off the event loop on first use (BlockBuster, on for scorers, in a fresh process)."""
+    script = textwrap.dedent(
+        f"""
+        import asyncio, subprocess, sys
+        from blockbuster import blockbuster_ctx
+        server = subprocess.Popen([sys.executable, {str(ROOT / "tests/support/llm_server.py")!r}],
+                                  stdout=subprocess.PIPE, text=True)
+        try:
+            port = int(server.stdout.readline())
+            from scorers import Judge, create_scorer
+            judge = Judge(model="openai/gpt-4o-mini", instructions="i",
+                          model_settings={{"api_base": f"http://127.0.0.1:{{port}}/v1", "api_key": "k"}})
+            scorer = create_scorer(id="x", description="d", judge=judge).generate_score(
+                description="s", create_prompt=lambda run: "score")
+
+            async def main():
+                with blockbuster_ctx(["scorers"]):
+                    return (await scorer.run(input="a", output="b")).score
+
+            print(asyncio.run(main()))
+        finally:
+            server.terminate()
+            server.wait()
+            server.stdout.close()
+        """
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "0.5"
