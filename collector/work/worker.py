@@ -23,7 +23,7 @@ from collector._aio import bounded, cancel_and_wait, wait_event
 from collector.metrics import Metrics
 from collector.store.interface import JobQueue
 from collector.types import Dead, Done, LeasedJob, Retry, ScoreRecord, Settlement
-from collector.work.record import judge_summary, score_record
+from collector.work.record import judge_summary, requests_sent, score_record
 from collector.work.registry import RegisteredScorer, ScorerRegistry
 from scorers._agent_types import ScorerRunInputForAgent, ScorerRunOutputForAgent
 
@@ -214,8 +214,7 @@ class Worker:
             execution = getattr(seen, "execution", None)
             model = getattr(execution, "model", None)
             if model:
-                self._metrics.judge_attempts.labels(model=model).inc(
-                    int(getattr(execution, "attempt_count", 1) or 1))
+                self._metrics.judge_attempts.labels(model=model).inc(requests_sent(execution))
                 self._metrics.judge_errors.labels(model=model).inc()
                 return
             seen = seen.__cause__
