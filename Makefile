@@ -37,7 +37,8 @@ $(MLFLOW_VENV)/.installed:
 	$(MLFLOW_VENV)/bin/python -m pip install -q 'mlflow==$(MLFLOW_VERSION)'
 	touch $@
 
-backends: $(PHOENIX_VENV)/.installed $(MLFLOW_VENV)/.installed
+backends:  # both at once: each is mostly waiting on downloads
+	$(MAKE) -j2 $(PHOENIX_VENV)/.installed $(MLFLOW_VENV)/.installed
 
 lint: install
 	$(VENV)/bin/ruff check collector scorers adapters tests bench

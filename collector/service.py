@@ -12,6 +12,7 @@ not finished in time are handed back), flush the outbox, close the store.
 from __future__ import annotations
 
 import asyncio
+import functools
 import importlib
 import logging
 import signal
@@ -269,9 +270,9 @@ class Service:
         if forwarder is not None:
             steps.append(("forwarding", lambda: forwarder.shutdown(share)))
         steps += [("workers", lambda: self.worker.shutdown(share)),
-                  ("export", lambda: self.exporter.shutdown(share)),
-                  *[(f"{s.name} sink", lambda s=s: s.shutdown(share)) for s in self.sinks],  # type: ignore[misc]
-                  ("score signals", lambda: asyncio.to_thread(self.signals.shutdown))]
+                  ("export", lambda: self.exporter.shutdown(share))]
+        steps += [(f"{sink.name} sink", functools.partial(sink.shutdown, share)) for sink in self.sinks]
+        steps.append(("score signals", lambda: asyncio.to_thread(self.signals.shutdown)))
         if stats is not None:
             steps.append(("stats", lambda: cancel_and_wait([stats])))
         steps.append(("store", self.store.shutdown))

@@ -224,16 +224,17 @@ class HttpCaptureBackend(CaptureBackend):
 class Daemon:
     """A `tracescore serve` child process."""
 
-    def __init__(self, config: Path, log: Path, http_port: int, env: dict[str, str] | None = None) -> None:
+    def __init__(self, config: Path, log: Path, http_port: int, env: dict[str, str] | None = None,
+                 args: tuple[str, ...] = ()) -> None:
         self.config, self.log, self.http_port = config, log, http_port
-        self.env = env or {}
+        self.env, self.args = env or {}, args
         self.proc: asyncio.subprocess.Process | None = None
 
     async def start(self) -> None:
         env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", **self.env}
         with self.log.open("ab") as log:
             self.proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "collector.cli", "-v", "serve", "--config", str(self.config),
+                sys.executable, "-m", "collector.cli", "-v", "serve", "--config", str(self.config), *self.args,
                 stdout=log, stderr=log, env=env, cwd=self.config.parent,
             )
         await wait_until(self.ready, timeout=30, what=f"daemon ready (log: {self.log})")

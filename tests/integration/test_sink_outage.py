@@ -1,7 +1,8 @@
-"""A native sink's backend away while runs are scored, and the daemon SIGKILLed meanwhile: once the
-backend is back every score arrives exactly once. A real `tracescore serve` on both stores
-(the SQLite file, real Redis), agent traces from the OpenTelemetry SDK, and the Langfuse
-stand-in server (request bodies checked with the langfuse package's own types)."""
+"""A native sink's backend away while runs are scored, and the scoring daemon SIGKILLed meanwhile:
+once the backend is back every score arrives exactly once. Real `tracescore serve` processes on
+both stores (the SQLite file; real Redis, as one process and as separate receiver and worker),
+agent traces from the OpenTelemetry SDK, and the Langfuse stand-in server (request bodies
+checked with the langfuse package's own types)."""
 
 from __future__ import annotations
 
@@ -28,13 +29,14 @@ def metric(text: str, name: str, **labels: str) -> float:
     return float(match.group(1)) if match else 0.0
 
 
-@pytest.fixture(params=["sqlite", "redis"])
-async def queue_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
+@pytest.fixture(params=["sqlite", "redis", "redis-roles"])
+async def deployment(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[tuple[str, bool]]:
+    """The ``[queue]`` table and whether receiver and worker run as separate processes."""
     if request.param == "sqlite":
-        yield f'url = "sqlite:///{tmp_path / "queue.db"}"'
+        yield f'url = "sqlite:///{tmp_path / "queue.db"}"', False
         return
     prefix = f"test-outage-{uuid.uuid4().hex[:12]}:"
-    yield f'url = "redis://127.0.0.1:6379/0"\nkey_prefix = "{prefix}"'
+    yield f'url = "redis://127.0.0.1:6379/0"\nkey_prefix = "{prefix}"', request.param == "redis-roles"
     client = aioredis.Redis()
     keys = [k async for k in client.scan_iter(match=f"{prefix}*")]
     if keys:
@@ -42,50 +44,66 @@ async def queue_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIter
     await client.aclose()
 
 
-async def test_scores_wait_out_an_outage_and_a_crash_and_arrive_once(tmp_path: Path, queue_url: str) -> None:
-    langfuse = await LangfuseServer(secret_key="sk-lf-never-logged").start()
-    langfuse.down = True
+def daemon(tmp_path: Path, name: str, queue: str, langfuse: LangfuseServer, role: str = "all") -> Daemon:
     http_port = free_port()
-    config = tmp_path / "tracescore.toml"
+    config = tmp_path / f"{name}.toml"
     config.write_text(
         f'[receiver]\ngrpc_endpoint = "127.0.0.1:{free_port()}"\nhttp_endpoint = "127.0.0.1:{http_port}"\n'
-        f'[assembly]\ndecision_wait = 0.3\n[queue]\n{queue_url}\n'
+        f'[assembly]\ndecision_wait = 0.3\n[queue]\n{queue}\n'
         f'[sinks.langfuse]\nhost = "{langfuse.url}"\npublic_key = "env:TEST_LANGFUSE_PUBLIC"\n'
         f'secret_key = "env:TEST_LANGFUSE_SECRET"\nmin_backoff_s = 0.2\nmax_backoff_s = 0.5\n'
         f'[[scorers]]\nref = "{SCORERS}:answer_length"\n')
     env = {"TEST_LANGFUSE_PUBLIC": langfuse.public_key, "TEST_LANGFUSE_SECRET": langfuse.secret_key}
-    daemon = Daemon(config, tmp_path / "daemon.log", http_port, env=env)
+    return Daemon(config, tmp_path / f"{name}.log", http_port, env=env, args=("--role", role))
+
+
+async def test_scores_wait_out_an_outage_and_a_crash_and_arrive_once(
+    tmp_path: Path, deployment: tuple[str, bool],
+) -> None:
+    queue, split = deployment
+    langfuse = await LangfuseServer(secret_key="sk-lf-never-logged").start()
+    langfuse.down = True
+    if split:
+        receiver = daemon(tmp_path, "receiver", queue, langfuse, role="receiver")
+        scorer = daemon(tmp_path, "worker", queue, langfuse, role="worker")
+        daemons = [receiver, scorer]
+    else:
+        receiver = scorer = daemon(tmp_path, "daemon", queue, langfuse)
+        daemons = [receiver]
     try:
-        await daemon.start()
-        url = f"http://127.0.0.1:{http_port}/v1/traces"
+        for d in daemons:
+            await d.start()
+        url = f"http://127.0.0.1:{receiver.http_port}/v1/traces"
         spans = []
         for n in range(RUNS):
             _, span_id = await asyncio.to_thread(emit_agent_trace, HttpExporter(endpoint=url), answer="x" * (10 * n + 5))
             spans.append(span_id)
 
         async def scored_and_waiting() -> bool:
-            text = await daemon.metrics()
+            text = await scorer.metrics()
             return (metric(text, "tracescore_decisions_total", reason="scored", scorer="answer-length") == RUNS
                     and metric(text, "tracescore_sink_backlog_records", sink="langfuse") == RUNS
                     and metric(text, "tracescore_sink_sent_total", outcome="retried", sink="langfuse") >= 1)
 
         await wait_until(scored_and_waiting, timeout=60, what="every run scored and waiting for Langfuse")
         assert langfuse.scores == {}
-        assert await daemon.stop(signal.SIGKILL) == -signal.SIGKILL  # a crash during the outage
+        assert await scorer.stop(signal.SIGKILL) == -signal.SIGKILL  # a crash during the outage
 
-        await daemon.start()
+        await scorer.start()
         langfuse.down = False
         await wait_until(lambda: len(langfuse.scores) == RUNS, timeout=60, what="every score in Langfuse")
 
         async def drained() -> bool:
-            return metric(await daemon.metrics(), "tracescore_sink_backlog_records", sink="langfuse") == 0
+            return metric(await scorer.metrics(), "tracescore_sink_backlog_records", sink="langfuse") == 0
 
         await wait_until(drained, timeout=30, what="the sink's backlog to drain")
-        assert await daemon.stop() == 0
+        for d in daemons:
+            assert await d.stop() == 0
     finally:
-        if daemon.proc is not None and daemon.proc.returncode is None:
-            daemon.proc.kill()
-            await daemon.proc.wait()
+        for d in daemons:
+            if d.proc is not None and d.proc.returncode is None:
+                d.proc.kill()
+                await d.proc.wait()
         await langfuse.stop()
     assert langfuse.refused == []
     stored = langfuse.by_observation()
@@ -93,4 +111,5 @@ async def test_scores_wait_out_an_outage_and_a_crash_and_arrive_once(tmp_path: P
     assert all(len(scores) == 1 for scores in stored.values())  # exactly once each
     expected = {spans[n]: min(1.0, (10 * n + 5) / 100) for n in range(RUNS)}
     assert {obs: scores[0]["value"] for (obs, _), scores in stored.items()} == pytest.approx(expected)
-    assert "sk-lf-never-logged" not in (tmp_path / "daemon.log").read_text()
+    for d in daemons:
+        assert "sk-lf-never-logged" not in d.log.read_text()
