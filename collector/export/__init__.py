@@ -3,8 +3,10 @@
 `ScoreExporter` turns each `collector.types.ScoreRecord` into an ``evaluation <scorer>``
 child span with a ``gen_ai.evaluation.result`` event and sends it over OTLP, releasing a
 record from the outbox only once the backend accepted it (retrying with backoff
-otherwise). `ScoreSignals` adds the optional log record and metric per score.
-`Forwarder` passes received spans and logs through to the export endpoint.
+otherwise). `collector.export.evaluation` builds that span. `ScoreSignals` adds the optional
+log record and metric per score. `collector.export.sinks` sends each score to Phoenix, MLflow
+or Langfuse as their own score object, from its own outbox per sink. `Forwarder` passes
+received spans and logs through to the export endpoint.
 """
 
 from collector.export.forward import Forwarder
