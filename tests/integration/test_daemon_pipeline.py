@@ -74,7 +74,8 @@ async def test_scores_reach_backend_as_child_spans(tmp_path: Path, backend: Capt
         ok = by_key[(t1, "answer-length")]
         assert ok.span.parent_span_id.hex() == s1 and ok.span.trace_id.hex() == t1
         assert ok.span.name == "evaluation Answer length" and ok.span.kind == 1  # INTERNAL
-        assert ok.service == "tracescore"
+        assert ok.service == "support-bot"  # the scored span's resource: a score never renames the service
+        assert {by_key[(t2, "answer-length")].service} == {"billing-bot"}
         assert [e.name for e in ok.span.events] == ["gen_ai.evaluation.result"]
         ev = ok.event_attributes
         assert ev["gen_ai.evaluation.name"] == "Answer length"

@@ -35,7 +35,7 @@ def annotation(record: ScoreRecord) -> dict[str, Any]:
 
     Example:
         >>> a = annotation(ScoreRecord("k", "ab" * 16, "cd" * 8, "ef" * 8, "q", "Quality", score=0.2,
-        ...                            label="fail", reason="off topic", judge_models=["openai/gpt-4o"]))
+        ...                            label="fail", reason="off topic", llm_judged=True))
         >>> (a["span_id"], a["name"], a["annotator_kind"], a["result"])
         ('cdcdcdcdcdcdcdcd', 'Quality', 'LLM', {'score': 0.2, 'label': 'fail', 'explanation': 'off topic'})
     """
