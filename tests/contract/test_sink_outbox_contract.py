@@ -84,3 +84,18 @@ class TestSinkOutboxContract:
         store = await make_store()
         await settle(store, [job(1)])
         assert await store.sink_outbox("phoenix").backlog() == 0
+
+    async def test_a_sinks_backlog_counts_in_the_depth_receivers_refuse_at(self, make_store: StoreFactory) -> None:
+        store = await make_store(sinks=["phoenix", "mlflow"])
+        await settle(store, [job(1), job(2)])
+        outbox = store.sink_outbox("phoenix")
+        await store.release([i.item_id for i in await store.pending(10)])  # the OTLP export went out
+
+        async def depth() -> int:
+            if hasattr(store, "refresh"):
+                await store.refresh()  # Redis: depth is refreshed from the server
+            return int(store.depth())
+
+        assert await depth() == 4  # two scores waiting for each of two sinks
+        await outbox.release([i.item_id for i in await outbox.pending(10)])
+        assert await depth() == 2

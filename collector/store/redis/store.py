@@ -98,6 +98,7 @@ class RedisStore:
         )
         self.outbox = RedisOutbox(self.client, self.keys, lease_s=export_lease_s)
         self.queue.sink_keys = [key for sink in sinks for key in (self.keys.sink(sink), self.keys.sink_data(sink))]
+        self._sinks = tuple(sinks)
         self._export_lease_s = export_lease_s
         self._refresh_s = refresh_s
         self.reachable = False  # did the last round trip (start, then every refresh) succeed?
@@ -142,8 +143,8 @@ class RedisStore:
         await self.client.aclose()
 
     async def refresh(self) -> int:
-        """Read the depth from Redis now: jobs waiting, in flight or delayed, unexported records,
-        and traces waiting for a decision (each will become jobs), so backpressure starts
+        """Read the depth from Redis now: jobs waiting, in flight or delayed, unexported records
+        (the OTLP outbox and every sink's), and traces waiting for a decision (each will become jobs), so backpressure starts
         before a burst of traces turns into a burst of jobs.
         """
         async with self.client.pipeline(transaction=False) as pipe:
@@ -151,8 +152,10 @@ class RedisStore:
             pipe.zcard(self.keys.delayed)
             pipe.zcard(self.keys.outbox)
             pipe.zcard(self.keys.decide)
-            jobs, delayed, outbox, deciding = await pipe.execute()
-        self.queue.depth_cache = int(jobs) + int(delayed) + int(outbox) + int(deciding)
+            for sink in self._sinks:  # unexported results too
+                pipe.zcard(self.keys.sink(sink))
+            jobs, delayed, outbox, deciding, *sinks = await pipe.execute()
+        self.queue.depth_cache = int(jobs) + int(delayed) + int(outbox) + int(deciding) + sum(map(int, sinks))
         self.reachable = True
         return self.queue.depth_cache
 

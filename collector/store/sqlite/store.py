@@ -94,6 +94,7 @@ class SqliteStore:
         self._max_attempts = max_attempts
         self._depth = 0
         self._outbox = 0
+        self._sink_backlog = 0  # rows of every sink's outbox: unexported results too, so part of depth
         self._started = False
 
     async def start(self) -> None:
@@ -105,6 +106,8 @@ class SqliteStore:
         await self._runner.call(lambda db: db.execute("UPDATE jobs SET lease = NULL, lease_until = NULL"))
         stats = await self.stats()
         self._depth, self._outbox = stats.queued + stats.in_flight, stats.outbox
+        self._sink_backlog = await self._runner.call(
+            lambda db: int(db.execute("SELECT count(*) FROM sink_outbox").fetchone()[0]))
         await self._runner.call(self._buffer.reload)
 
     async def shutdown(self, timeout: float = 5.0) -> None:  # noqa: ASYNC109 (lifecycle contract)
@@ -164,7 +167,7 @@ class SqliteStore:
             >>> SqliteStore(":memory:").depth()
             0
         """
-        return self._depth + self._outbox
+        return self._depth + self._outbox + self._sink_backlog
 
     async def put(self, jobs: Sequence[ScoreJob]) -> list[bool]:
         """Queue jobs idempotently; False for a key already queued, done or dead.
@@ -264,7 +267,7 @@ class SqliteStore:
                     "INSERT OR IGNORE INTO outbox(key, payload, available_at) VALUES (?, ?, ?)",
                     (record.key, record.to_json(), now),
                 ).rowcount
-                add_sink_rows(db, self._sinks, record, now)
+                self._sink_backlog += add_sink_rows(db, self._sinks, record, now)
             return 1, added
 
         removed, added = await asyncio.shield(self._runner.call(work))
@@ -346,7 +349,10 @@ class SqliteStore:
             >>> SqliteStore(":memory:", sinks=["phoenix"]).sink_outbox("phoenix").sink
             'phoenix'
         """
-        return SqliteSinkOutbox(self._runner, sink)
+        return SqliteSinkOutbox(self._runner, sink, on_release=self._sink_rows_released)
+
+    def _sink_rows_released(self, count: int) -> None:
+        self._sink_backlog = max(0, self._sink_backlog - count)
 
     async def dead_letters(self) -> list[dict[str, object]]:
         """The dead-letter table as dicts (key, error, attempts).
