@@ -43,7 +43,7 @@ def secret_value(secret: SecretStr, key: str) -> str:
     return value
 
 
-class _SinkConfig(BaseModel):
+class SinkConfig(BaseModel):
     """What every sink has: how long to wait for the span, and retry bounds."""
 
     model_config = _MODEL
@@ -73,7 +73,7 @@ class _SinkConfig(BaseModel):
             raise KeyProblem(f"sinks.{name}.min_backoff_s", "must not exceed max_backoff_s")
 
 
-class PhoenixSinkConfig(_SinkConfig):
+class PhoenixSinkConfig(SinkConfig):
     """``[sinks.phoenix]``: span annotations on the scored span.
 
     Example:
@@ -99,7 +99,7 @@ class PhoenixSinkConfig(_SinkConfig):
         return self
 
 
-class MlflowSinkConfig(_SinkConfig):
+class MlflowSinkConfig(SinkConfig):
     """``[sinks.mlflow]``: assessments (feedback) on the trace ``tr-<trace id>``.
 
     Example:
@@ -125,7 +125,7 @@ class MlflowSinkConfig(_SinkConfig):
         return self
 
 
-class LangfuseSinkConfig(_SinkConfig):
+class LangfuseSinkConfig(SinkConfig):
     """``[sinks.langfuse]``: scores (basic auth with the project's public and secret key).
 
     Example:

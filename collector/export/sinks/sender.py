@@ -22,7 +22,7 @@ import time
 import aiohttp
 
 from collector._aio import cancel_and_wait, wait_event
-from collector.config.sinks import _SinkConfig
+from collector.config.sinks import SinkConfig
 from collector.export.sinks.base import Answer, SinkClient
 from collector.metrics import Metrics
 from collector.store.interface import SinkOutbox
@@ -45,7 +45,7 @@ class SinkSender:
     """
 
     def __init__(
-        self, client: SinkClient, outbox: SinkOutbox, cfg: _SinkConfig, metrics: Metrics, *,
+        self, client: SinkClient, outbox: SinkOutbox, cfg: SinkConfig, metrics: Metrics, *,
         batch: int = 64, concurrency: int = 8, poll_s: float = 0.5,
     ) -> None:
         self.name = client.name
