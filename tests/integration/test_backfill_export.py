@@ -1,0 +1,83 @@
+"""``tracescore score FILES --export``: offline scores reach the OTLP endpoint and the sinks as the
+daemon would send them, idempotently; what cannot be sent in time is reported (exit 1)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from pathlib import Path
+
+from daemon_harness import CaptureBackend, agent_trace_body
+from langfuse_server import LangfuseServer
+
+SCORERS = Path(__file__).parent / "scorers_for_tests.py"
+
+
+async def backfill(tmp_path: Path, config: str, *files: Path, export_timeout: str = "30") -> tuple[int, str]:
+    path = tmp_path / "backfill.toml"
+    path.write_text(config)
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "collector.cli", "score", *map(str, files), "--scorer", f"{SCORERS}:answer_length",
+        "--format", "jsonl", "--export", "--config", str(path), "--export-timeout", export_timeout,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "LF_SECRET": "sk-lf-test"})
+    _, err = await asyncio.wait_for(proc.communicate(), 120)
+    return int(proc.returncode or 0), err.decode()
+
+
+async def test_backfill_sends_the_daemons_span_and_sink_scores_and_twice_is_safe(tmp_path: Path) -> None:
+    backend = await CaptureBackend().start()
+    langfuse = await LangfuseServer().start()
+    body, trace_id, span_id = agent_trace_body()
+    saved = tmp_path / "run.pb"
+    saved.write_bytes(body)
+    config = (f'[export]\nendpoint = "{backend.endpoint}"\n'
+              f'[sinks.langfuse]\nhost = "{langfuse.url}"\npublic_key = "{langfuse.public_key}"\n'
+              'secret_key = "env:LF_SECRET"\n')
+    try:
+        for _ in range(2):
+            code, err = await backfill(tmp_path, config, saved)
+            assert code == 0, err
+            assert "exported 1 score(s)" in err and "langfuse" in err
+    finally:
+        await backend.stop()
+        await langfuse.stop()
+    first, second = backend.scores()
+    assert first.span.span_id == second.span.span_id  # the same span both times: one score in the backend
+    assert (first.span.trace_id.hex(), first.span.parent_span_id.hex()) == (trace_id, span_id)
+    assert first.service == "support-bot"
+    assert first.attributes["tracescore.run.id"] and first.attributes["gen_ai.evaluation.score.value"] == 0.31
+    run_span = next(s for s in agent_spans(body) if s.span_id.hex() == span_id)
+    assert first.span.start_time_unix_nano == first.span.end_time_unix_nano == run_span.end_time_unix_nano
+    assert langfuse.posts == 2 and len(langfuse.scores) == 1 and langfuse.refused == []
+
+
+def agent_spans(body: bytes) -> list:
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    request = ExportTraceServiceRequest.FromString(body)
+    return [span for rs in request.resource_spans for ss in rs.scope_spans for span in ss.spans]
+
+
+async def test_what_cannot_be_sent_in_time_is_reported(tmp_path: Path) -> None:
+    langfuse = await LangfuseServer().start()
+    langfuse.down = True
+    body, _, _ = agent_trace_body()
+    saved = tmp_path / "run.pb"
+    saved.write_bytes(body)
+    config = (f'[sinks.langfuse]\nhost = "{langfuse.url}"\npublic_key = "pk-lf-test"\nsecret_key = "env:LF_SECRET"\n'
+              'min_backoff_s = 0.1\nmax_backoff_s = 0.2\n')
+    try:
+        code, err = await backfill(tmp_path, config, saved, export_timeout="2")
+    finally:
+        await langfuse.stop()
+    assert code == 1 and "1 score(s) not sent to the langfuse sink within 2s" in err
+
+
+async def test_a_bad_config_fails_before_any_scoring(tmp_path: Path) -> None:
+    body, _, _ = agent_trace_body()
+    saved = tmp_path / "run.pb"
+    saved.write_bytes(body)
+    code, err = await backfill(tmp_path, '[sinks.phoenix]\nendpoint = "htp//nope"\n', saved)
+    assert code == 2 and "sinks.phoenix.endpoint" in err
