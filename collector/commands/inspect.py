@@ -36,6 +36,7 @@ from adapters import (
     read_trace_file,
     spans_from_resource_spans,
 )
+from collector.commands.paths import expand_paths
 from scorers._agent_types import Message
 
 HELP = "print the agent runs found in saved OTLP files (no scoring)"
@@ -66,7 +67,8 @@ def add_common_arguments(parser: argparse.ArgumentParser) -> None:
         "files",
         nargs="+",
         metavar="FILE",
-        help="OTLP request files (.pb or .json, optionally gzip); *.logs.pb / *.logs.json hold logs",
+        help="OTLP request files (.pb or .json, optionally gzip; *.logs.pb / *.logs.json hold logs), "
+             "directories (every such file under them) or glob patterns",
     )
     parser.add_argument(
         "--format",
@@ -149,6 +151,11 @@ def load_runs(paths: Sequence[str], err: Console) -> Loaded:
     loaded = Loaded()
     spans: list[TraceSpan] = []
     logs: list[TraceLog] = []
+    expanded = expand_paths(paths)  # directories and glob patterns
+    for arg in expanded.empty:
+        err.print(f"tracescore: {arg}: no OTLP files there", markup=False, highlight=False, soft_wrap=True)
+        loaded.failed_files.append(arg)
+    paths = expanded.files
     with progress(err) as bar:
         task = bar.add_task("reading", total=len(paths))
         for path in paths:

@@ -36,6 +36,7 @@ from collector.types import (
     Settlement,
     StoreStats,
     TraceChunk,
+    dead_letter_error,
 )
 
 
@@ -217,9 +218,9 @@ class SqliteStore:
     @staticmethod
     def _dead(
         db: sqlite3.Connection, job_id: int, key: str, payload: str, attempts: int,
-        error_type: str, message: str,
+        error_type: str, message: str, error_json: str | None = None,
     ) -> None:
-        error = json.dumps({"type": error_type, "message": message})
+        error = error_json or json.dumps({"type": error_type, "message": message})
         db.execute(
             "INSERT INTO dead_letters(key, payload, error, attempts, failed_at) VALUES (?, ?, ?, ?, ?)",
             (key, payload, error, attempts, time.time()),
@@ -248,7 +249,7 @@ class SqliteStore:
                 return 0, 0
             if isinstance(outcome, Dead):
                 self._dead(db, leased.job_id, owned[0], owned[1], leased.attempt,
-                           outcome.error_type, outcome.message)
+                           outcome.error_type, outcome.message, dead_letter_error(leased.job, outcome))
                 record = outcome.record
             elif isinstance(outcome, Done):
                 db.execute("INSERT OR IGNORE INTO done(key, at) VALUES (?, ?)", (owned[0], now))
