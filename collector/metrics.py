@@ -120,13 +120,19 @@ class Metrics:
             "destination.", ["backlog", "destination"], registry=r)
         self.build_info = Info("tracescore_build", "The running tracescore's version.", registry=r)
         self.build_info.info({"version": VERSION, "python": platform.python_version()})
-        ProcessCollector(registry=r)  # process_*: CPU, memory, open files (reads /proc: render off the loop)
+        # process_*: CPU, memory, open files. Apart: it reads /proc, so only /metrics (on a thread) renders it.
+        self.process_registry = CollectorRegistry()
+        ProcessCollector(registry=self.process_registry)
 
-    def render(self) -> bytes:
-        """The Prometheus text exposition of every instrument.
+    def render(self, with_process: bool = False) -> bytes:
+        """The Prometheus text exposition of every instrument (and, ``with_process``, of the
+        process metrics, which read /proc: call that off the event loop).
 
         Example:
             >>> Metrics().render().startswith(b"# HELP")
             True
+            >>> b"process_cpu_seconds_total" in Metrics().render(with_process=True)
+            True
         """
-        return generate_latest(self.registry)
+        text = generate_latest(self.registry)
+        return text + generate_latest(self.process_registry) if with_process else text

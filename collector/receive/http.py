@@ -230,7 +230,7 @@ class HttpReceiver:
         return await self._handle(request, "logs")
 
     async def _metrics_route(self, request: web.Request) -> web.Response:
-        body = await asyncio.to_thread(self._metrics.render)  # the process collector reads /proc
+        body = await asyncio.to_thread(self._metrics.render, True)  # the process metrics read /proc
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
     async def _status_route(self, request: web.Request) -> web.Response:

@@ -8,7 +8,6 @@ replicas' from the board.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 from collections.abc import Awaitable, Callable
@@ -66,7 +65,7 @@ class StatusReporter:
         self._window = RateWindow()
 
     async def _snapshot(self, stats: StoreStats | None) -> dict[str, Any]:
-        found = await asyncio.to_thread(samples, self._metrics.registry)  # the process collector reads /proc
+        found = samples(self._metrics.registry)
         return build_snapshot(found, stats, replica=self.replica, role=self._role, store=self._store,
                               rates=self._window.per_minute())
 

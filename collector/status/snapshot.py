@@ -40,7 +40,7 @@ def replica_id() -> str:
 
 
 def samples(registry: CollectorRegistry) -> list[Sample]:
-    """Every sample of the registry (it may read /proc: call it off the event loop).
+    """Every sample of the registry.
 
     Example:
         >>> from collector.metrics import Metrics
