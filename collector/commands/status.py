@@ -104,7 +104,10 @@ async def _watch(args: argparse.Namespace, urls: list[str], token: str | None) -
             if args.format == "json":
                 print(json.dumps(view, indent=2))
             else:
-                Console().print(render(view, f"from {' '.join(urls)}"))
+                console = Console()
+                if not console.is_terminal:  # a file or a pipe: wide enough for every column
+                    console = Console(width=200)
+                console.print(render(view, f"from {' '.join(urls)}"))
             return 0
         console = Console()
         with Live(console=console, auto_refresh=False, screen=False) as live:

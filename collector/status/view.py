@@ -47,7 +47,7 @@ def scorer_table(view: Mapping[str, Any]) -> Table:
         1
     """
     table = Table(title="scorers", title_justify="left")
-    table.add_column("scorer")
+    table.add_column("scorer", overflow="fold", min_width=12)
     for name in (*DECISION_COLUMNS, "scores", "mean", "histogram 0..1", "exported"):
         table.add_column(name.replace("_", " "), justify="right" if name != "histogram 0..1" else "left")
     decisions, scores, exported = view.get("decisions", {}), view.get("scores", {}), view.get("exported", {})
