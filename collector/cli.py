@@ -16,6 +16,7 @@ from collections.abc import Sequence
 
 from pythonjsonlogger.json import JsonFormatter
 
+from collector.commands.flags import add_global_flags
 from collector.metrics import VERSION
 
 # Subcommands in the order `tracescore --help` lists them; each is collector/commands/<name>.py
@@ -23,16 +24,6 @@ from collector.metrics import VERSION
 COMMANDS: tuple[str, ...] = ("demo", "serve", "status", "dead-letters", "check", "inspect", "score")
 
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
-
-
-def _global_flags(parser: argparse.ArgumentParser, *, top: bool) -> None:
-    # On subcommands the defaults are SUPPRESS, so a flag given only before the subcommand
-    # is not reset by the subcommand's parser.
-    default: dict[str, object] = {} if top else {"default": argparse.SUPPRESS}
-    parser.add_argument("-v", "--verbose", action="count", help="more logging: -v INFO (a line per score, "
-                        "tracebacks of scorer failures), -vv DEBUG", **({"default": 0} if top else default))
-    parser.add_argument("--log-format", choices=("text", "json"), help="log lines as text (default) or as "
-                        "one JSON object per line", **({"default": "text"} if top else default))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -49,13 +40,13 @@ def build_parser() -> argparse.ArgumentParser:
         prog="tracescore",
         description="Score the agent runs in your OpenTelemetry traces.",
     )
-    _global_flags(parser, top=True)
+    add_global_flags(parser, top=True)
     parser.add_argument("--version", action="version", version=f"tracescore {VERSION}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMANDS:
         module = importlib.import_module(f"collector.commands.{name.replace('-', '_')}")
         sub_parser = sub.add_parser(name, help=module.HELP, description=module.HELP)
-        _global_flags(sub_parser, top=False)
+        add_global_flags(sub_parser)
         module.add_arguments(sub_parser)
         sub_parser.set_defaults(_command_module=module)
     return parser

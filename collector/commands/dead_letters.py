@@ -22,6 +22,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from collector.commands.flags import add_global_flags
 from collector.commands.report import report_config_error
 from collector.config import Config, load_config
 from collector.errors import ConfigError
@@ -53,6 +54,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        ("replay", "queue dead letters again (same idempotency key)"),
                        ("purge", "delete dead letters")):
         action = actions.add_parser(name, help=text, description=text)
+        add_global_flags(action)
         action.add_argument("--config", "-c", metavar="FILE", default=argparse.SUPPRESS,
                             help="the daemon's configuration (its queue.url names the store)")
         if name in ("list", "show"):

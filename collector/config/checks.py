@@ -132,9 +132,6 @@ def check_redis_url(url: str) -> None:
         options = parse_url(url)
     except ValueError as err:
         raise KeyProblem("queue.url", f"not a valid Redis URL: {err}") from None
-    problem = url_problem(url, ("redis", "rediss"))
-    if problem is not None:
-        raise KeyProblem("queue.url", problem)
     database = urlsplit(url).path.strip("/")
     if database and not database.isdigit():
         raise KeyProblem("queue.url", f"the database must be a number, got {database!r}")
