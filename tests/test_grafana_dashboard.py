@@ -64,7 +64,7 @@ def metric_names(expr: str) -> set[str]:
 
 
 def exposed_names(text: str) -> set[str]:
-    names = set()
+    names: set[str] = set()
     for family in text_string_to_metric_families(text):
         names.update(family.name + suffix for suffix in SUFFIXES[family.type])
     return names
