@@ -249,6 +249,9 @@ class Service:
 
     async def shutdown(self, timeout: float = 10.0) -> None:  # noqa: ASYNC109 (lifecycle contract)
         """Drain and stop: receivers, assembly, forwarding, workers, export flush, store.
+
+        Each part gets ``timeout / 4`` seconds, except the workers: running jobs finish for up
+        to ``workers.drain_timeout_s``, then the rest are handed back to the queue.
         """
         if self._stopped:
             return

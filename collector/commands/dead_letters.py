@@ -27,7 +27,7 @@ from collector.commands.report import report_config_error
 from collector.config import Config, load_config
 from collector.errors import ConfigError
 from collector.store.interface import DeadLetterAdmin
-from collector.store.redis.conn import connect
+from collector.store.redis.conn import UNREACHABLE, connect
 from collector.store.redis.dead_letters import RedisDeadLetters
 from collector.store.redis.keys import RedisKeys
 from collector.store.sqlite.dead_letters import SqliteDeadLetters
@@ -169,3 +169,6 @@ def run(args: argparse.Namespace) -> int:
     except FileNotFoundError as err:
         print(f"tracescore: {err}", file=sys.stderr)
         return 2
+    except UNREACHABLE as err:
+        print(f"tracescore: cannot reach the store at {config.queue.display_url}: {err}", file=sys.stderr)
+        return 1

@@ -167,7 +167,7 @@ def load_traces(paths: Sequence[str], err: Console, failed: list[str]) -> list[A
     expanded = expand_paths(paths)  # directories and glob patterns
     for arg in expanded.empty:
         err.print(f"tracescore: {arg}: no OTLP files there", markup=False, highlight=False, soft_wrap=True)
-        loaded.failed_files.append(arg)
+        failed.append(arg)
     paths = expanded.files
     with progress(err) as bar:
         task = bar.add_task("reading", total=len(paths))

@@ -320,7 +320,10 @@ class SqliteStore:
                 traces=self._buffer.reload(db) if self._buffer.stale else self._buffer.count,
             )
 
-        return await self._runner.call(work)
+        stats = await self._runner.call(work)
+        # Resynchronised: another connection (`tracescore dead-letters replay`) may have queued jobs.
+        self._depth, self._outbox = stats.queued + stats.in_flight, stats.outbox
+        return stats
 
     async def prune(self, older_than_s: float, now: float | None = None) -> int:
         """Forget idempotency keys and dead letters older than ``older_than_s``; returns rows removed.
