@@ -46,6 +46,7 @@ class StatusReporter:
         board: the group's board (None: a single replica).
 
     Example:
+        >>> import asyncio
         >>> async def demo():
         ...     async def stats(): return StoreStats(0, 0, 0, 0, 0)
         ...     reporter = StatusReporter(Metrics(), stats, role="all", store="sqlite:q.db")

@@ -14,12 +14,17 @@ from pathlib import Path
 
 import aiohttp
 import pytest
-from daemon_harness import CaptureBackend, agent_trace_body, free_port, wait_until
+from daemon_harness import (
+    CaptureBackend,
+    agent_trace_body,
+    delete_redis_keys,
+    free_port,
+    wait_until,
+)
 from serve_process import ServeProcess, cli
 
 from collector.commands.dead_letters import open_dead_letters
 from collector.config import load_config
-from collector.store.redis.store import RedisStore
 
 REDIS_URL = os.environ.get("TRACESCORE_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 PROTOBUF = {"Content-Type": "application/x-protobuf"}
@@ -57,9 +62,7 @@ async def daemon(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterato
     await daemon.kill()
     await backend.stop()
     if request.param == "redis":
-        cleaner = RedisStore(REDIS_URL, key_prefix=prefix)
-        await cleaner.delete_all()
-        await cleaner.shutdown()
+        await delete_redis_keys(REDIS_URL, prefix)
 
 
 async def test_dead_letter_keeps_the_traceback_and_replays_once_fixed(

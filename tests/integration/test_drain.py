@@ -6,20 +6,24 @@ from __future__ import annotations
 
 import asyncio
 import os
-import time
 import uuid
 from collections.abc import AsyncIterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import llm_server  # tests/support: the fake OpenAI-compatible server (the network boundary)
 import pytest
-from daemon_harness import CaptureBackend, emit_agent_trace, free_port, wait_until
+from daemon_harness import (
+    CaptureBackend,
+    delete_redis_keys,
+    emit_agent_trace,
+    free_port,
+    wait_until,
+)
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
 from serve_process import ServeProcess
-
-from collector.store.redis.store import RedisStore
 
 REDIS_URL = os.environ.get("TRACESCORE_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 JUDGE_LATENCY_MS = 2000
@@ -69,9 +73,7 @@ async def setup(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
     await backend.stop()
     await llm.stop()
     if request.param == "redis":
-        cleaner = RedisStore(REDIS_URL, key_prefix=prefix)
-        await cleaner.delete_all()
-        await cleaner.shutdown()
+        await delete_redis_keys(REDIS_URL, prefix)
 
 
 def calls_for(llm: Any, answer: str) -> int:
@@ -90,15 +92,30 @@ async def queue_empty(port: int) -> bool:
     return own["queue"]["queued"] == 0 and own["queue"]["in_flight"] == 0
 
 
+def drain_seconds(log: str) -> float:
+    """How long the daemon's last drain took, from its own log (signal received -> stopped):
+    the process's exit after that (interpreter teardown) is not the drain's."""
+    stamps = {}
+    for line in log.splitlines():
+        for event in ("signal received: draining", "tracescore stopped"):
+            if line.endswith(event) or f"{event} (" in line:
+                stamps[event] = datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f")
+    return (stamps["tracescore stopped"] - stamps["signal received: draining"]).total_seconds()
+
+
+async def sigterm_during_the_judge_call(daemon: ServeProcess, llm: Any, port: int, answer: str) -> float:
+    """Start the daemon, send a run, SIGTERM it while the judge answers; how long it drained."""
+    await daemon.start()
+    await send(port, answer)
+    await wait_until(lambda: calls_for(llm, answer) == 1, what="the judge call in flight")
+    assert await daemon.stop(timeout=60) == 0
+    return drain_seconds(await asyncio.to_thread(daemon.log.read_text))
+
+
 async def test_sigterm_lets_the_judge_call_finish_and_never_pays_it_twice(setup: dict[str, Any]) -> None:
     llm, backend, port = setup["llm"], setup["backend"], setup["http_port"]
-    first = setup["daemon"](30.0)
-    await first.start()
-    await send(port, "First answer.")
-    await wait_until(lambda: calls_for(llm, "First answer.") == 1, what="the judge call in flight")
-    asked = time.monotonic()
-    assert await first.stop(timeout=60) == 0  # SIGTERM while the judge is answering
-    assert time.monotonic() - asked >= JUDGE_LATENCY_MS / 1000 * 0.5  # it waited for the call
+    waited = await sigterm_during_the_judge_call(setup["daemon"](30.0), llm, port, "First answer.")
+    assert waited >= JUDGE_LATENCY_MS / 1000 * 0.5  # it waited for the call (in flight at SIGTERM)
     assert [s.attributes["gen_ai.evaluation.score.value"] for s in backend.scores()] == [0.9]  # flushed
 
     second = setup["daemon"](30.0)
@@ -112,13 +129,8 @@ async def test_sigterm_lets_the_judge_call_finish_and_never_pays_it_twice(setup:
 
 async def test_a_drain_shorter_than_the_call_hands_the_job_back(setup: dict[str, Any]) -> None:
     llm, backend, port = setup["llm"], setup["backend"], setup["http_port"]
-    first = setup["daemon"](0.2)
-    await first.start()
-    await send(port, "Handed back.")
-    await wait_until(lambda: calls_for(llm, "Handed back.") == 1, what="the judge call in flight")
-    asked = time.monotonic()
-    assert await first.stop(timeout=60) == 0
-    assert time.monotonic() - asked < JUDGE_LATENCY_MS / 1000  # it did not wait for the call
+    waited = await sigterm_during_the_judge_call(setup["daemon"](0.2), llm, port, "Handed back.")
+    assert waited < JUDGE_LATENCY_MS / 1000  # it did not wait for the call
     assert backend.scores() == []
     second = setup["daemon"](30.0)
     await second.start()

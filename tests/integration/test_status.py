@@ -15,12 +15,11 @@ from typing import Any
 
 import aiohttp
 import pytest
-from daemon_harness import CaptureBackend, agent_trace_body, wait_until
+from daemon_harness import CaptureBackend, agent_trace_body, delete_redis_keys, wait_until
 from serve_process import cli
 
 from collector.config import config_from_dict
 from collector.service import Service
-from collector.store.redis.store import RedisStore
 from collector.work.registry import ScorerRegistry
 
 SCORERS = Path(__file__).parent / "scorers_for_tests.py"
@@ -58,9 +57,7 @@ async def group(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
             await service.shutdown()
     await backend.stop()
     if request.param == "redis":
-        cleaner = RedisStore(REDIS_URL, key_prefix=prefix)
-        await cleaner.delete_all()
-        await cleaner.shutdown()
+        await delete_redis_keys(REDIS_URL, prefix)
 
 
 def url_of(service: Service) -> str:
