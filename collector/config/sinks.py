@@ -13,7 +13,7 @@ import os
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
-from collector.config.checks import KeyProblem, check_http_url
+from collector.config.checks import KeyProblem, url_problem
 from collector.errors import ConfigError
 
 _MODEL = ConfigDict(extra="forbid", frozen=True)
@@ -67,8 +67,9 @@ class SinkConfig(BaseModel):
         return bool(self.url())
 
     def _check(self, name: str, url_key: str) -> None:
-        if self.url():
-            check_http_url(self.url(), f"sinks.{name}.{url_key}")
+        problem = url_problem(self.url()) if self.url() else None
+        if problem:
+            raise KeyProblem(f"sinks.{name}.{url_key}", problem)
         if self.min_backoff_s > self.max_backoff_s:
             raise KeyProblem(f"sinks.{name}.min_backoff_s", "must not exceed max_backoff_s")
 

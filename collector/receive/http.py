@@ -13,7 +13,7 @@ import asyncio
 import hmac
 import logging
 import ssl
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -90,6 +90,7 @@ class HttpReceiver:
         max_body_bytes: the cap on body size, before and after decompression.
         ready: returns whether the service is ready (``/readyz``).
         ssl_context: serve HTTPS with this context, or None.
+        status: builds the ``/status`` JSON (same bearer token as the OTLP routes); None: no route.
 
     Example:
         >>> HttpReceiver("127.0.0.1:0", None, Metrics()).port  # type: ignore[arg-type]
@@ -100,8 +101,10 @@ class HttpReceiver:
         self, endpoint: str, consumer: TraceConsumer, metrics: Metrics, *, token: str | None = None,
         max_body_bytes: int = 16 * 1024 * 1024, ready: Callable[[], bool] = lambda: True,
         ssl_context: ssl.SSLContext | None = None,
+        status: Callable[[], Awaitable[dict[str, Any]]] | None = None,
     ) -> None:
         self._ssl = ssl_context
+        self._status = status
         # Own threads for large decodes: the default executor runs user scorers' sync steps.
         self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="tracescore-http-decode")
         host, _, port = endpoint.rpartition(":")
@@ -132,6 +135,8 @@ class HttpReceiver:
         app.router.add_get("/metrics", self._metrics_route)
         app.router.add_get("/healthz", self._healthz)
         app.router.add_get("/readyz", self._readyz)
+        if self._status is not None:
+            app.router.add_get("/status", self._status_route)
         self._runner = web.AppRunner(app, auto_decompress=False, access_log=None, handle_signals=False)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self._host, self._port, ssl_context=self._ssl)
@@ -225,7 +230,18 @@ class HttpReceiver:
         return await self._handle(request, "logs")
 
     async def _metrics_route(self, request: web.Request) -> web.Response:
-        return web.Response(body=self._metrics.render(), headers={"Content-Type": CONTENT_TYPE_LATEST})
+        body = await asyncio.to_thread(self._metrics.render, True)  # the process metrics read /proc
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    async def _status_route(self, request: web.Request) -> web.Response:
+        try:
+            check_bearer(request.headers.get("Authorization"), self._token)
+        except Unauthenticated as err:
+            return web.json_response({"error": str(err)}, status=401,
+                                     headers={"WWW-Authenticate": "Bearer"})
+        if self._status is None:  # not routed without one; kept for the type checker
+            raise web.HTTPNotFound()
+        return web.json_response(await self._status())
 
     async def _healthz(self, request: web.Request) -> web.Response:
         return web.Response(text="ok\n")

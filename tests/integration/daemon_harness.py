@@ -8,17 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import signal
 import socket
-import sys
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-import aiohttp
 import grpc
 from opentelemetry.proto.collector.logs.v1 import logs_service_pb2, logs_service_pb2_grpc
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
@@ -221,43 +216,12 @@ class HttpCaptureBackend(CaptureBackend):
             self._runner = None
 
 
-class Daemon:
-    """A `tracescore serve` child process."""
+async def delete_redis_keys(url: str, prefix: str) -> None:
+    """Delete every key a test's Redis deployment (``prefix``) wrote."""
+    from collector.store.redis.store import RedisStore
 
-    def __init__(self, config: Path, log: Path, http_port: int, env: dict[str, str] | None = None,
-                 args: tuple[str, ...] = ()) -> None:
-        self.config, self.log, self.http_port = config, log, http_port
-        self.env, self.args = env or {}, args
-        self.proc: asyncio.subprocess.Process | None = None
-
-    async def start(self) -> None:
-        env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", **self.env}
-        with self.log.open("ab") as log:
-            self.proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "collector.cli", "-v", "serve", "--config", str(self.config), *self.args,
-                stdout=log, stderr=log, env=env, cwd=self.config.parent,
-            )
-        await wait_until(self.ready, timeout=30, what=f"daemon ready (log: {self.log})")
-
-    async def ready(self) -> bool:
-        assert self.proc is not None
-        if self.proc.returncode is not None:
-            raise AssertionError(f"daemon exited: {self.log.read_text()[-3000:]}")
-        try:
-            async with aiohttp.ClientSession() as session:
-                async with session.get(f"http://127.0.0.1:{self.http_port}/readyz") as resp:
-                    return resp.status == 200
-        except aiohttp.ClientError:
-            return False
-
-    async def metrics(self) -> str:
-        async with aiohttp.ClientSession() as session:
-            async with session.get(f"http://127.0.0.1:{self.http_port}/metrics") as resp:
-                return await resp.text()
-
-    async def stop(self, sig: int = signal.SIGTERM) -> int:
-        assert self.proc is not None
-        self.proc.send_signal(sig)
-        code = await asyncio.wait_for(self.proc.wait(), 30)
-        self.proc = None
-        return code
+    cleaner = RedisStore(url, key_prefix=prefix)
+    try:
+        await cleaner.delete_all()
+    finally:
+        await cleaner.shutdown()

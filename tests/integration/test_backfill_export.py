@@ -3,13 +3,11 @@ daemon would send them, idempotently; what cannot be sent in time is reported (e
 
 from __future__ import annotations
 
-import asyncio
-import os
-import sys
 from pathlib import Path
 
 from daemon_harness import CaptureBackend, agent_trace_body
 from langfuse_server import LangfuseServer
+from serve_process import cli
 
 SCORERS = Path(__file__).parent / "scorers_for_tests.py"
 
@@ -17,13 +15,10 @@ SCORERS = Path(__file__).parent / "scorers_for_tests.py"
 async def backfill(tmp_path: Path, config: str, *files: Path, export_timeout: str = "30") -> tuple[int, str]:
     path = tmp_path / "backfill.toml"
     path.write_text(config)
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "collector.cli", "score", *map(str, files), "--scorer", f"{SCORERS}:answer_length",
-        "--format", "jsonl", "--export", "--config", str(path), "--export-timeout", export_timeout,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-        env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "LF_SECRET": "sk-lf-test"})
-    _, err = await asyncio.wait_for(proc.communicate(), 120)
-    return int(proc.returncode or 0), err.decode()
+    code, _, err = await cli("score", *map(str, files), "--scorer", f"{SCORERS}:answer_length", "--format", "jsonl",
+                             "--export", "--config", str(path), "--export-timeout", export_timeout,
+                             env={"LF_SECRET": "sk-lf-test"}, timeout=120)
+    return code, err
 
 
 async def test_backfill_sends_the_daemons_span_and_sink_scores_and_twice_is_safe(tmp_path: Path) -> None:

@@ -9,15 +9,9 @@ from pathlib import Path
 
 import aiohttp
 import pytest
-from daemon_harness import (
-    CaptureBackend,
-    Daemon,
-    agent_trace_body,
-    emit_agent_trace,
-    free_port,
-    wait_until,
-)
+from daemon_harness import CaptureBackend, agent_trace_body, emit_agent_trace, free_port, wait_until
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
+from serve_process import ServeProcess as Daemon
 
 SCORERS = Path(__file__).parent / "scorers_for_tests.py"
 PROTOBUF = {"Content-Type": "application/x-protobuf"}

@@ -14,13 +14,14 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-import redis.asyncio as aioredis
-from daemon_harness import Daemon, emit_agent_trace, free_port, wait_until
+from daemon_harness import delete_redis_keys, emit_agent_trace, free_port, wait_until
 from langfuse_server import LangfuseServer
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
+from serve_process import ServeProcess
 
 SCORERS = Path(__file__).parent / "scorers_for_tests.py"
 RUNS = 4
+REDIS_URL = "redis://127.0.0.1:6379/0"
 
 
 def metric(text: str, name: str, **labels: str) -> float:
@@ -36,15 +37,11 @@ async def deployment(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIte
         yield f'url = "sqlite:///{tmp_path / "queue.db"}"', False
         return
     prefix = f"test-outage-{uuid.uuid4().hex[:12]}:"
-    yield f'url = "redis://127.0.0.1:6379/0"\nkey_prefix = "{prefix}"', request.param == "redis-roles"
-    client = aioredis.Redis()
-    keys = [k async for k in client.scan_iter(match=f"{prefix}*")]
-    if keys:
-        await client.delete(*keys)
-    await client.aclose()
+    yield f'url = "{REDIS_URL}"\nkey_prefix = "{prefix}"', request.param == "redis-roles"
+    await delete_redis_keys(REDIS_URL, prefix)
 
 
-def daemon(tmp_path: Path, name: str, queue: str, langfuse: LangfuseServer, role: str = "all") -> Daemon:
+def daemon(tmp_path: Path, name: str, queue: str, langfuse: LangfuseServer, role: str = "all") -> ServeProcess:
     http_port = free_port()
     config = tmp_path / f"{name}.toml"
     config.write_text(
@@ -54,7 +51,7 @@ def daemon(tmp_path: Path, name: str, queue: str, langfuse: LangfuseServer, role
         f'secret_key = "env:TEST_LANGFUSE_SECRET"\nmin_backoff_s = 0.2\nmax_backoff_s = 0.5\n'
         f'[[scorers]]\nref = "{SCORERS}:answer_length"\n')
     env = {"TEST_LANGFUSE_PUBLIC": langfuse.public_key, "TEST_LANGFUSE_SECRET": langfuse.secret_key}
-    return Daemon(config, tmp_path / f"{name}.log", http_port, env=env, args=("--role", role))
+    return ServeProcess(config, tmp_path / f"{name}.log", http_port, env=env, flags=("-v", "--role", role))
 
 
 async def test_scores_wait_out_an_outage_and_a_crash_and_arrive_once(
@@ -101,9 +98,7 @@ async def test_scores_wait_out_an_outage_and_a_crash_and_arrive_once(
             assert await d.stop() == 0
     finally:
         for d in daemons:
-            if d.proc is not None and d.proc.returncode is None:
-                d.proc.kill()
-                await d.proc.wait()
+            await d.kill()
         await langfuse.stop()
     assert langfuse.refused == []
     stored = langfuse.by_observation()

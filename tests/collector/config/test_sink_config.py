@@ -35,7 +35,7 @@ def test_a_sink_on_a_loopback_listener_port_is_refused_by_any_loopback_name() ->
 
 @pytest.mark.parametrize(("sink", "key", "url", "problem"), [
     ("phoenix", "endpoint", "htp//host", "must be http(s)://HOST"),
-    ("mlflow", "tracking_uri", "http://host:70000", "must be http(s)://HOST"),
+    ("mlflow", "tracking_uri", "http://host:70000", "port 70000 is outside 1..65535"),
     ("langfuse", "host", "ftp://cloud.langfuse.com", "must be http(s)://HOST"),
 ])
 def test_bad_sink_urls_name_their_key(sink: str, key: str, url: str, problem: str) -> None:

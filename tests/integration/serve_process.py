@@ -1,0 +1,71 @@
+"""`ServeProcess`: a real ``tracescore serve`` child process, and the CLI run as a command."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+from pathlib import Path
+
+import aiohttp
+from daemon_harness import wait_until
+
+
+async def cli(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None,
+              timeout: float = 60.0) -> tuple[int, str, str]:  # noqa: ASYNC109
+    """Run ``tracescore ARGS`` as a command; its exit code, stdout and stderr."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "collector.cli", *args, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE, env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", **(env or {})},
+        cwd=cwd)
+    out, err = await asyncio.wait_for(proc.communicate(), timeout)
+    return int(proc.returncode or 0), out.decode(), err.decode()
+
+
+class ServeProcess:
+    """A `tracescore serve` child process (``-v`` by default, logging to ``log``)."""
+
+    def __init__(self, config: Path, log: Path, http_port: int, *, flags: tuple[str, ...] = ("-v",),
+                 env: dict[str, str] | None = None) -> None:
+        self.config, self.log, self.http_port, self.flags = config, log, http_port, flags
+        self.env = env or {}
+        self.proc: asyncio.subprocess.Process | None = None
+
+    async def start(self) -> None:
+        env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", **self.env}
+        with self.log.open("ab") as log:
+            self.proc = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "collector.cli", "serve", "--config", str(self.config), *self.flags,
+                stdout=log, stderr=log, env=env, cwd=self.config.parent,
+            )
+        await wait_until(self.ready, timeout=30, what=f"daemon ready (log: {self.log})")
+
+    async def ready(self) -> bool:
+        assert self.proc is not None
+        if self.proc.returncode is not None:
+            raise AssertionError(f"daemon exited: {self.log.read_text()[-3000:]}")
+        try:
+            async with aiohttp.ClientSession() as session:
+                async with session.get(f"http://127.0.0.1:{self.http_port}/readyz") as resp:
+                    return resp.status == 200
+        except aiohttp.ClientError:
+            return False
+
+    async def metrics(self) -> str:
+        async with aiohttp.ClientSession() as session:
+            async with session.get(f"http://127.0.0.1:{self.http_port}/metrics") as resp:
+                return await resp.text()
+
+    async def stop(self, sig: int = signal.SIGTERM, timeout: float = 30.0) -> int:  # noqa: ASYNC109
+        assert self.proc is not None
+        self.proc.send_signal(sig)
+        code = await asyncio.wait_for(self.proc.wait(), timeout)
+        self.proc = None
+        return code
+
+    async def kill(self) -> None:
+        if self.proc is not None and self.proc.returncode is None:
+            self.proc.kill()
+            await self.proc.wait()
+        self.proc = None
