@@ -15,12 +15,12 @@ JSON, never pickles), so every store backend keeps the same records.
 
 from __future__ import annotations
 
-import hashlib
 import json
-import uuid
 from dataclasses import asdict, dataclass, field, fields
 from datetime import UTC, datetime
 from typing import Any, Literal
+
+from collector.ids import run_id_for
 
 CANDIDATE = 1
 """Summary flag: the trace holds a span that may be a run or LLM span."""
@@ -34,33 +34,7 @@ SummaryEntry = tuple[bytes, int, int]
 
 def _known(cls: type, data: dict[str, Any]) -> dict[str, Any]:
     """The fields of ``data`` that ``cls`` has (a record written by a later version still loads)."""
-    names = {f.name for f in fields(cls)}
-    return {k: v for k, v in data.items() if k in names}
-
-
-def run_id_for(trace_id: str, span_id: str) -> str:
-    """The id of the agent run scored on span ``span_id`` of trace ``trace_id``: a UUID derived
-    from the two ids, so every scorer, replica and backfill of one run names it alike.
-
-    Example:
-        >>> run_id_for("ab" * 16, "cd" * 8) == run_id_for("ab" * 16, "cd" * 8)
-        True
-        >>> run_id_for("ab" * 16, "cd" * 8) == run_id_for("ab" * 16, "ef" * 8)
-        False
-    """
-    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"tracescore:run/{trace_id}/{span_id}"))
-
-
-def score_span_id_for(key: str) -> str:
-    """The span id of a score's evaluation span (16 hex digits, never all zero), derived from the
-    score's idempotency key: a redelivered job, a replica or a backfill sends the same span again.
-
-    Example:
-        >>> score_span_id_for("t/s/q/1") == score_span_id_for("t/s/q/1"), len(score_span_id_for("t/s/q/1"))
-        (True, 16)
-    """
-    digest = hashlib.sha256(f"tracescore:score/{key}".encode()).digest()
-    return (digest[:8] if any(digest[:8]) else digest[8:16]).hex()
+    return {k: v for k, v in data.items() if k in {f.name for f in fields(cls)}}
 
 
 @dataclass(frozen=True)

@@ -51,7 +51,7 @@ from collector.commands.inspect import (
 )
 from collector.commands.report import report_config_error
 from collector.errors import ConfigError
-from collector.types import run_id_for
+from collector.ids import run_id_for
 from collector.work.registry import resolve_scorer
 from scorers.errors import ScorerRunError
 

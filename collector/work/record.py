@@ -15,7 +15,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from collector.types import ScoreJob, ScoreRecord, score_span_id_for
+from collector.ids import score_span_id_for
+from collector.types import ScoreJob, ScoreRecord
 from collector.work.registry import RegisteredScorer
 
 

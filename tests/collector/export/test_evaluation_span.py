@@ -8,7 +8,8 @@ import json
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 
 from collector.export.evaluation import build_span
-from collector.types import RunRecord, ScoreJob, ScoreRecord, run_id_for, score_span_id_for
+from collector.ids import run_id_for, score_span_id_for
+from collector.types import RunRecord, ScoreJob, ScoreRecord
 
 TRACE, SPAN = "5b8efff798038103d269b633813fc60c", "eee19b7ec3c1b174"
 RESOURCE = {"service.name": "support-bot", "deployment.environment": "prod", "host.ids": ["a", "b"],

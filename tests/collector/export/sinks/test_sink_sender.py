@@ -14,9 +14,10 @@ from langfuse_server import LangfuseServer
 
 from collector.config import LangfuseSinkConfig
 from collector.export.sinks import LangfuseSink, SinkSender
+from collector.ids import score_span_id_for
 from collector.metrics import Metrics
 from collector.store.sqlite.store import SqliteStore
-from collector.types import Done, RunRecord, ScoreJob, ScoreRecord, score_span_id_for
+from collector.types import Done, RunRecord, ScoreJob, ScoreRecord
 
 TRACE = "5b8efff798038103d269b633813fc60c"
 
