@@ -5,8 +5,9 @@ idempotent resends, credentials, refusals."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
@@ -60,11 +61,29 @@ def sender(store: SqliteStore, server: LangfuseServer, metrics: Metrics, **cfg: 
     return SinkSender(LangfuseSink(config), store.sink_outbox("langfuse"), config, metrics, poll_s=0.02)
 
 
-async def drained(store: SqliteStore, timeout: float = 10.0) -> None:  # noqa: ASYNC109
-    deadline = time.monotonic() + timeout
+async def until(predicate: Callable[[], bool]) -> None:
+    """Poll ``predicate`` for up to 10 s."""
+    deadline = time.monotonic() + 10
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        await asyncio.sleep(0.02)
+
+
+async def drained(store: SqliteStore) -> None:
+    deadline = time.monotonic() + 10
     while await store.sink_outbox("langfuse").backlog():
         assert time.monotonic() < deadline, "the sink's outbox did not drain"
         await asyncio.sleep(0.02)
+
+
+@contextlib.asynccontextmanager
+async def running(s: SinkSender) -> AsyncIterator[SinkSender]:
+    """A started sender, shut down on the way out."""
+    await s.start()
+    try:
+        yield s
+    finally:
+        await s.shutdown()
 
 
 def sent(metrics: Metrics, outcome: str) -> float:
@@ -75,12 +94,8 @@ def sent(metrics: Metrics, outcome: str) -> float:
 async def test_scores_reach_langfuse_in_its_own_request_type(store: SqliteStore, langfuse: LangfuseServer) -> None:
     metrics = Metrics()
     await settle(store, [record(1), record(2), record(3, score=None)])
-    s = sender(store, langfuse, metrics)
-    await s.start()
-    try:
+    async with running(sender(store, langfuse, metrics)):
         await drained(store)
-    finally:
-        await s.shutdown()
     assert langfuse.refused == []
     stored = langfuse.by_observation()
     assert sorted(stored) == [(f"{n:016x}", "Relevance") for n in (1, 2)]  # a failure is not a score
@@ -97,19 +112,12 @@ async def test_an_outage_is_retried_with_backoff_and_nothing_is_sent_twice(
     metrics = Metrics()
     langfuse.down = True
     await settle(store, [record(n) for n in range(20)])
-    s = sender(store, langfuse, metrics)
-    await s.start()
-    try:
-        deadline = time.monotonic() + 10
-        while sent(metrics, "retried") < 40:  # two rounds at least, each deferring the whole backlog
-            assert time.monotonic() < deadline
-            await asyncio.sleep(0.02)
+    async with running(sender(store, langfuse, metrics)):
+        await until(lambda: sent(metrics, "retried") >= 40)  # two rounds at least, each the whole backlog
         assert await store.sink_outbox("langfuse").backlog() == 20 and langfuse.scores == {}
         langfuse.down = False
         langfuse.fail_next = [429, 500]
         await drained(store)
-    finally:
-        await s.shutdown()
     assert len(langfuse.scores) == 20 and sent(metrics, "sent") == 20
 
 
@@ -120,15 +128,11 @@ async def test_the_same_score_sent_again_updates_it(store: SqliteStore, langfuse
     other = SqliteStore(str(tmp_path / "replica.db"), sinks=["langfuse"])  # a replica, or a backfill
     await other.start()
     await settle(other, [record(1)])
-    senders = [sender(store, langfuse, metrics), sender(other, langfuse, Metrics())]
-    for s in senders:
-        await s.start()
     try:
-        await drained(store)
-        await drained(other)
+        async with running(sender(store, langfuse, metrics)), running(sender(other, langfuse, Metrics())):
+            await drained(store)
+            await drained(other)
     finally:
-        for s in senders:
-            await s.shutdown()
         await other.shutdown()
     assert langfuse.posts == 2 and len(langfuse.scores) == 1
 
@@ -138,23 +142,12 @@ async def test_refused_credentials_keep_the_score_and_a_malformed_score_is_dropp
 ) -> None:
     metrics = Metrics()
     await settle(store, [record(1)])
-    s = sender(store, langfuse, metrics, secret_key="sk-wrong-secret")
-    await s.start()
-    try:
-        deadline = time.monotonic() + 10
-        while sent(metrics, "retried") < 2:
-            assert time.monotonic() < deadline
-            await asyncio.sleep(0.02)
-    finally:
-        await s.shutdown()
+    async with running(sender(store, langfuse, metrics, secret_key="sk-wrong-secret")):
+        await until(lambda: sent(metrics, "retried") >= 2)
     assert await store.sink_outbox("langfuse").backlog() == 1 and langfuse.refused[0] == "unauthorized"
     assert "sk-wrong-secret" not in caplog.text and "refused the credentials" in caplog.text
     langfuse.fail_next = [400]
-    s = sender(store, langfuse, metrics)
-    await s.start()
-    try:
+    async with running(sender(store, langfuse, metrics)):
         await drained(store)
-    finally:
-        await s.shutdown()
     assert sent(metrics, "rejected") == 1 and langfuse.scores == {}
     assert "sk-wrong-secret" not in metrics.render().decode()
