@@ -159,8 +159,8 @@ class Service:
             self.store, registry, self.metrics, concurrency=w.concurrency,
             max_attempts=q.max_attempts,
             max_attribute_chars=e.max_attribute_chars, on_result=self._on_result,
-            job_timeout_s=w.job_timeout_s,
-            **({"poll_s": 0.01} if q.kind == "redis" else {}),  # a Redis take waits on the stream
+            job_timeout_s=w.job_timeout_s, replies=self.store,
+            poll_s=0.01 if q.kind == "redis" else 0.5,  # a Redis take waits on the stream
         )
         forward = bool(e.endpoint and e.forward_spans)
         if forward and config.exports_to_itself:

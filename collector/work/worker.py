@@ -22,11 +22,13 @@ from typing import Any
 
 from collector._aio import bounded, cancel_and_wait, wait_event
 from collector.metrics import Metrics
-from collector.store.interface import JobQueue
+from collector.store.interface import JobQueue, JudgeReplies
 from collector.types import Dead, Done, LeasedJob, Retry, ScoreRecord, Settlement
 from collector.work.record import judge_summary, requests_sent, score_record, truncate_json
 from collector.work.registry import RegisteredScorer, ScorerRegistry
+from collector.work.replies import StoredReplies
 from scorers._agent_types import ScorerRunInputForAgent, ScorerRunOutputForAgent
+from scorers._reply_memo import remember_judge_replies
 
 logger = logging.getLogger(__name__)
 
@@ -69,14 +71,17 @@ class Worker:
         max_attribute_chars: cut step-result JSON to this many characters.
         job_timeout_s: a run taking longer is cancelled and retried (a transient failure).
         on_result: called after a result reached the outbox (wakes the exporter).
+        replies: where each job's judge replies are kept until it settles (the store), so a
+            job run again never pays for a judge call twice; None keeps none.
     """
 
     def __init__(
         self, queue: JobQueue, registry: ScorerRegistry, metrics: Metrics, *,
         concurrency: int = 64, max_attempts: int = 5, max_attribute_chars: int = 4096,
         on_result: Callable[[], None] | None = None, poll_s: float = 0.5, retry_base_s: float = 1.0,
-        job_timeout_s: float = 240.0,
+        job_timeout_s: float = 240.0, replies: JudgeReplies | None = None,
     ) -> None:
+        self._replies = replies
         self._job_timeout = job_timeout_s
         self._queue = queue
         self._registry = registry
@@ -184,20 +189,34 @@ class Worker:
                         "is not registered", None)
         return await self._score(leased, entry)
 
+    async def _memo_of(self, job_key: str) -> StoredReplies | None:
+        """The job's judge replies kept by an earlier run of it (none without a store for them)."""
+        if self._replies is None:
+            return None
+        try:
+            kept = await self._replies.judge_replies(job_key)
+        except Exception:  # scoring goes on; only replies of an earlier run are asked for again
+            self._metrics.errors.labels(component="worker").inc()
+            logger.warning("reading the judge replies of job %s failed", job_key, exc_info=True)
+            kept = {}
+        return StoredReplies(self._replies, job_key, kept)
+
     async def _score(self, leased: LeasedJob, entry: RegisteredScorer) -> Settlement:
         job, run = leased.job, leased.job.run
         start_ns = time.time_ns()
         started = time.perf_counter()
         try:
+            memo = await self._memo_of(job.key)
             async with asyncio.timeout(self._job_timeout):
-                result = await entry.scorer.run(
-                    input=ScorerRunInputForAgent.model_validate(run.input),
-                    output=ScorerRunOutputForAgent.model_validate(run.output),
-                    run_id=run.run_id,  # one id per agent run, the same for all its scorers
-                    request_context=dict(run.request_context),
-                    trace_id=run.trace_id,
-                    span_id=run.span_id,
-                )
+                with remember_judge_replies(memo):
+                    result = await entry.scorer.run(
+                        input=ScorerRunInputForAgent.model_validate(run.input),
+                        output=ScorerRunOutputForAgent.model_validate(run.output),
+                        run_id=run.run_id,  # one id per agent run, the same for all its scorers
+                        request_context=dict(run.request_context),
+                        trace_id=run.trace_id,
+                        span_id=run.span_id,
+                    )
         except TimeoutError:
             timeout = JobTimeout(f"scorer {job.scorer_id!r} took longer than {self._job_timeout:g}s")
             return self._failed(leased, entry, timeout, start_ns)
