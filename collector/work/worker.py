@@ -132,15 +132,22 @@ class Worker:
         max_attribute_chars: cut step-result JSON to this many characters.
         job_timeout_s: a run taking longer is cancelled and retried (a transient failure).
         on_result: called after a result reached the outbox (wakes the exporter).
+        lease_s: the queue's lease (visibility timeout): the leases of running jobs are
+            renewed every third of it, so a live worker's long job is never taken from it.
+        max_take: jobs taken per call at most (bounded read-ahead: several workers share
+            a burst of jobs instead of the first one leasing all it can hold).
     """
 
     def __init__(
         self, queue: JobQueue, registry: ScorerRegistry, metrics: Metrics, *,
         concurrency: int = 64, max_attempts: int = 5, max_attribute_chars: int = 4096,
         on_result: Callable[[], None] | None = None, poll_s: float = 0.5, retry_base_s: float = 1.0,
-        job_timeout_s: float = 240.0,
+        job_timeout_s: float = 240.0, lease_s: float = 300.0, max_take: int | None = None,
     ) -> None:
         self._job_timeout = job_timeout_s
+        self._heartbeat_s = lease_s / 3
+        self._max_take = max_take or max(1, concurrency // 4)
+        self._heartbeat: asyncio.Task[None] | None = None
         self._queue = queue
         self._registry = registry
         self._metrics = metrics
@@ -169,6 +176,7 @@ class Worker:
         self._slot_freed = asyncio.Event()
         self._stopping = False
         self._task = asyncio.create_task(self._loop(), name="tracescore-worker")
+        self._heartbeat = asyncio.create_task(self._renew_leases(), name="tracescore-worker-heartbeat")
 
     async def shutdown(self, timeout: float = 5.0) -> None:  # noqa: ASYNC109 (lifecycle contract)
         """Stop taking jobs, let running ones finish for ``timeout`` s, hand back the rest.
@@ -185,6 +193,21 @@ class Worker:
                 task.cancel()  # once: a second cancel would cut the hand-back short
             if still:
                 await asyncio.wait(still, timeout=HANDBACK_TIMEOUT_S + 1.0)
+        if self._heartbeat is not None:  # after the drain: draining jobs keep their leases
+            await cancel_and_wait([self._heartbeat])
+            self._heartbeat = None
+
+    async def _renew_leases(self) -> None:
+        """Renew the leases of running jobs every third of the lease (the worker's heartbeat)."""
+        while True:
+            await asyncio.sleep(self._heartbeat_s)
+            running = list(self._inflight.values())
+            if not running:
+                continue
+            try:
+                await self._queue.renew(running)
+            except Exception as err:  # the lease outlives a few missed beats; the next one retries
+                logger.warning("renewing %d job leases failed: %s", len(running), err)
 
     async def _loop(self) -> None:
         wake, freed = self._wake or asyncio.Event(), self._slot_freed or asyncio.Event()
@@ -195,7 +218,7 @@ class Worker:
                 await freed.wait()
                 continue
             try:
-                jobs = await self._queue.take(free)
+                jobs = await self._queue.take(min(free, self._max_take))
             except Exception:
                 self._metrics.errors.labels(component="worker").inc()
                 logger.exception("taking jobs failed")

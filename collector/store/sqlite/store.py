@@ -19,9 +19,11 @@ import sqlite3
 import time
 import uuid
 from collections.abc import Sequence
+from pathlib import Path
 
 from collector.store.sqlite.body_log import BodyLog
 from collector.store.sqlite.buffer import BufferTables
+from collector.store.sqlite.faults import WriteHealth
 from collector.store.sqlite.runner import SqliteRunner
 from collector.types import (
     AppendResult,
@@ -52,6 +54,8 @@ class SqliteStore:
         max_trace_age: a trace is decided (or dropped) at most this long after its first span.
         visibility_timeout_s: how long a taken job stays leased.
         max_attempts: takes of one job before it is dead-lettered.
+        max_buffer_bytes: request bodies buffered on disk at most (0: no cap); requests
+            beyond it are refused with `collector.errors.QueueFull` (429) before the disk fills.
 
     Example:
         >>> import asyncio, tempfile, os
@@ -80,10 +84,14 @@ class SqliteStore:
         max_trace_age: float = 600.0,
         visibility_timeout_s: float = 300.0,
         max_attempts: int = 5,
+        max_buffer_bytes: int = 0,
     ) -> None:
-        self._buffer = BufferTables(decision_wait, rootless_wait, max_traces, max_spans_per_trace, max_trace_age)
-        if path not in ("", ":memory:"):  # whole requests' bytes go to segment files beside it
+        self._buffer = BufferTables(decision_wait, rootless_wait, max_traces, max_spans_per_trace, max_trace_age,
+                                    max_buffer_bytes)
+        on_disk = path not in ("", ":memory:")
+        if on_disk:  # whole requests' bytes go to segment files beside it
             self._buffer.log = BodyLog(path + ".bodies")
+        self._health = WriteHealth(str(Path(path).parent) if on_disk else None)
         self._runner = SqliteRunner(path, on_rollback=self._buffer.invalidate,
                                     before_commit=self._buffer.before_commit, after_commit=self._buffer.after_commit)
         self._visibility = visibility_timeout_s
@@ -117,12 +125,25 @@ class SqliteStore:
             finally:
                 await self._runner.close()
 
+    @property
+    def reachable(self) -> bool:
+        """False while the store cannot write (a full or failing disk): ``/readyz`` says 503.
+
+        Example:
+            >>> SqliteStore(":memory:").reachable
+            True
+        """
+        return self._health.healthy
+
     # ----------------------------------------------------------------- trace buffer
     async def append(self, chunks: Sequence[TraceChunk], now: float | None = None) -> AppendResult:
         """Store trace chunks durably; returns what was evicted or dropped.
+
+        Raises:
+            StorageFault: the disk is full or failing (nothing was stored).
         """
         at = time.time() if now is None else now
-        return await self._runner.call(lambda db: self._buffer.append(db, chunks, at))
+        return await self._health.guard(self._runner.call(lambda db: self._buffer.append(db, chunks, at)))
 
     async def append_request(
         self, signal: str, raw: bytes, entries: Sequence[tuple[bytes, int, int]], now: float | None = None,
@@ -130,22 +151,37 @@ class SqliteStore:
         """Store a whole request as received (``TracesData`` or ``LogsData`` encoding) with its
         per-trace summary (`collector.store.split.summarize_spans`); it is cut by trace
         only when one of its traces is decided.
+
+        Raises:
+            StorageFault: the disk is full or failing (nothing was stored).
+            QueueFull: the buffered bodies reached ``max_buffer_bytes``.
         """
         at = time.time() if now is None else now
-        return await self._runner.call(lambda db: self._buffer.append_request(db, signal, raw, entries, at))
+        return await self._health.guard(
+            self._runner.call(lambda db: self._buffer.append_request(db, signal, raw, entries, at)))
 
     async def due(self, limit: int, now: float | None = None) -> tuple[list[bytes], int]:
         """Trace ids ready for a decision, and how many run-less traces expired (dropped).
         """
         at = time.time() if now is None else now
 
-        return await self._runner.call(lambda db: self._buffer.due(db, at, limit))
+        def work(db: sqlite3.Connection) -> tuple[list[bytes], int]:
+            self._health.probe()  # while the disk is full: has space come back?
+            return self._buffer.due(db, at, limit)
+
+        return await self._runner.call(work)
 
     async def load(self, trace_id: bytes) -> list[TraceChunk]:
         """Every chunk stored for a trace, in arrival order.
         """
 
         return await self._runner.call(lambda db: self._buffer.load(db, trace_id))
+
+    async def discard(self, trace_id: bytes, error: str) -> None:
+        """Dead-letter a trace that cannot be read (key ``trace/<id>``, with ``error``) and forget it.
+        """
+
+        await self._runner.call(lambda db: self._buffer.discard(db, trace_id, error, time.time()))
 
     async def finish(self, trace_id: bytes) -> None:
         """Mark a trace decided; it is kept as context until it ages out or is evicted.
@@ -213,6 +249,14 @@ class SqliteStore:
         taken, dead = await self._runner.call(work)
         self._depth -= dead
         return taken
+
+    async def renew(self, leased: Sequence[LeasedJob]) -> int:
+        """Renew the leases of running jobs (the worker's heartbeat); returns how many are still held.
+        """
+        until = time.time() + self._visibility
+        rows = [(until, j.job_id, j.lease) for j in leased]
+        return await self._runner.call(lambda db: sum(
+            db.execute("UPDATE jobs SET lease_until = ? WHERE id = ? AND lease = ?", row).rowcount for row in rows))
 
     @staticmethod
     def _dead(
