@@ -129,6 +129,7 @@ class ConnectionGuard:
         self._header_timeout = header_timeout_s
         self._on_refused = on_refused
         self._waiting: dict[Any, None] = {}  # handlers that have not sent a request, oldest first
+        self._connecting: dict[Any, float] = {}  # handlers created, not yet told of their connection
 
     @web.middleware
     async def middleware(self, request: web.Request,
@@ -140,27 +141,36 @@ class ConnectionGuard:
     def connection(self, server: web.Server) -> asyncio.BaseProtocol:
         """The protocol for a new connection: aiohttp's handler, or one that closes at once."""
         loop = asyncio.get_running_loop()
-        if len(server.connections) >= self._cap and not self._evict_waiting():
+        if self._open(server, loop.time()) >= self._cap and not self._evict_waiting():
             self._on_refused("max_connections")
             return _Refused()
         handler = server()
         self._waiting[handler] = None
+        self._connecting[handler] = loop.time()
         loop.call_later(self._header_timeout, self._expire, handler)
         return handler
 
+    def _open(self, server: web.Server, now: float) -> int:
+        """Open connections: aiohttp's, plus those accepted in this loop turn (the loop
+        accepts a burst at once and announces them to aiohttp only afterwards)."""
+        for handler, at in list(self._connecting.items()):
+            if handler.transport is not None or now - at > 1.0:
+                del self._connecting[handler]
+        return len(server.connections) + len(self._connecting)
+
     def _evict_waiting(self) -> bool:
         """Close the oldest connection that has not sent a request; False when there is none."""
-        while self._waiting:
-            handler = next(iter(self._waiting))
+        for handler in list(self._waiting):
+            if handler.transport is None:
+                continue  # accepted in this loop turn, not connected yet (or closed since)
             del self._waiting[handler]
-            if handler.transport is not None:  # still open
-                self._on_refused("max_connections")
-                handler.force_close()
-                return True
+            self._on_refused("max_connections")
+            handler.force_close()
+            return True
         return False
 
     def _expire(self, handler: Any) -> None:
-        if self._waiting.pop(handler, None) is not None and handler.transport is not None:
+        if self._waiting.pop(handler, False) is None and handler.transport is not None:
             self._on_refused("header_timeout")
             handler.force_close()
 
