@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import ctypes
-import ctypes.util
+import functools
 import logging
 from collections.abc import Callable
 
@@ -61,11 +61,10 @@ class BodyBudget:
         self.in_flight = max(0, self.in_flight - size)
 
 
+@functools.cache
 def _malloc_trim() -> Callable[[], object] | None:
-    name = ctypes.util.find_library("c")
     try:
-        libc = ctypes.CDLL(name) if name else None
-        trim = getattr(libc, "malloc_trim", None)
+        trim = getattr(ctypes.CDLL(None), "malloc_trim", None)  # the process's own libc: no lookup
     except OSError:
         return None
     if trim is None:
