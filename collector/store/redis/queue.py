@@ -198,6 +198,8 @@ class RedisJobQueue:
             )
             if dead:
                 logger.warning("%d jobs dead-lettered after %d deliveries", dead, self._max_attempts)
+            if len(entries) + int(dead) >= limit:
+                self._last_reclaim = 0.0  # a full batch: more may be stalled, look again at the next take
             for entry_id, _key, payload, attempts, deliveries in entries:
                 taken.append(self._leased(_s(entry_id), payload, int(attempts), int(deliveries)))
         if len(taken) >= limit:
