@@ -117,8 +117,8 @@ async def test_a_client_that_disconnects_mid_body_is_no_error(
 ) -> None:
     url, rec, metrics, receiver = http
     caplog.set_level(logging.DEBUG)
-    head = (f"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\n"
-            f"Content-Length: 100000\r\n\r\n").encode()
+    head = (b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\n"
+            b"Content-Length: 100000\r\n\r\n")
     for _ in range(3):
         _, writer = await asyncio.open_connection("127.0.0.1", receiver.port)
         writer.write(head + b"\x0a" * 1000)
