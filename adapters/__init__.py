@@ -2,8 +2,10 @@
 
 Decode OTLP (`spans_from_resource_spans`, `logs_from_resource_logs`, `assemble`, or the
 file readers `read_trace_file` / `read_logs_file`), then `extract_runs` on each
-`AssembledTrace`. Conventions: OpenTelemetry GenAI (current and earlier), OpenInference
-(incl. the OpenAI Agents SDK), OpenLLMetry / Traceloop, Vercel AI SDK, Mastra, pydantic-ai, Google ADK.
+`AssembledTrace`; `explain_trace` says, span by span, why those runs. Conventions:
+OpenTelemetry GenAI (current and earlier), OpenInference (incl. the OpenAI Agents SDK),
+OpenLLMetry / Traceloop, Vercel AI SDK, Mastra, pydantic-ai, Google ADK; framework
+dialects for smolagents.
 Pure functions of the trace: no I/O (except the file readers), no clock.
 """
 
@@ -15,8 +17,9 @@ from adapters._decode import (
     logs_from_resource_logs,
     spans_from_resource_spans,
 )
-from adapters._detect import extract_runs
+from adapters._explain import RunExplanation, SpanExplanation, TraceExplanation, explain_trace
 from adapters._runs import SKIP_REASONS, AgentRun, Extraction, Skip
+from adapters._select import extract_runs
 from adapters._trace import AssembledTrace, SpanEvent, TraceLog, TraceSpan
 from adapters.otlp_files import OtlpFileError, is_logs_file, read_logs_file, read_trace_file
 
@@ -42,6 +45,11 @@ __all__ = [
     "Skip",
     "extract_runs",
     "is_run_candidate",
+    # why those runs
+    "RunExplanation",
+    "SpanExplanation",
+    "TraceExplanation",
+    "explain_trace",
 ]
 
 _MARKER_KEYS = frozenset(

@@ -11,13 +11,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from adapters._dialect import answer_of, answer_tools
 from adapters._messages import Call, Msg, link_tool_results, msg_key, text_of, to_message
 from adapters._runs import AgentRun
 from adapters._trace import TraceSpan
 from adapters._view import SpanView
 from scorers._agent_types import ScorerRunInputForAgent, ScorerRunOutputForAgent
 
-__all__ = ["build_run", "chain", "continues", "non_system", "split_turn"]
+__all__ = ["build_run", "chain", "continues", "non_system", "recover_tool_calls", "split_turn"]
 
 
 def non_system(msgs: Sequence[Msg]) -> list[Msg]:
@@ -200,16 +201,61 @@ def _fill_tool_results(produced: list[Msg], tools: Sequence[SpanView]) -> list[M
     return filled
 
 
+def recover_tool_calls(tools: Sequence[SpanView]) -> list[Msg]:
+    """Tool calls and results rebuilt from tool spans, in order, for runs whose model calls do not show them.
+
+    Each named tool span becomes an assistant message calling it (its arguments as
+    recorded) and the tool result. A span without a call id gets ``call_<span id>``: ours,
+    and the same every time the trace is read.
+
+    Example:
+        >>> span = TraceSpan("a" * 32, "b" * 16, None, "get_weather")
+        >>> tool = SpanView(span, "openinference", "tool", tool_name="get_weather",
+        ...                 tool_arguments={"city": "Paris"}, tool_result="sunny")
+        >>> [(m.role, m.content, [(c.id, c.arguments) for c in m.tool_calls]) for m in recover_tool_calls([tool])]
+        [('assistant', '', [('call_bbbbbbbbbbbbbbbb', {'city': 'Paris'})]), ('tool', 'sunny', [])]
+    """
+    out: list[Msg] = []
+    for tool in tools:
+        if not tool.tool_name:
+            continue
+        call = Call(tool.tool_call_id or f"call_{tool.span.span_id}", tool.tool_name, tool.tool_arguments)
+        out += [Msg("assistant", "", (call,)), _tool_msg(call, tool)]
+    return out
+
+
+def _with_tool_spans(
+    produced: list[Msg], first_request: Sequence[Msg], tools: Sequence[SpanView], notes: list[str]
+) -> list[Msg]:
+    """Put the tool spans' calls before the final answer when no message of the run shows a tool call."""
+    if not tools or any(m.tool_calls for m in (*first_request, *produced)):
+        return produced
+    recovered = recover_tool_calls(tools)
+    if not recovered:
+        return produced
+    notes.append(f"{len(recovered) // 2} tool call(s) recovered from tool spans (no model call recorded them)")
+    k = len(produced)
+    while k > 0 and produced[k - 1].role == "assistant" and not produced[k - 1].tool_calls:
+        k -= 1
+    return [*produced[:k], *recovered, *produced[k:]]
+
+
 def build_run(
     run_span: TraceSpan,
     run_view: SpanView | None,
     calls: Sequence[SpanView],
     tools: Sequence[SpanView] = (),
+    *,
+    framework: str | None = None,
+    notes: list[str] | None = None,
 ) -> AgentRun:
     """Build one `AgentRun` scored on ``run_span`` from its agent view (if any) and its LLM calls.
 
     ``calls`` are the LLM views that belong to the run, sorted by start time; ``tools`` its
-    tool spans (used only for tool results the model requests do not show).
+    tool spans (for tool results the model requests do not show, and for the tool calls
+    themselves when no model call shows any). The tools that are ``framework``'s way of
+    answering (smolagents' ``final_answer``) are the answer, not tool calls. ``notes``
+    receives how the run was put together.
 
     Example:
         >>> span = TraceSpan("a" * 32, "b" * 16, None, "chat", resource={"service.name": "bot"})
@@ -219,6 +265,10 @@ def build_run(
         >>> (run.input.system_messages[0].content, run.input.input_messages[0].content, run.output[0].content)
         ('Be terse.', 'Hi', 'Hello')
     """
+    notes = [] if notes is None else notes
+    answer_names = answer_tools(framework)
+    answers = [t for t in tools if t.tool_name in answer_names]
+    tools = [t for t in tools if t.tool_name not in answer_names]
     system: list[str] = list(run_view.system) if run_view is not None else []
     produced: list[Msg]
     if run_view is not None and run_view.conversation:
@@ -250,6 +300,9 @@ def build_run(
         else:
             first_request = []
             produced = [r for c in calls for r in c.response]
+    if answers and not any(m.role == "assistant" and m.content and not m.tool_calls for m in produced[-1:]):
+        produced.append(Msg("assistant", text_of(answer_of(answers[-1]))))
+    produced = _with_tool_spans(produced, first_request, tools, notes)
     if tools or any(m.placeholder for m in produced):
         produced = _fill_tool_results(produced, tools)
     linked = link_tool_results([*first_request, *produced])

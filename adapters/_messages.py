@@ -7,8 +7,10 @@ OpenAI chat (``content`` string or parts, ``tool_calls[].function``), Vercel AI 
 (``tool_use`` / ``tool_result``), Bedrock Converse content blocks as Strands records them
 (``{"text"}``, ``{"toolUse"}``, ``{"toolResult"}``) and OpenAI Responses items
 (``function_call`` / ``function_call_output``). Tool results always become role ``tool`` messages, whatever role
-carried them (pydantic-ai v5 sends them as ``user``). Invariant: `Msg.role` is one of
-system / user / assistant / tool.
+carried them (pydantic-ai v5 sends them as ``user``). Framework roles map onto these:
+smolagents' ``tool-call`` is an assistant message and ``tool-response`` a tool result (their
+text is read by `adapters._dialect`). Invariant: `Msg.role` is one of system / user /
+assistant / tool.
 """
 
 from __future__ import annotations
@@ -34,6 +36,11 @@ _ROLES = {
     "tool": "tool",
     "function": "tool",
     "ipython": "tool",
+    # framework roles (smolagents): the replayed tool calls, and the tool results
+    "tool-call": "assistant",
+    "tool_call": "assistant",
+    "tool-response": "tool",
+    "tool_response": "tool",
 }
 _TEXT_TYPES = frozenset({"text", "input_text", "output_text", "refusal"})
 _REASONING_TYPES = frozenset({"reasoning", "thinking", "redacted_thinking"})

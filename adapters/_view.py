@@ -14,7 +14,16 @@ from typing import Any
 from adapters._messages import Msg, loads, text_of
 from adapters._trace import TraceSpan
 
-__all__ = ["Report", "SpanView", "common_context", "int_attr", "str_attr", "system_texts", "usage_from"]
+__all__ = [
+    "Report",
+    "SpanView",
+    "call_arguments",
+    "common_context",
+    "int_attr",
+    "str_attr",
+    "system_texts",
+    "usage_from",
+]
 
 #: Called with a skip reason when a span is degraded (bad JSON, bad attribute type...).
 Report = Callable[[str], None]
@@ -31,7 +40,10 @@ class SpanView:
     to an agent span below it (the OpenAI Agents SDK trace root). ``fallback`` marks an
     LLM view used only when its run has no other LLM views (Mastra's whole-generation span
     beside its per-step spans). ``tool_*`` describe a tool span's call (used to fill in a
-    tool result that no later model request replayed).
+    tool result that no later model request replayed, and to recover the call itself when
+    no model call recorded it). ``framework`` names the agent framework whose dialect the
+    span was read with (see `adapters._dialect`); ``notes`` say how the span was read, for
+    ``inspect --explain``.
 
     Example:
         >>> span = TraceSpan("a" * 32, "b" * 16, None, "chat")
@@ -51,8 +63,11 @@ class SpanView:
     tool_name: str | None = None
     tool_call_id: str | None = None
     tool_result: Any = None
+    tool_arguments: Any = None
+    framework: str | None = None
     context: dict[str, Any] = field(default_factory=dict)
     usage: dict[str, int] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
 
     @property
     def has_content(self) -> bool:
@@ -188,3 +203,28 @@ def system_texts(value: Any, report: Report | None = None) -> list[str]:
     if report is not None:
         report("bad_attribute")
     return []
+
+
+def call_arguments(value: Any) -> Any:
+    """A tool span's arguments from its recorded input: parsed JSON, without a Python call's wrapping.
+
+    Instrumentations that record the bound arguments of ``tool(*args, **kwargs)`` write
+    ``{"args": [...], "kwargs": {...}}`` (smolagents adds ``sanitize_inputs_outputs``); the
+    tool's arguments are then ``kwargs`` (or the only positional argument). Anything else is
+    returned as parsed (plain text stays text).
+
+    Example:
+        >>> call_arguments('{"args": [], "sanitize_inputs_outputs": true, "kwargs": {"city": "Paris"}}')
+        {'city': 'Paris'}
+        >>> call_arguments('{"city": "Paris"}'), call_arguments("Paris")
+        ({'city': 'Paris'}, 'Paris')
+    """
+    if isinstance(value, str) and value.strip()[:1] in ("{", "["):
+        parsed = loads(value)
+        value = value if parsed is None else parsed
+    if isinstance(value, dict) and "kwargs" in value and set(value) <= {"args", "kwargs", "sanitize_inputs_outputs"}:
+        kwargs, args = value.get("kwargs"), value.get("args")
+        if kwargs or not isinstance(args, list) or len(args) != 1:
+            return kwargs if kwargs is not None else {}
+        return args[0]
+    return value

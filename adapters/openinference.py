@@ -11,15 +11,27 @@ trace root) is a weak agent claim.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from adapters import genai
+from adapters._agent_input import USER_ARGUMENTS, arguments_messages
 from adapters._messages import Msg, loads, parse_messages, text_of
 from adapters._trace import TraceLog, TraceSpan
-from adapters._view import Report, SpanView, common_context, int_attr, str_attr, usage_from
+from adapters._view import (
+    Report,
+    SpanView,
+    call_arguments,
+    common_context,
+    int_attr,
+    str_attr,
+    usage_from,
+)
 
 __all__ = ["claims", "oi_messages", "view_span"]
+
+_FUNCTION_RESULT = re.compile(r"function\.\d+$")
 
 
 def oi_messages(attrs: Mapping[str, Any], prefix: str, default_role: str = "user") -> list[Msg]:
@@ -64,6 +76,11 @@ def oi_messages(attrs: Mapping[str, Any], prefix: str, default_role: str = "user
                 "name": entry["message.function_call_name"],
                 "arguments": entry.get("message.function_call_arguments_json"),
             }
+        keys = sorted((k for k in entry if _FUNCTION_RESULT.match(k)), key=lambda k: int(k.rsplit(".", 1)[1]))
+        results = [loads(entry[k]) for k in keys]
+        if results and content is None:
+            # AutoGen AgentChat: role "function", each result a JSON FunctionExecutionResult
+            raw["content"] = [{"type": "tool_result", **r} for r in results if isinstance(r, dict)]
         if entry.get("message.tool_call_id") is not None:
             raw["tool_call_id"] = entry["message.tool_call_id"]
         if isinstance(entry.get("message.name"), str):
@@ -131,6 +148,27 @@ def _text_message(role: str, value: Any) -> list[Msg]:
     return [Msg(role, str(value))]
 
 
+def _agent_input(value: Any, view: SpanView) -> list[Msg]:
+    """The agent's input messages: text, a message list, or the user's argument of the agent call."""
+    if not isinstance(value, dict):
+        return _text_message("user", value)
+    msgs = _body_messages(value, "messages")
+    if msgs:
+        return msgs
+    text = value.get("content", value.get("text"))
+    if isinstance(text, str):
+        return [Msg("user", text)]
+    msgs, name = arguments_messages(value)
+    if name is not None:
+        view.notes.append(f"input from the {name!r} argument of the agent call (input.value)")
+    else:
+        view.notes.append(
+            "input.value is a JSON object with no argument holding messages in a known shape "
+            f"(looked for {', '.join(USER_ARGUMENTS)}): no input messages from it"
+        )
+    return msgs
+
+
 def view_span(span: TraceSpan, logs: Sequence[TraceLog], report: Report) -> SpanView | None:
     """Read an OpenInference span into a `SpanView`, or None if it is not one.
 
@@ -156,7 +194,7 @@ def view_span(span: TraceSpan, logs: Sequence[TraceLog], report: Report) -> Span
         view.weak = not str_attr(attrs, "agent.name")
         if name:
             view.context["agent_name"] = name
-        view.request = _text_message("user", _value(attrs, "input.value", report))
+        view.request = _agent_input(_value(attrs, "input.value", report), view)
         view.response = _text_message("assistant", _value(attrs, "output.value", report))
         return view
     if kind_attr == "TOOL":
@@ -164,6 +202,9 @@ def view_span(span: TraceSpan, logs: Sequence[TraceLog], report: Report) -> Span
         view.tool_name = str_attr(attrs, "tool.name")
         view.tool_call_id = str_attr(attrs, "tool_call.id", "tool.id")
         view.tool_result = attrs.get("output.value")
+        view.tool_arguments = call_arguments(
+            attrs.get("tool_call.function.arguments", attrs.get("input.value"))
+        )
         return view
     if kind_attr not in ("LLM", ""):
         # CHAIN / RETRIEVER / ... spans: LangChain copies the graph state's messages onto

@@ -15,23 +15,22 @@ from concurrent.futures import ThreadPoolExecutor
 from types import MappingProxyType
 from typing import Any, Generic, Literal, TypeVar
 
-from pydantic import BaseModel, TypeAdapter, ValidationError
+from pydantic import BaseModel, TypeAdapter
 
 from scorers._agent_types import ScorerRunInputForAgent, ScorerRunOutputForAgent
-from scorers._execute import execute
+from scorers._execute import execute, make_run
 from scorers._judge_types import Judge
-from scorers._run import STEP_ORDER, ScorerResult, ScorerRun, StepName
+from scorers._run import STEP_ORDER, ScorerResult, StepName
 from scorers._steps import (
     InjectedCallable,
     PromptStep,
     StepDefinition,
     as_judge,
     build_step,
-    format_validation_error,
     positional_callable,
     type_adapter,
 )
-from scorers.errors import ScorerDefinitionError, ScorerInputError, ScorerRunError
+from scorers.errors import ScorerDefinitionError
 
 InT = TypeVar("InT")
 OutT = TypeVar("OutT")
@@ -328,11 +327,16 @@ class Scorer(Generic[InT, OutT]):
         request_context: Mapping[str, Any] | None = None,
         trace_id: str | None = None,
         span_id: str | None = None,
+        expected_trajectory: Any = None,
+        **extra: Any,
     ) -> ScorerResult[InT, OutT]:
         """Score one run; every scoring failure is a `ScorerRunError` (cancellation is not).
 
         ``input`` may also be a whole `ScorerRun` (e.g. from ``utils.make_agent_run``), then
-        alone. Agent scorers coerce input and output into `ScorerRunInputForAgent` /
+        alone. Other keywords (``additional_context={...}``...) are kept on the run as extra
+        fields, as Mastra's run object keeps them: every step reads them as
+        ``run.additional_context`` (and in ``run.model_extra``), and the result keeps them.
+        Agent scorers coerce input and output into `ScorerRunInputForAgent` /
         `ScorerRunOutputForAgent` (None becomes empty); ``input_type`` / ``output_type``
         validate them (failure: a `ScorerRunError` caused by a `ScorerInputError` naming
         the field). Then ``prepare_run`` runs once, then the steps in canonical order.
@@ -340,32 +344,17 @@ class Scorer(Generic[InT, OutT]):
         Example:
             >>> import asyncio
             >>> from scorers import create_scorer
-            >>> scorer = create_scorer(id="echo", description="d").generate_score(lambda run: 0.5)
-            >>> asyncio.run(scorer.run(input="q", output="a", run_id="r1")).run_id
-            'r1'
+            >>> scorer = create_scorer(id="echo", description="d").generate_score(
+            ...     lambda run: run.additional_context["weight"])
+            >>> result = asyncio.run(scorer.run(input="q", output="a", run_id="r1",
+            ...                                 additional_context={"weight": 0.5}))
+            >>> (result.run_id, result.score, result.additional_context)
+            ('r1', 0.5, {'weight': 0.5})
         """
-        if isinstance(input, ScorerRun):
-            others = (output, ground_truth, run_id, request_context, trace_id, span_id)
-            if any(value is not None for value in others):
-                raise TypeError("run(): when input is a ScorerRun, give no other argument")
-            run: ScorerRun[Any, Any] = input
-        else:
-            try:
-                run = ScorerRun(
-                    input=input,
-                    output=output,
-                    ground_truth=ground_truth,
-                    run_id=run_id or "",
-                    request_context=request_context,  # type: ignore[arg-type]
-                    trace_id=trace_id,
-                    span_id=span_id,
-                )
-            except ValidationError as exc:
-                text = f'Scorer "{self._id}": invalid run: {format_validation_error(exc)}'
-                cause = ScorerInputError(text, field="run")
-                cause.__cause__ = exc
-                raise ScorerRunError(self._id, None, [], cause=cause) from cause
-        return await execute(self, run)
+        fields = {"output": output, "ground_truth": ground_truth, "run_id": run_id,
+                  "request_context": request_context, "trace_id": trace_id, "span_id": span_id,
+                  "expected_trajectory": expected_trajectory}  # fmt: skip
+        return await execute(self, make_run(self._id, input, fields, extra))
 
     def run_sync(
         self,
@@ -376,6 +365,8 @@ class Scorer(Generic[InT, OutT]):
         request_context: Mapping[str, Any] | None = None,
         trace_id: str | None = None,
         span_id: str | None = None,
+        expected_trajectory: Any = None,
+        **extra: Any,
     ) -> ScorerResult[InT, OutT]:
         """`run` for scripts and notebooks: blocks until the result is ready.
 
@@ -389,10 +380,11 @@ class Scorer(Generic[InT, OutT]):
             >>> scorer.run_sync(input="q", output="a").score
             1.0
         """
-        coroutine_args = (input, output, ground_truth, run_id, request_context, trace_id, span_id)
+        coroutine = self.run(input, output, ground_truth, run_id, request_context, trace_id,
+                             span_id, expected_trajectory, **extra)  # fmt: skip
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            return asyncio.run(self.run(*coroutine_args))
+            return asyncio.run(coroutine)
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="tracescore-run-sync") as pool:
-            return pool.submit(asyncio.run, self.run(*coroutine_args)).result()
+            return pool.submit(asyncio.run, coroutine).result()

@@ -5,6 +5,11 @@ Every failure inside ``run()`` surfaces as one `ScorerRunError` (message
 (``failed_step="prepare_run"``; Mastra lets that one propagate raw) and a run input or
 output that does not validate against the scorer's types (``failed_step=None``, the cause
 is a `ScorerInputError` naming the field). Cancellation is never wrapped.
+
+A step's outputs (its result, its prompt, its judge executions) are committed to the run's
+state only when the step completes, so a `ScorerRunError`'s ``partial_result`` holds what
+completed and nothing of the failed step (its judge execution, if one ran, is on the
+chained `JudgeError`'s ``execution``).
 """
 
 from __future__ import annotations
@@ -15,22 +20,32 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, TypeAdapter, ValidationError
+from pydantic import TypeAdapter, ValidationError
 
 from scorers._agent_types import ScorerRunInputForAgent, ScorerRunOutputForAgent
 from scorers._judge_types import JudgeExecution, JudgeStepRecord, merge_judges
 from scorers._run import STEP_ORDER, NotScorable, ScorerResult, ScorerRun, StepResults
 from scorers._steps import StepDefinition, format_validation_error
-from scorers.errors import JudgeError, ScorerDefinitionError, ScorerInputError, ScorerRunError
+from scorers.errors import ScorerDefinitionError, ScorerInputError, ScorerRunError
 
 if TYPE_CHECKING:
     from scorers._builder import Scorer
 
 
-class _ScoreOutput(BaseModel):
-    """What a prompt-mode generate_score asks the judge for: ``{"score": number}``."""
+def default_score_schema() -> dict[str, Any]:
+    """What a prompt-mode generate_score asks the judge for, exactly (SPEC §1.5).
 
-    score: float
+    Example:
+        >>> import json
+        >>> json.dumps(default_score_schema(), separators=(",", ":"))
+        '{"type":"object","properties":{"score":{"type":"number"}},"required":["score"],"additionalProperties":false}'
+    """
+    return {
+        "type": "object",
+        "properties": {"score": {"type": "number"}},
+        "required": ["score"],
+        "additionalProperties": False,
+    }
 
 
 _EMPTY_AGENT_VALUES: dict[Any, Any] = {
@@ -87,7 +102,7 @@ def check_score(value: Any, scorer_id: str) -> float:
 
 @dataclass
 class _State:
-    """What the steps produced so far (becomes the result, or the partial result on failure)."""
+    """What the completed steps produced (becomes the result, or the partial result on failure)."""
 
     step_results: dict[str, Any] = field(default_factory=dict)
     prompts: dict[str, str] = field(default_factory=dict)
@@ -103,12 +118,18 @@ class _State:
             generate_score_step_result=self.score,
         )
 
-    def record(self, step: str, execution: JudgeExecution) -> None:
-        self.judge.setdefault(step, JudgeStepRecord()).executions.append(execution)
+    def commit(self, step: _StepOutcome) -> None:
+        """Keep a finished step's prompt and judge executions (whatever its value)."""
+        if step.prompt is not None:
+            self.prompts[step.name] = step.prompt
+        if step.executions:
+            self.judge.setdefault(step.name, JudgeStepRecord()).executions.extend(step.executions)
 
     def to_result(
         self, run: ScorerRun[Any, Any], not_scorable: NotScorable | None
     ) -> ScorerResult[Any, Any]:
+        fields = set(ScorerResult.model_fields)
+        extra = {k: v for k, v in (run.model_extra or {}).items() if k not in fields}
         return ScorerResult(
             run_id=run.run_id,
             score=self.score,
@@ -122,15 +143,24 @@ class _State:
             input=run.input,
             output=run.output,
             ground_truth=run.ground_truth,
+            expected_trajectory=run.expected_trajectory,
             request_context=run.request_context,
             not_scorable=not_scorable,
             judge=self.judge,
             trace_id=run.trace_id,
             span_id=run.span_id,
+            **extra,
         )
 
-    def has_anything(self) -> bool:
-        return bool(self.step_results or self.prompts or self.judge or self.completed)
+
+@dataclass
+class _StepOutcome:
+    """One step's value and what it produced on the way (committed only if it completes)."""
+
+    name: str
+    value: Any = None
+    prompt: str | None = None
+    executions: list[JudgeExecution] = field(default_factory=list)
 
 
 def _coerce_run(scorer: Scorer[Any, Any], run: ScorerRun[Any, Any]) -> ScorerRun[Any, Any]:
@@ -170,6 +200,31 @@ def _as_run(value: Any, original: ScorerRun[Any, Any], scorer_id: str) -> Scorer
     )
 
 
+def make_run(scorer_id: str, input: Any, fields: Mapping[str, Any], extra: Mapping[str, Any]) -> ScorerRun[Any, Any]:
+    """The `ScorerRun` of ``scorer.run(input, **fields, **extra)``; ``input`` may be a whole run.
+
+    Raises:
+        TypeError: a whole run given with other arguments, or an extra keyword that is a
+            field's camelCase alias (``groundTruth=``: use ``ground_truth=``).
+        ScorerRunError: the arguments do not make a valid run (the cause names the field).
+    """
+    if isinstance(input, ScorerRun):
+        if any(value is not None for value in fields.values()) or extra:
+            raise TypeError("run(): when input is a ScorerRun, give no other argument")
+        return input
+    aliases = {ScorerRun.model_fields[name].alias: name for name in ScorerRun.model_fields}
+    for key in extra:
+        if key in aliases:
+            raise TypeError(f"run() got {key}=; the field is {aliases[key]}=")
+    try:
+        return ScorerRun(input=input, **{**fields, "run_id": fields.get("run_id") or ""}, **extra)
+    except ValidationError as exc:
+        text = f'Scorer "{scorer_id}": invalid run: {format_validation_error(exc)}'
+        cause = ScorerInputError(text, field="run")
+        cause.__cause__ = exc
+        raise ScorerRunError(scorer_id, None, [], cause=cause) from cause
+
+
 async def execute(scorer: Scorer[Any, Any], run: ScorerRun[Any, Any]) -> ScorerResult[Any, Any]:
     """Run ``scorer`` on ``run``; see the module docstring for the error contract."""
     steps = scorer._steps
@@ -192,22 +247,23 @@ async def execute(scorer: Scorer[Any, Any], run: ScorerRun[Any, Any]) -> ScorerR
             raise ScorerRunError(scorer.id, "prepare_run", [], cause=exc) from exc
 
     state = _State()
-    outcome: NotScorable | None = None
     for name in STEP_ORDER:
         step = steps.get(name)
         if step is None:
             continue
+        outcome = _StepOutcome(name)
         try:
-            value = await _run_step(scorer, step, run, state)
+            await _run_step(scorer, step, run, state, outcome)
         except Exception as exc:
-            partial = state.to_result(run, None) if state.has_anything() else None
+            partial = state.to_result(run, None) if state.completed else None
             raise ScorerRunError(
                 scorer.id, name, state.completed, cause=exc, partial_result=partial
             ) from exc
+        state.commit(outcome)
+        value = outcome.value
         if isinstance(value, NotScorable):
-            outcome = value
             state.score = None
-            break
+            return state.to_result(run, value.model_copy(update={"step": name}))
         if name == "generate_score":
             state.score = value
         elif name == "generate_reason":
@@ -215,24 +271,26 @@ async def execute(scorer: Scorer[Any, Any], run: ScorerRun[Any, Any]) -> ScorerR
         else:
             state.step_results[name] = value
         state.completed.append(name)
-    return state.to_result(run, outcome)
+    return state.to_result(run, None)
 
 
 async def _run_step(
-    scorer: Scorer[Any, Any], step: StepDefinition, run: ScorerRun[Any, Any], state: _State
-) -> Any:
+    scorer: Scorer[Any, Any], step: StepDefinition, run: ScorerRun[Any, Any], state: _State,
+    outcome: _StepOutcome,
+) -> None:
     available = {"run": run, "results": state.results(), "score": state.score}
     if step.function is not None:
         value = await step.function.call(available)
     else:
-        value = await _run_prompt_step(scorer, step, available, state)
+        value = await _run_prompt_step(scorer, step, available, outcome)
     if step.name == "generate_score" and not isinstance(value, NotScorable):
         value = check_score(value, scorer.id)
-    return value
+    outcome.value = value
 
 
 async def _run_prompt_step(
-    scorer: Scorer[Any, Any], step: StepDefinition, available: dict[str, Any], state: _State
+    scorer: Scorer[Any, Any], step: StepDefinition, available: dict[str, Any],
+    outcome: _StepOutcome,
 ) -> Any:
     assert step.prompt is not None and step.create_prompt is not None
     judge = merge_judges(scorer.judge, step.prompt.judge)
@@ -246,7 +304,7 @@ async def _run_prompt_step(
             f'Step "{step.name}": create_prompt must return the prompt string, '
             f"got {type(prompt).__name__}"
         )
-    state.prompts[step.name] = prompt
+    outcome.prompt = prompt
     try:
         from scorers._judge import execute_judge_call
     except ImportError as exc:
@@ -256,16 +314,11 @@ async def _run_prompt_step(
     if step.name in ("preprocess", "analyze"):
         schema = step.prompt.output_schema
     elif step.name == "generate_score":
-        schema = step.prompt.output_schema or _ScoreOutput
+        schema = step.prompt.output_schema or default_score_schema()
     else:
         schema = None
-    try:
-        value, execution = await execute_judge_call(judge, prompt, output_schema=schema)
-    except JudgeError as exc:
-        if exc.execution is not None:
-            state.record(step.name, exc.execution)
-        raise
-    state.record(step.name, execution)
+    value, execution = await execute_judge_call(judge, prompt, output_schema=schema)
+    outcome.executions.append(execution)
     if step.name != "generate_score":
         return value
     if step.calculate_score is None:
@@ -275,5 +328,5 @@ async def _run_prompt_step(
         if isinstance(raw, NotScorable):
             return raw
     score = check_score(raw, scorer.id)
-    state.judge[step.name].executions[-1] = execution.model_copy(update={"output": score})
+    outcome.executions[-1] = execution.model_copy(update={"output": score})
     return score

@@ -44,6 +44,15 @@ def _limit(value: int | None, what: str) -> int | None:
     return value
 
 
+def _message_list(value: Any, where: str) -> list[Any]:
+    """A message field's messages (None is none); anything but a list or tuple is refused."""
+    if value is None:
+        return []
+    if not isinstance(value, list | tuple):
+        raise TypeError(f"filter_run: {where} must be a list of messages, got {type(value).__name__}")
+    return list(value)
+
+
 def _as_message(value: Any) -> Message | None:
     if isinstance(value, Message):
         return value
@@ -64,6 +73,7 @@ class RunFilter:
 
     drop_request_context: bool = False
     drop_ground_truth: bool = False
+    drop_expected_trajectory: bool = False
     part_types: tuple[str, ...] | None = None
     tool_names: tuple[str, ...] | None = None
     max_remembered_messages: int | None = None
@@ -75,6 +85,8 @@ class RunFilter:
             update["request_context"] = {}
         if self.drop_ground_truth:
             update["ground_truth"] = None
+        if self.drop_expected_trajectory:
+            update["expected_trajectory"] = None
         new_input = self._filter_input(run.input)
         if new_input is not run.input:
             update["input"] = new_input
@@ -93,8 +105,8 @@ class RunFilter:
         if isinstance(value, Mapping):
             for key in ("remembered_messages", "rememberedMessages"):
                 if key in value:
-                    kept = self._messages(value[key] or [], self.max_remembered_messages)
-                    return {**value, key: kept}
+                    messages = _message_list(value[key], f"run.input[{key!r}]")
+                    return {**value, key: self._messages(messages, self.max_remembered_messages)}
         return value
 
     def _filter_output(self, value: Any) -> Any:
@@ -146,6 +158,7 @@ def filter_run(
     tool_names: Sequence[str] | None = None,
     max_remembered_messages: int | None = None,
     max_output_messages: int | None = None,
+    drop_expected_trajectory: bool = False,
 ) -> RunFilter:
     """Build a ``prepare_run`` that drops context and trims messages (Mastra's ``filterRun``).
 
@@ -160,12 +173,17 @@ def filter_run(
             starts with one of these (messages without tools are unaffected).
         max_remembered_messages: after filtering, keep the last N remembered messages.
         max_output_messages: after filtering, keep the last N output messages.
+        drop_expected_trajectory: replace ``run.expected_trajectory`` with None.
 
     Only ``input.remembered_messages`` and the output messages are filtered; input, system
     and tagged system messages are never touched. A limit of 0 keeps everything.
 
     Raises:
         ScorerDefinitionError: a negative limit, or a non-list of prefixes.
+
+    The returned ``prepare_run`` raises `TypeError` when a message field of the run it
+    filters (remembered messages in a dict input) is not a list, as Mastra's would fail on
+    it, instead of iterating a string character by character.
 
     Example:
         >>> from scorers import create_scorer
@@ -181,6 +199,7 @@ def filter_run(
     return RunFilter(
         drop_request_context=bool(drop_request_context),
         drop_ground_truth=bool(drop_ground_truth),
+        drop_expected_trajectory=bool(drop_expected_trajectory),
         part_types=_prefixes(part_types, "part_types"),
         tool_names=_prefixes(tool_names, "tool_names"),
         max_remembered_messages=_limit(max_remembered_messages, "max_remembered_messages"),

@@ -1,25 +1,31 @@
 """Executing a prompt step's judge call: processors, structured output, retries, telemetry.
 
 ``execute_judge_call(judge, prompt, output_schema=...)`` is the engine's single entry
-point. One call is one *judge execution*; it makes one or more HTTP *attempts*:
+point. One call is one *judge execution*; it makes one structured-output *attempt* (two
+with the JSON fallback), each sending one or more *requests* to the model:
 
 1. Input processors run once on ``[system: instructions, user: prompt]``.
 2. The schema is injected per ``json_prompt_injection`` (`scorers._structured_output`).
-3. Each attempt takes a token of the model's requests-per-minute limit when one is set
+3. Each request takes a token of the model's requests-per-minute limit when one is set
    (`set_judge_rate_limit`), then holds the model's concurrency slot
-   (`set_judge_concurrency`) only while its request is in flight. A provider or network
-   error is offered to the error processors; the first `RetryDecision(retry=True)` sends
-   the *same* request again after its delay, while ``judge.effective_max_processor_retries``
-   lasts (one budget per execution). Without error processors the failure is final at once.
-4. Output processors run on each reply; the reply is parsed and validated. A parse or
-   validation failure (never a provider error) is retried exactly once with system
-   injection (inline with ``fallback_json_prompt_injection="inline"``); a second failure
-   raises `JudgeOutputError` quoting the reply's start.
+   (`set_judge_concurrency`) only while it is in flight, and times out after
+   ``model_settings["timeout"]`` (default 120 s). A retryable provider error (429, 5xx,
+   timeout, connection error) is first retried ``model_settings["max_retries"]`` times
+   with exponential backoff from 1 s (`scorers._judge_retry`); then it is offered to the
+   error processors: the first `RetryDecision(retry=True)` sends the *same* request again
+   after its delay, while ``judge.effective_max_processor_retries`` lasts (one budget per
+   execution). Without error processors the failure is final at once.
+4. The reply is parsed and validated. A parse or validation failure (never a provider
+   error) is retried exactly once, keeping the chosen injection ("inline" stays inline,
+   "system"/True stay system; "auto" and False fall back to system injection); a second
+   failure raises `JudgeOutputError` quoting the reply's start.
+5. Output processors run once, on the kept reply, after parsing (Mastra's order).
 
 Every outcome is recorded as a `JudgeExecution` (attached to `JudgeError.execution` on
-failure): usage summed over attempts, cost computed once from that usage, every HTTP
-attempt counted (``attempt_count``) and every reply the model completed (``model_call_count``,
-Mastra's ``modelCallCount``: a JSON-fallback retry makes it 2, a request that failed adds 0).
+failure): usage summed over requests, cost computed once from that usage,
+``attempt_count`` (structured-output attempts: 1, or 2 with the fallback) and
+``model_call_count`` (every request sent, retries and fallback included), as Mastra's
+``attemptCount`` and ``modelCallCount``.
 """
 
 from __future__ import annotations
@@ -28,20 +34,23 @@ import asyncio
 import inspect
 import logging
 import time
+from dataclasses import replace
 from typing import Any
 
 from pydantic import BaseModel
 
+from scorers._judge_retry import is_retryable_provider_error, max_retries_of, model_retry_delay_s
 from scorers._judge_transport import Reply, Route, ensure_litellm, route_for, send
 from scorers._judge_types import Judge, JudgeExecution, JudgeUsage
 from scorers._per_loop import PerLoop
-from scorers._processors import JudgeReply, RetryDecision, is_provider_retryable
+from scorers._processors import JudgeReply, RetryDecision
 from scorers._rate_limit import judge_rate_limiter
-from scorers._retry_after import iter_error_chain, parse_retry_after_ms
+from scorers._retry_after import parse_retry_after_ms
 from scorers._structured_output import (
     Mode,
     OutputInvalid,
     SchemaSpec,
+    ensure_jsonschema,
     inject,
     parse_reply,
     preview,
@@ -112,6 +121,7 @@ class _Execution:
         self.attempts = 0
         self.model_calls = 0
         self.processor_retries = 0
+        self.max_retries = max_retries_of(judge.model_settings)
         self.input_tokens = 0
         self.output_tokens = 0
         self.total_tokens = 0
@@ -154,15 +164,9 @@ class _Execution:
         """One request, re-sent while an error processor asks for it and the budget lasts."""
         judge = self.judge
         budget = judge.effective_max_processor_retries
-        semaphore = _semaphore(self.route.model)
-        limiter = judge_rate_limiter(self.route.model)
         while True:
-            self.attempts += 1
             try:
-                if limiter is not None:  # before the slot: waiting for the rate holds no slot
-                    await limiter.acquire()
-                async with semaphore:
-                    reply = await send(self.route, messages, response_format, format_key)
+                reply = await self._send_with_model_retries(messages, response_format, format_key)
             except Exception as exc:
                 decision = None
                 if judge.error_processors and self.processor_retries < budget:
@@ -178,9 +182,35 @@ class _Execution:
                 if decision.delay_ms > 0:
                     await asyncio.sleep(decision.delay_ms / 1000)
                 continue
-            self.model_calls += 1
             self.add_usage(reply.usage)
+            self.raw_output = reply.text
             return reply
+
+    async def _send_with_model_retries(self, messages: list[dict[str, Any]],
+                                       response_format: dict[str, Any] | None, format_key: str) -> Reply:
+        """Send, retrying retryable provider errors ``model_settings["max_retries"]`` times."""
+        retries = 0
+        while True:
+            try:
+                return await self._send(messages, response_format, format_key)
+            except Exception as exc:
+                if retries >= self.max_retries or not is_retryable_provider_error(exc):
+                    raise
+                retries += 1
+                delay = model_retry_delay_s(retries, exc)
+                logger.warning("judge request to %s failed (%s); model retry %d of %d in %.1f s",
+                               self.route.model, type(exc).__name__, retries, self.max_retries, delay)
+                await asyncio.sleep(delay)
+
+    async def _send(self, messages: list[dict[str, Any]], response_format: dict[str, Any] | None,
+                    format_key: str) -> Reply:
+        """Exactly one HTTP request, counted, within the rate limit and the concurrency slot."""
+        limiter = judge_rate_limiter(self.route.model)
+        if limiter is not None:  # before the slot: waiting for the rate holds no slot
+            await limiter.acquire()
+        async with _semaphore(self.route.model):
+            self.model_calls += 1
+            return await send(self.route, messages, response_format, format_key)
 
     async def _ask_error_processors(self, exc: BaseException) -> RetryDecision | None:
         for processor in self.judge.error_processors or ():
@@ -194,21 +224,25 @@ class _Execution:
                 return RetryDecision(retry=True, delay_ms=float(decision.get("delay_ms") or 0))
         return None
 
-    async def reply_text(self, messages: list[dict[str, Any]], response_format: dict[str, Any] | None,
-                         format_key: str) -> str:
-        """Request, then run the output processors; returns the (processed) reply text."""
-        reply = await self.request(messages, response_format, format_key)
+    async def process_output(self, reply: Reply, value: Any, *, structured: bool) -> Any:
+        """Run the output processors on the kept, parsed reply; returns the step's value."""
+        processors = self.judge.output_processors
+        if not processors:
+            return value
         result = JudgeReply(text=reply.text, finish_reason=reply.finish_reason, usage=reply.usage,
-                            model=self.route.model)
-        for processor in self.judge.output_processors or ():
+                            model=self.route.model, object=value if structured else None)
+        for processor in processors:
             hook = getattr(processor, "process_output_result", None)
             if hook is not None:
-                result = await _maybe_await(hook(result))
-                if isinstance(result, str):  # a processor may answer with the text alone
-                    result = JudgeReply(text=result, finish_reason=reply.finish_reason,
-                                        usage=reply.usage, model=self.route.model)
-        self.raw_output = result.text
-        return result.text
+                returned = await _maybe_await(hook(result))
+                # A processor may answer with the text alone; a reply without an object keeps
+                # the parsed one (rewriting a structured reply's text never re-parses it).
+                if isinstance(returned, str):
+                    returned = replace(result, text=returned)
+                elif structured and returned.object is None:
+                    returned = replace(returned, object=result.object)
+                result = returned
+        return result.object if structured else result.text
 
 
 def _error_dict(exc: BaseException, status_code: int | None = None) -> dict[str, Any]:
@@ -222,6 +256,25 @@ def _to_json(value: Any) -> Any:
     return value.model_dump(mode="json") if isinstance(value, BaseModel) else value
 
 
+def fallback_mode(judge: Judge) -> Mode:
+    """The injection of the one retry after a reply that does not parse or validate.
+
+    ``fallback_json_prompt_injection`` when set; else the chosen injection is kept
+    ("inline" stays inline, True / "system" stay system) and "auto" / False (native output)
+    fall back to system injection.
+
+    Example:
+        >>> [fallback_mode(Judge(json_prompt_injection=m)) for m in ("inline", "system", True, "auto", False)]
+        ['inline', 'system', 'system', 'system', 'system']
+        >>> fallback_mode(Judge(json_prompt_injection="inline", fallback_json_prompt_injection="system"))
+        'system'
+    """
+    chosen: Any = judge.fallback_json_prompt_injection
+    if chosen is None:
+        chosen = judge.json_prompt_injection
+    return "inline" if chosen == "inline" else "system"
+
+
 async def execute_judge_call(
     judge: Judge,
     prompt: str,
@@ -231,8 +284,8 @@ async def execute_judge_call(
     """Run one judge execution and return ``(value, execution)``.
 
     ``value`` is a validated model instance (pydantic schema), a validated dict (JSON
-    Schema dict) or the reply text (no schema). ``judge`` is the step's merged judge
-    with ``model`` and ``instructions`` set.
+    Schema dict) or the reply text (no schema), after the output processors. ``judge`` is
+    the step's merged judge with ``model`` and ``instructions`` set.
 
     Raises:
         JudgeOutputError: the reply did not parse or validate, twice.
@@ -272,18 +325,23 @@ async def execute_judge_call(
         state.prompt = next((str(m.get("content")) for m in reversed(messages)
                              if m.get("role") == "user"), prompt)
         if output_schema is None:
-            value = await state.reply_text(messages, None, "")
+            state.attempts = 1
+            reply = await state.request(messages, None, "")
+            value = await state.process_output(reply, reply.text, structured=False)
             return value, state.record("success", output=value)
+        if isinstance(output_schema, dict):
+            await ensure_jsonschema()
         spec = SchemaSpec.of(output_schema)
         mode = resolve_mode(judge.json_prompt_injection, route.supports_native)
         try:
-            value = await _structured_attempt(state, messages, spec, mode)
+            value, reply = await _structured_attempt(state, messages, spec, mode)
         except OutputInvalid as invalid:
-            fallback: Mode = "inline" if judge.fallback_json_prompt_injection == "inline" else "system"
+            fallback = fallback_mode(judge)
             logger.warning("judge reply from %s did not match the schema (%s); retrying once "
                            "with %s schema injection", route.model, str(invalid).splitlines()[0],
                            fallback)
-            value = await _structured_attempt(state, messages, spec, fallback, last=True)
+            value, reply = await _structured_attempt(state, messages, spec, fallback, last=True)
+        value = await state.process_output(reply, value, structured=True)
         return value, state.record("success", output=_to_json(value))
     except _ProviderFailure as failure:
         error = failure.error
@@ -293,7 +351,7 @@ async def execute_judge_call(
         execution = state.record("failed", error=_error_dict(error, status))
         raise JudgeError(
             f"Judge call to {route.model} failed: {error}",
-            retryable=any(is_provider_retryable(level) for level in iter_error_chain(error)),
+            retryable=is_retryable_provider_error(error),
             retry_after_s=retry_after / 1000 if retry_after is not None else None,
             status_code=status,
             execution=execution,
@@ -307,17 +365,19 @@ async def execute_judge_call(
 
 
 async def _structured_attempt(state: _Execution, messages: list[dict[str, Any]], spec: SchemaSpec,
-                              mode: Mode, *, last: bool = False) -> Any:
+                              mode: Mode, *, last: bool = False) -> tuple[Any, Reply]:
+    """One structured-output attempt: request (with its retries), parse, validate."""
     route = state.route
+    state.attempts += 1
     response_format = spec.response_format(strict=route.openai_style) if mode == "native" else None
     format_key = f"{spec.compact}\x00{route.openai_style}" if response_format else ""
-    text = await state.reply_text(inject(messages, spec, mode), response_format, format_key)
+    reply = await state.request(inject(messages, spec, mode), response_format, format_key)
     try:
-        return parse_reply(text, spec, native=mode == "native")
+        return parse_reply(reply.text, spec, native=mode == "native"), reply
     except OutputInvalid as invalid:
         if not last:
             raise
         message = (f"Judge output is not valid for the step's schema after {state.attempts} "
-                   f"attempts: {invalid}. Reply started with: {preview(text)}")
+                   f"attempts: {invalid}. Reply started with: {preview(reply.text)}")
         execution = state.record("failed", error={"type": "JudgeOutputError", "message": message})
-        raise JudgeOutputError(message, raw_output=text[:2000], execution=execution) from invalid
+        raise JudgeOutputError(message, raw_output=reply.text[:2000], execution=execution) from invalid

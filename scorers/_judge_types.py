@@ -8,12 +8,13 @@ imports litellm lazily). The scorer engine resolves a step's effective judge wit
 
 from __future__ import annotations
 
+import math
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 JsonPromptInjection = bool | Literal["auto", "system", "inline"]
-FallbackJsonPromptInjection = Literal[True, "system", "inline"]
+FallbackJsonPromptInjection = Literal[True, "system", "inline"] | None
 
 DEFAULT_MAX_PROCESSOR_RETRIES = 10
 """Budget of processor-driven retries when error processors are set and no budget is given."""
@@ -28,15 +29,22 @@ class Judge(BaseModel):
         json_prompt_injection: "auto" (native structured output when litellm says the model
             supports it, else inline), True or "system", "inline", or False (native only).
         fallback_json_prompt_injection: how the schema is injected on the one retry after a
-            reply that does not parse or validate: "system" (the default, as SPEC and
-            Mastra's default) or True, or "inline" (Mastra's ``fallbackJsonPromptInjection``).
+            reply that does not parse or validate. None (the default) keeps the chosen
+            injection: "inline" retries inline, True / "system" retry with system
+            injection, and "auto" / False (native output) fall back to system injection.
+            "system" (or True) or "inline" force that mode (Mastra's
+            ``fallbackJsonPromptInjection``).
         input_processors: processors with ``process_input(messages) -> messages``.
         output_processors: processors with ``process_output_result(result) -> result``.
         error_processors: processors with ``process_api_error(error, retry_count)``.
         max_processor_retries: retry budget for error processors (default 10 when error
             processors are set, none otherwise).
         model_settings: passed through to ``litellm.acompletion`` (api_base, api_key,
-            temperature, timeout, ...).
+            temperature, ...), except two keys the judge itself honours: ``timeout``, the
+            seconds each HTTP attempt may take (default 120), and ``max_retries``, the AI
+            SDK's ``maxRetries``: retries of a retryable provider error (429, 5xx, timeouts,
+            connection errors) with exponential backoff from 1 s, before error processors
+            see the error (default 0).
 
     Example:
         >>> j = Judge(model="openai/gpt-4o-mini", instructions="You are an expert evaluator")
@@ -49,12 +57,27 @@ class Judge(BaseModel):
     model: str | None = None
     instructions: str | None = None
     json_prompt_injection: JsonPromptInjection = "auto"
-    fallback_json_prompt_injection: FallbackJsonPromptInjection = "system"
+    fallback_json_prompt_injection: FallbackJsonPromptInjection = None
     input_processors: list[Any] | None = None
     output_processors: list[Any] | None = None
     error_processors: list[Any] | None = None
     max_processor_retries: int | None = Field(default=None, ge=0)
     model_settings: dict[str, Any] | None = None
+
+    @field_validator("model_settings")
+    @classmethod
+    def _check_model_settings(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        retries = (value or {}).get("max_retries")
+        if retries is not None and (isinstance(retries, bool) or not isinstance(retries, int)
+                                    or retries < 0):
+            raise ValueError(f'model_settings["max_retries"] must be a non-negative integer, '
+                             f"not {retries!r}")
+        timeout = (value or {}).get("timeout")
+        if isinstance(timeout, bool) or (isinstance(timeout, int | float)
+                                         and not (timeout > 0 and math.isfinite(timeout))):
+            raise ValueError(f'model_settings["timeout"] must be a positive number of seconds, '
+                             f"not {timeout!r}")
+        return value
 
     def __init__(self, model: str | None = None, instructions: str | None = None, /, **data: Any) -> None:
         """SPEC's signature ``Judge(model, instructions, ...)``: both may be given by position.
@@ -148,11 +171,15 @@ class JudgeUsage(BaseModel):
 
 
 class JudgeExecution(BaseModel):
-    """One execution of a prompt step's judge call (all its attempts), as recorded on results.
+    """One execution of a prompt step's judge call (all its requests), as recorded on results.
 
-    ``attempt_count`` counts HTTP requests sent (processor retries and the JSON-fallback retry
-    included); ``model_call_count`` counts the replies the model completed (Mastra's
-    ``modelCallCount``), so a 429 retried into a success gives 2 and 1.
+    As in Mastra, ``attempt_count`` counts structured-output attempts: 1, or 2 when the
+    JSON fallback ran (a plain-text generate_reason is always 1); ``model_call_count``
+    counts every request sent to the model: model-level retries (``max_retries``),
+    error-processor retries and the fallback included. A 503, a 503, then a success under
+    ``StreamErrorRetryProcessor(max_retries=3)`` is 1 attempt and 3 model calls.
+    ``raw_output`` is the model's last reply text, as received; ``output`` the step's value
+    (after output processors).
 
     Example:
         >>> ex = JudgeExecution(status="success", prompt="Score it", output=0.8,

@@ -31,17 +31,24 @@ class RetryDecision:
 
 @dataclass(frozen=True)
 class JudgeReply:
-    """One reply of the judge model, as output processors see it.
+    """One reply of the judge model, as output processors see it (after it was parsed).
+
+    ``text`` is the reply's text; ``object`` the parsed and validated result of a
+    structured step (a model instance or a dict; None for a plain-text generate_reason).
+    A processor returns a reply (``dataclasses.replace(result, text=...)``) or just the
+    text: a new ``text`` becomes a plain-text step's value, a new ``object`` a structured
+    step's value; rewriting the text of a structured reply never re-parses it.
 
     Example:
-        >>> JudgeReply(text='{"score": 1}', finish_reason="stop").text
-        '{"score": 1}'
+        >>> JudgeReply(text='{"score": 1}', finish_reason="stop", object={"score": 1}).object
+        {'score': 1}
     """
 
     text: str
     finish_reason: str | None = None
     usage: JudgeUsage = field(default_factory=JudgeUsage)
     model: str | None = None
+    object: Any = None
 
 
 @runtime_checkable
@@ -61,18 +68,21 @@ class InputProcessor(Protocol):
 
 @runtime_checkable
 class OutputProcessor(Protocol):
-    """Rewrites each judge reply before it is parsed.
+    """Rewrites a judge execution's result after it was parsed and validated (Mastra's order).
 
     Example:
-        >>> class Strip:
+        >>> from dataclasses import replace
+        >>> class Upper:
         ...     def process_output_result(self, result):
-        ...         return JudgeReply(text=result.text.strip())
-        >>> isinstance(Strip(), OutputProcessor)
+        ...         return replace(result, text=result.text.upper())
+        >>> isinstance(Upper(), OutputProcessor)
         True
+        >>> Upper().process_output_result(JudgeReply(text="fine", object={"score": 1}))
+        JudgeReply(text='FINE', finish_reason=None, usage=JudgeUsage(input_tokens=0, output_tokens=0, total_tokens=0, reasoning_tokens=None, cached_input_tokens=None), model=None, object={'score': 1})
     """
 
-    def process_output_result(self, result: JudgeReply) -> JudgeReply | Awaitable[JudgeReply]:
-        """Return the reply to parse."""
+    def process_output_result(self, result: JudgeReply) -> JudgeReply | str | Awaitable[JudgeReply | str]:
+        """Return the result (or just its text) the step keeps."""
         ...
 
 

@@ -1,17 +1,18 @@
 """Run-time data of a scorer: `ScorerRun` (what is scored), `StepResults`, `ScorerResult`, `not_scorable`.
 
-Invariants: a `ScorerRun` always has a non-empty ``run_id`` and a dict ``request_context``;
+Invariants: a `ScorerRun` always has a non-empty ``run_id`` and a dict ``request_context``,
+and keeps any extra field it is given (Mastra's run object spreads unknown keys through);
 a `ScorerResult` has ``score`` None exactly when the run was not scorable (``not_scorable``
-set) or, in a partial result attached to a `ScorerRunError`, when generate_score did not
-complete. Step results are kept exactly as the steps returned them.
+set, naming the step) or, in a partial result attached to a `ScorerRunError`, when
+generate_score did not complete. Step results are kept exactly as the steps returned them.
 """
 
 from __future__ import annotations
 
 import uuid
-from typing import Any, Generic, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
 from scorers._judge_types import JudgeStepRecord
@@ -28,7 +29,10 @@ class ScorerRun(BaseModel, Generic[InT, OutT]):
     """One run to score: what the scored system received and produced, plus context.
 
     ``run_id`` becomes a new UUID4 string when it is missing or empty. Mastra's camelCase
-    keys (``runId``, ``groundTruth``, ``requestContext``) are accepted when validating a dict.
+    keys (``runId``, ``groundTruth``, ``requestContext``, ``expectedTrajectory``, and the extra
+    ``additionalContext``) are accepted when validating a dict. Like Mastra's run object it keeps extra fields: a run made with
+    ``additional_context={...}`` (``scorer.run(..., additional_context=...)``, or a
+    ``prepare_run`` that adds it) has ``run.additional_context``, listed in ``run.model_extra``.
     Annotate step functions with ``run: ScorerRun[MyInput, MyOutput]`` to type ``run.input``.
 
     Attributes:
@@ -36,6 +40,7 @@ class ScorerRun(BaseModel, Generic[InT, OutT]):
         output: what it produced (a `ScorerRunOutputForAgent` for agent scorers).
         run_id: the run's id.
         ground_truth: the reference answer, if any.
+        expected_trajectory: the expected trajectory (steps, tool calls), for trajectory scorers.
         request_context: free-form context of the request (service, user, model...).
         trace_id: the trace the run came from (lowercase hex), when it came from a trace.
         span_id: the span that was scored, when it came from a trace.
@@ -46,22 +51,37 @@ class ScorerRun(BaseModel, Generic[InT, OutT]):
         ('What is 2+2?', '4', 36, {})
         >>> ScorerRun.model_validate({"output": "4", "runId": "r1", "groundTruth": "4"}).ground_truth
         '4'
+        >>> extra = ScorerRun(output="4", additional_context={"rubric": "- is a number"})
+        >>> (extra.additional_context, extra.model_extra)
+        ({'rubric': '- is a number'}, {'additional_context': {'rubric': '- is a number'}})
     """
 
     model_config = ConfigDict(
         arbitrary_types_allowed=True,
         alias_generator=to_camel,
         populate_by_name=True,
-        extra="forbid",
+        extra="allow",
     )
 
     input: InT = None  # type: ignore[assignment]
     output: OutT = None  # type: ignore[assignment]
     run_id: str = Field(default_factory=lambda: str(uuid.uuid4()))
     ground_truth: Any = None
+    expected_trajectory: Any = None
     request_context: dict[str, Any] = Field(default_factory=dict)
     trace_id: str | None = None
     span_id: str | None = None
+    if TYPE_CHECKING:  # for type checkers only: an extra field, present when it was given
+        additional_context: Any = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _snake_case_additional_context(cls, data: Any) -> Any:
+        # Mastra's extra key, as runs exported from Mastra spell it.
+        if isinstance(data, dict) and "additionalContext" in data and "additional_context" not in data:
+            data = dict(data)
+            data["additional_context"] = data.pop("additionalContext")
+        return data
 
     @field_validator("run_id", mode="before")
     @classmethod
@@ -96,15 +116,24 @@ class StepResults(BaseModel):
 
 
 class NotScorable(BaseModel):
-    """The marker a step returns when the run cannot be scored; see `not_scorable`.
+    """Why a run was not scored: the step that declined and its reason; see `not_scorable`.
+
+    A step returns ``not_scorable(reason)`` (``step`` None); the result's ``not_scorable``
+    names the step that returned it.
+
+    Attributes:
+        step: the step that declined ("preprocess", "analyze", "generate_score",
+            "generate_reason"); None on the marker a step returns.
+        reason: why, as the step said (None when it gave no reason).
 
     Example:
-        >>> NotScorable(reason="no tool calls").reason
-        'no tool calls'
+        >>> NotScorable(step="preprocess", reason="no tool calls")
+        NotScorable(step='preprocess', reason='no tool calls')
     """
 
     model_config = ConfigDict(frozen=True)
 
+    step: StepName | None = None
     reason: str | None = None
 
 
@@ -112,8 +141,8 @@ def not_scorable(reason: str | None = None) -> NotScorable:
     """Return this from any step to stop the run without a score.
 
     The remaining steps are skipped and no further judge call is made; the result has
-    ``not_scorable`` set and ``score`` None. The step that returned it has no step result;
-    results of earlier steps are kept.
+    ``not_scorable`` set (``NotScorable(step=<the step>, reason=reason)``) and ``score``
+    None. The step that returned it has no step result; results of earlier steps are kept.
 
     Args:
         reason: why the run cannot be scored (kept on the result).
@@ -123,8 +152,8 @@ def not_scorable(reason: str | None = None) -> NotScorable:
         >>> scorer = create_scorer(id="needs-tools", description="Scores tool use").generate_score(
         ...     lambda run: not_scorable("no tool calls") if not run.output else 1.0)
         >>> result = scorer.run_sync(input="hi", output=[])
-        >>> (result.score, result.not_scorable.reason)
-        (None, 'no tool calls')
+        >>> (result.score, result.not_scorable)
+        (None, NotScorable(step='generate_score', reason='no tool calls'))
     """
     return NotScorable(reason=reason)
 
@@ -145,11 +174,16 @@ class ScorerResult(BaseModel, Generic[InT, OutT]):
         input: the run's input, after type coercion and ``prepare_run``.
         output: the run's output, after type coercion and ``prepare_run``.
         ground_truth: the run's ground truth.
+        expected_trajectory: the run's expected trajectory.
         request_context: the run's request context.
-        not_scorable: set (with its reason) when a step returned `not_scorable`.
+        not_scorable: set when a step returned `not_scorable`: that step and its reason.
         judge: per prompt step name, its judge executions (empty for function-only scorers).
         trace_id: the trace the run came from, if any.
         span_id: the scored span, if any.
+
+    The run's extra fields (``additional_context``...) are kept on the result as extra
+    fields too, as Mastra's result spreads the run (a name the result already has is not
+    overwritten).
 
     Example:
         >>> from scorers import create_scorer
@@ -160,7 +194,7 @@ class ScorerResult(BaseModel, Generic[InT, OutT]):
         (1.0, None, {}, 'Once upon a time...')
     """
 
-    model_config = ConfigDict(arbitrary_types_allowed=True)
+    model_config = ConfigDict(arbitrary_types_allowed=True, extra="allow")
 
     run_id: str
     score: float | None = None
@@ -174,6 +208,7 @@ class ScorerResult(BaseModel, Generic[InT, OutT]):
     input: InT = None  # type: ignore[assignment]
     output: OutT = None  # type: ignore[assignment]
     ground_truth: Any = None
+    expected_trajectory: Any = None
     request_context: dict[str, Any] = Field(default_factory=dict)
     not_scorable: NotScorable | None = None
     judge: dict[str, JudgeStepRecord] = Field(default_factory=dict)

@@ -46,7 +46,8 @@ class PromptStep:
             ``score`` for generate_reason; sync or async); returns the prompt string.
         output_schema: a pydantic model class or a JSON Schema dict the judge's answer must
             match. Required for preprocess and analyze; optional for generate_score with
-            ``calculate_score`` (default ``{"score": number}``); not allowed for
+            ``calculate_score`` (default: the JSON Schema dict ``{"score": number}``, so
+            ``judge_output`` is a dict such as ``{"score": 4}``); not allowed for
             generate_reason (the judge answers in plain text).
         judge: overrides the scorer's judge field by field for this step.
         calculate_score: generate_score only: called with keywords ``run``, ``results``,

@@ -1,6 +1,7 @@
 """Structured judge output: schemas, JSON prompt injection, tolerant parsing, validation.
 
-Pure functions (no I/O, no litellm), so what is sent can be checked in unit tests.
+Pure functions (no I/O, no litellm), so what is sent can be checked in unit tests; the one
+exception, `ensure_jsonschema`, imports the validator library off the event loop.
 The injected texts are Mastra's / the AI SDK's, verbatim (SPEC §1.5, mastra §6.1):
 
 - system: ``<system text>\\n\\nJSON schema:\\n<compact schema>\\nYou MUST answer with a JSON
@@ -12,9 +13,12 @@ The injected texts are Mastra's / the AI SDK's, verbatim (SPEC §1.5, mastra §6
 
 from __future__ import annotations
 
+import asyncio
 import copy
+import importlib
 import json
 import re
+import sys
 from typing import Any, Literal
 
 from pydantic import BaseModel, ValidationError
@@ -37,6 +41,21 @@ class OutputInvalid(ValueError):
     def __init__(self, message: str, raw: str) -> None:
         super().__init__(message)
         self.raw = raw
+
+
+async def ensure_jsonschema() -> None:
+    """Import jsonschema (which validates dict schemas) in a worker thread on first use.
+
+    An import reads the file system: done on the event loop it would stall every other
+    task (and BlockBuster says so). The default generate_score schema is a dict, so the
+    first prompt-mode score of a process needs it.
+
+    Example:
+        >>> import asyncio
+        >>> asyncio.run(ensure_jsonschema())
+    """
+    if "jsonschema" not in sys.modules:
+        await asyncio.to_thread(importlib.import_module, "jsonschema")
 
 
 def resolve_mode(setting: Any, supports_native: Any) -> Mode:
@@ -104,6 +123,9 @@ def _make_strict(node: Any) -> None:
 class SchemaSpec:
     """A step's output schema, prepared once: JSON schema, compact text, validator.
 
+    The JSON schema is exactly the user's: a pydantic model's ``model_json_schema()`` or the
+    dict given; nothing of ours (title, description) is added to what the judge receives.
+
     Example:
         >>> spec = SchemaSpec.of({"type": "object", "properties": {"score": {"type": "number"}},
         ...                       "required": ["score"]})
@@ -118,11 +140,9 @@ class SchemaSpec:
         if isinstance(schema, type) and issubclass(schema, BaseModel):
             self.model = schema
             self.json_schema: dict[str, Any] = schema.model_json_schema()
-            raw_name = schema.__name__
             self._validator: Any = None
         elif isinstance(schema, dict):
             self.json_schema = schema
-            raw_name = str(schema.get("title") or "response")
             import jsonschema  # deferred: only prompt steps with dict schemas need it
 
             cls = jsonschema.validators.validator_for(schema)
@@ -132,6 +152,8 @@ class SchemaSpec:
             raise TypeError(
                 f"output_schema must be a pydantic model class or a JSON Schema dict, not {schema!r}"
             )
+        # The response_format name: the schema's own title, else the AI SDK's "response".
+        raw_name = str(self.json_schema.get("title") or "response")
         self.name = re.sub(r"[^A-Za-z0-9_-]", "_", raw_name)[:64] or "response"
         self.compact = json.dumps(self.json_schema, separators=(",", ":"), ensure_ascii=False)
         self._strict: dict[str, Any] | None = None

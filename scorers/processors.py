@@ -7,8 +7,10 @@ processor that lacks a role's method is skipped for that role. Methods may be pl
 - `InputProcessor.process_input(messages) -> messages`: runs once per judge execution,
   before the first request (e.g. `PIIRedactor`, so personal data never leaves the
   machine). ``messages`` are chat messages ``{"role", "content"}``.
-- `OutputProcessor.process_output_result(result) -> result`: runs on every reply
-  (`JudgeReply`) before it is parsed.
+- `OutputProcessor.process_output_result(result) -> result`: runs once per judge
+  execution, on the reply that was kept (`JudgeReply`), after it was parsed and validated
+  (Mastra's order): it may rewrite a plain-text reply (a reason) or a structured step's
+  parsed ``object``, and rewriting the text of a structured reply cannot break its parse.
 - `ErrorProcessor.process_api_error(error, retry_count) -> RetryDecision | None`: asked
   when a judge request fails with a provider or network error (never for a reply that
   does not parse). The first processor returning ``RetryDecision(retry=True)`` wins;

@@ -4,9 +4,11 @@ Files hold one OTLP request each (protobuf or OTLP/JSON, optionally gzip). Files
 ``*.logs.pb`` / ``*.logs.json`` hold log requests, joined to the traces of the other
 files. A file that cannot be read is reported on stderr and makes the exit code 1; the
 other files are still processed. ``--format jsonl`` prints one JSON object per run on
-stdout (SPEC §3 row format, without the scorer fields); ``--format table`` prints a rich
-table. The default is ``table`` on a terminal and ``jsonl`` otherwise. Helpers here are
-shared with ``tracescore score``.
+stdout (SPEC §3 row format, without the scorer fields), ``--format json`` one JSON array;
+``--format table`` prints a rich table. The default is ``table`` on a terminal and
+``jsonl`` otherwise. ``--explain`` prints, per trace, why these runs (`adapters.explain_trace`):
+as text for ``table``, one JSON object per trace for ``jsonl``, a JSON array for ``json``.
+Helpers here are shared with ``tracescore score``.
 """
 
 from __future__ import annotations
@@ -25,10 +27,13 @@ from rich.table import Table
 
 from adapters import (
     AgentRun,
+    AssembledTrace,
     OtlpFileError,
+    TraceExplanation,
     TraceLog,
     TraceSpan,
     assemble,
+    explain_trace,
     extract_runs,
     is_logs_file,
     logs_from_resource_logs,
@@ -45,7 +50,9 @@ __all__ = [
     "Loaded",
     "add_arguments",
     "add_common_arguments",
+    "explanation_lines",
     "load_runs",
+    "load_traces",
     "message_row",
     "progress",
     "resolve_format",
@@ -54,8 +61,8 @@ __all__ = [
 ]
 
 
-def add_common_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add FILE... and ``--format`` (shared by ``inspect`` and ``score``).
+def add_common_arguments(parser: argparse.ArgumentParser, formats: Sequence[str] = ("jsonl", "table")) -> None:
+    """Add FILE... and ``--format`` with the given choices (shared by ``inspect`` and ``score``).
 
     Example:
         >>> p = argparse.ArgumentParser(); add_common_arguments(p)
@@ -70,7 +77,7 @@ def add_common_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--format",
-        choices=("jsonl", "table"),
+        choices=tuple(formats),
         default=None,
         help="output format (default: table on a terminal, jsonl otherwise)",
     )
@@ -83,8 +90,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         >>> p = argparse.ArgumentParser(); add_arguments(p)
         >>> p.parse_args(["S1.pb", "S1.logs.pb"]).files
         ['S1.pb', 'S1.logs.pb']
+        >>> p.parse_args(["S1.pb", "--explain", "--format", "json"]).explain
+        True
     """
-    add_common_arguments(parser)
+    add_common_arguments(parser, ("jsonl", "json", "table"))
+    parser.add_argument(
+        "--explain",
+        action="store_true",
+        help="per trace: each span's convention, which span is the run and why the others are not",
+    )
 
 
 def resolve_format(requested: str | None, stream: Any = None) -> str:
@@ -137,16 +151,15 @@ class Loaded:
     skips: Counter[str] = field(default_factory=Counter)
 
 
-def load_runs(paths: Sequence[str], err: Console) -> Loaded:
-    """Read every file (errors reported on ``err``), join logs to traces, extract the runs.
+def load_traces(paths: Sequence[str], err: Console, failed: list[str]) -> list[AssembledTrace]:
+    """Read every file (errors reported on ``err``, unreadable paths added to ``failed``), join logs to traces.
 
     Example:
         >>> import io
-        >>> loaded = load_runs(["/nonexistent.pb"], Console(file=io.StringIO()))
-        >>> (loaded.failed_files, loaded.runs)
-        (['/nonexistent.pb'], [])
+        >>> failed = []
+        >>> (load_traces(["/nonexistent.pb"], Console(file=io.StringIO()), failed), failed)
+        ([], ['/nonexistent.pb'])
     """
-    loaded = Loaded()
     spans: list[TraceSpan] = []
     logs: list[TraceLog] = []
     with progress(err) as bar:
@@ -159,9 +172,22 @@ def load_runs(paths: Sequence[str], err: Console) -> Loaded:
                     spans.extend(spans_from_resource_spans(read_trace_file(path).resource_spans))
             except OtlpFileError as exc:
                 err.print(f"tracescore: {exc}", markup=False, highlight=False, soft_wrap=True)
-                loaded.failed_files.append(path)
+                failed.append(path)
             bar.advance(task)
-    for trace in assemble(spans, logs):
+    return assemble(spans, logs)
+
+
+def load_runs(paths: Sequence[str], err: Console) -> Loaded:
+    """Read every file (errors reported on ``err``), join logs to traces, extract the runs.
+
+    Example:
+        >>> import io
+        >>> loaded = load_runs(["/nonexistent.pb"], Console(file=io.StringIO()))
+        >>> (loaded.failed_files, loaded.runs)
+        (['/nonexistent.pb'], [])
+    """
+    loaded = Loaded()
+    for trace in load_traces(paths, err, loaded.failed_files):
         extraction = extract_runs(trace)
         loaded.traces += 1
         loaded.runs.extend(extraction.runs)
@@ -250,8 +276,48 @@ def _table(runs: Sequence[AgentRun]) -> Table:
     return table
 
 
+def explanation_lines(ex: TraceExplanation) -> list[str]:
+    """The human-readable ``--explain`` text of one trace: its runs, then its span tree with verdicts.
+
+    Example:
+        >>> from adapters import AssembledTrace, TraceSpan, explain_trace
+        >>> span = TraceSpan("ab" * 16, "cd" * 8, None, "GET /", attributes={"http.route": "/"})
+        >>> explanation_lines(explain_trace(AssembledTrace("ab" * 16, (span,))))[:2]
+        ['trace abababababababababababababababab: 0 run(s), 1 span(s)', '  no run: no span is an agent span or a model call']
+    """
+    lines = [f"trace {ex.trace_id}: {len(ex.runs)} run(s), {len(ex.spans)} span(s)"]
+    for r in ex.runs:
+        lines.append(f"  run {r.span_name} ({r.span_id}, {r.convention}): {r.reason}")
+        lines += [f"    - {note}" for note in r.notes]
+    if not ex.runs:
+        lines.append("  no run: no span is an agent span or a model call")
+    for s in ex.spans:
+        read = f"[{s.convention} {s.kind}" + (f", {s.framework}]" if s.framework else "]") if s.convention else "[not read]"
+        where = f" of run {s.run_span_id}" if s.status == "in_run" and s.run_span_id else ""
+        lines.append(f"  {'  ' * s.depth}{s.name} {read} {s.status}{where}: {s.reason}")
+        lines += [f"  {'  ' * s.depth}    - {note}" for note in (*s.notes, *(f"skipped: {k}" for k in s.skips))]
+    return lines
+
+
+def _explain(args: argparse.Namespace, out_format: str, err: Console) -> int:
+    """Print why each trace of ``args.files`` has the runs it has; 1 when a file could not be read."""
+    failed: list[str] = []
+    explanations = [explain_trace(t) for t in load_traces(args.files, err, failed)]
+    if out_format == "jsonl":
+        sys.stdout.writelines(json.dumps(e.to_dict(), ensure_ascii=False) + "\n" for e in explanations)
+    elif out_format == "json":
+        sys.stdout.write(json.dumps([e.to_dict() for e in explanations], ensure_ascii=False, indent=2) + "\n")
+    else:
+        out = Console(soft_wrap=True)
+        for ex in explanations:
+            for line in explanation_lines(ex):
+                out.print(line, markup=False, highlight=False)
+    sys.stdout.flush()
+    return 1 if failed else 0
+
+
 def run(args: argparse.Namespace) -> int:
-    """Print the runs found in ``args.files``; 1 when a file could not be read, else 0.
+    """Print the runs found in ``args.files`` (or why, with ``--explain``); 1 when a file could not be read, else 0.
 
     Example:
         >>> run(argparse.Namespace(files=["/nonexistent.pb"], format="jsonl"))
@@ -259,10 +325,15 @@ def run(args: argparse.Namespace) -> int:
     """
     err = Console(stderr=True)
     out_format = resolve_format(args.format)
+    if getattr(args, "explain", False):
+        return _explain(args, out_format, err)
     loaded = load_runs(args.files, err)
-    if out_format == "jsonl":
-        for agent_run in loaded.runs:
-            sys.stdout.write(json.dumps(run_row(agent_run), ensure_ascii=False) + "\n")
+    if out_format in ("jsonl", "json"):
+        rows = [run_row(agent_run) for agent_run in loaded.runs]
+        if out_format == "json":
+            sys.stdout.write(json.dumps(rows, ensure_ascii=False, indent=2) + "\n")
+        else:
+            sys.stdout.writelines(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
         sys.stdout.flush()
     else:
         Console().print(_table(loaded.runs))

@@ -54,8 +54,23 @@ def truncate_json(value: Any, limit: int) -> str | None:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def _requests_sent(execution: Any) -> int:
+    """HTTP requests one judge execution sent to the model (at least one).
+
+    Example:
+        >>> from types import SimpleNamespace
+        >>> _requests_sent(SimpleNamespace(attempt_count=1, model_call_count=3))
+        3
+    """
+    return max(1, int(getattr(execution, "model_call_count", 0) or 0))
+
+
 def _judge_summary(result: Any) -> tuple[list[str], int, int, float | None, int, int]:
-    """Models, input/output tokens, cost, attempts and failed executions of a result's judge calls."""
+    """Models, input/output tokens, cost, requests sent and failed executions of a result's judge calls.
+
+    Requests are each execution's ``model_call_count`` (error-processor retries and the JSON
+    fallback included), not its ``attempt_count`` (structured-output attempts, as Mastra counts).
+    """
     models: list[str] = []
     tokens_in = tokens_out = attempts = errors = 0
     cost: float | None = None
@@ -70,7 +85,7 @@ def _judge_summary(result: Any) -> tuple[list[str], int, int, float | None, int,
             tokens_out += int(getattr(usage, "output_tokens", 0) or 0)
             if getattr(ex, "cost_usd", None) is not None:
                 cost = (cost or 0.0) + float(ex.cost_usd)
-            attempts += int(getattr(ex, "attempt_count", 1) or 1)
+            attempts += _requests_sent(ex)
             if getattr(ex, "status", "success") not in ("success", "ok"):
                 errors += 1
     return models, tokens_in, tokens_out, cost, attempts, errors
@@ -304,8 +319,7 @@ class Worker:
             execution = getattr(seen, "execution", None)
             model = getattr(execution, "model", None)
             if model:
-                self._metrics.judge_attempts.labels(model=model).inc(
-                    int(getattr(execution, "attempt_count", 1) or 1))
+                self._metrics.judge_attempts.labels(model=model).inc(_requests_sent(execution))
                 self._metrics.judge_errors.labels(model=model).inc()
                 return
             seen = seen.__cause__

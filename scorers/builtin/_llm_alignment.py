@@ -9,7 +9,7 @@ from pydantic import BaseModel, Field
 
 from scorers._builder import Scorer
 from scorers.builtin._common import JudgeOption, answer_text, user_text
-from scorers.builtin._llm_common import builder, bullet, prompt, reason_prompt, scaled
+from scorers.builtin._llm_common import JudgeSchema, builder, bullet, prompt, reason_prompt, scaled
 from scorers.errors import ScorerDefinitionError, ScorerInputError
 from scorers.utils import extract_tool_calls, get_combined_system_prompt
 
@@ -18,7 +18,7 @@ USER_WEIGHTS = {"intent_alignment": 0.4, "requirements_fulfillment": 0.3, "compl
 SYSTEM_WEIGHTS = {"intent_alignment": 0.35, "requirements_fulfillment": 0.35, "completeness": 0.15, "response_appropriateness": 0.15}
 
 
-class Requirement(BaseModel):
+class Requirement(JudgeSchema):
     """One explicit or implicit requirement of the prompt and whether the answer met it."""
 
     requirement: str
@@ -26,7 +26,7 @@ class Requirement(BaseModel):
     reasoning: str = ""
 
 
-class Alignment(BaseModel):
+class Alignment(JudgeSchema):
     """How well the answer follows one prompt, per dimension (each 0-1)."""
 
     intent_alignment: float = Field(ge=0, le=1)
@@ -48,19 +48,19 @@ class Alignment(BaseModel):
         return float(sum(getattr(self, name) * weight for name, weight in weights.items()))
 
 
-class UserAlignment(BaseModel):
+class UserAlignment(JudgeSchema):
     """The answer's alignment with the user's prompt."""
 
     user: Alignment
 
 
-class SystemAlignment(BaseModel):
+class SystemAlignment(JudgeSchema):
     """The answer's alignment with the system prompt."""
 
     system: Alignment
 
 
-class BothAlignment(BaseModel):
+class BothAlignment(JudgeSchema):
     """The answer's alignment with the user's prompt and with the system prompt."""
 
     user: Alignment
@@ -160,7 +160,7 @@ def prompt_alignment(
     )  # fmt: skip
 
 
-class ToolEvaluation(BaseModel):
+class ToolEvaluation(JudgeSchema):
     """Whether one tool call was appropriate for the request."""
 
     tool_called: str
@@ -168,14 +168,14 @@ class ToolEvaluation(BaseModel):
     reasoning: str = ""
 
 
-class ToolCallAnalysis(BaseModel):
+class ToolCallAnalysis(JudgeSchema):
     """The judge's evaluation of each call and the tools that should have been called."""
 
     evaluations: list[ToolEvaluation] = Field(default_factory=list)
     missing_tools: list[str] = Field(default_factory=list)
 
 
-class ToolCalls(BaseModel):
+class ToolCalls(JudgeSchema):
     """The tools the agent called (from the output, not from the judge)."""
 
     actual_tools: list[str]

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from scorers._builder import Scorer
 from scorers._run import not_scorable
 from scorers.builtin._common import JudgeOption, answer_text, user_text
 from scorers.builtin._llm_common import (
+    JudgeSchema,
     Statements,
     Verdicts,
     builder,
@@ -100,14 +101,14 @@ def answer_relevancy(
     )
 
 
-class SemanticUnits(BaseModel):
+class SemanticUnits(JudgeSchema):
     """The answer and the ground truth split into semantic units."""
 
     output_units: list[str] = Field(default_factory=list)
     ground_truth_units: list[str] = Field(default_factory=list)
 
 
-class UnitMatch(BaseModel):
+class UnitMatch(JudgeSchema):
     """How one ground-truth unit appears in the answer."""
 
     ground_truth_unit: str
@@ -116,7 +117,7 @@ class UnitMatch(BaseModel):
     explanation: str = ""
 
 
-class Contradiction(BaseModel):
+class Contradiction(JudgeSchema):
     """An answer unit that contradicts a ground-truth unit."""
 
     output_unit: str
@@ -124,7 +125,7 @@ class Contradiction(BaseModel):
     explanation: str = ""
 
 
-class SimilarityAnalysis(BaseModel):
+class SimilarityAnalysis(JudgeSchema):
     """The judge's comparison of the answer with the ground truth."""
 
     matches: list[UnitMatch] = Field(default_factory=list)

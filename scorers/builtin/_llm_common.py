@@ -15,7 +15,7 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from scorers._create import create_scorer
 from scorers._steps import PromptStep
@@ -27,23 +27,50 @@ ContextOption = Sequence[str] | None
 ContextExtractor = Callable[[Any], Sequence[str]]
 
 
+def _without_our_titles(schema: dict[str, Any], model: type[BaseModel]) -> None:
+    """Drop the title and the docstring description pydantic puts in a model's JSON schema."""
+    schema.pop("title", None)
+    schema.pop("description", None)
+    for prop in (schema.get("properties") or {}).values():
+        if isinstance(prop, dict):
+            prop.pop("title", None)
+
+
+class JudgeSchema(BaseModel):
+    """Base of the built-in scorers' judge output schemas.
+
+    The judge receives the schema without pydantic's titles and without the class
+    docstrings, which are written for Python readers (SPEC §1.5: no title or description of
+    ours reaches the judge).
+
+    Example:
+        >>> class Answer(JudgeSchema):
+        ...     '''Internal notes.'''
+        ...     ok: bool
+        >>> Answer.model_json_schema()
+        {'properties': {'ok': {'type': 'boolean'}}, 'required': ['ok'], 'type': 'object'}
+    """
+
+    model_config = ConfigDict(json_schema_extra=_without_our_titles)
+
+
 def _lower(value: Any) -> Any:
     return value.strip().lower() if isinstance(value, str) else value
 
 
-class Statements(BaseModel):
+class Statements(JudgeSchema):
     """Statements extracted from a text by the judge."""
 
     statements: list[str] = Field(default_factory=list)
 
 
-class Claims(BaseModel):
+class Claims(JudgeSchema):
     """Factual claims extracted from a text by the judge."""
 
     claims: list[str] = Field(default_factory=list)
 
 
-class Verdict(BaseModel):
+class Verdict(JudgeSchema):
     """One yes / no / unsure verdict of the judge, with its reason (case-insensitive)."""
 
     verdict: Literal["yes", "no", "unsure"]
@@ -52,7 +79,7 @@ class Verdict(BaseModel):
     _normalise = field_validator("verdict", mode="before")(lambda cls, v: _lower(v))
 
 
-class Verdicts(BaseModel):
+class Verdicts(JudgeSchema):
     """The judge's verdicts, one per statement, claim, opinion or context piece."""
 
     verdicts: list[Verdict] = Field(default_factory=list)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from scorers._builder import Scorer
 from scorers._run import not_scorable
@@ -14,6 +14,7 @@ from scorers.builtin._common import JudgeOption, answer_text, numbered, user_tex
 from scorers.builtin._llm_common import (
     ContextExtractor,
     ContextOption,
+    JudgeSchema,
     builder,
     check_context,
     prompt,
@@ -24,7 +25,7 @@ from scorers.builtin._llm_common import (
 from scorers.errors import ScorerDefinitionError
 
 
-class ContextVerdict(BaseModel):
+class ContextVerdict(JudgeSchema):
     """Whether one context piece (by its 0-based index) was useful for the answer."""
 
     context_index: int
@@ -32,7 +33,7 @@ class ContextVerdict(BaseModel):
     reason: str = ""
 
 
-class ContextVerdicts(BaseModel):
+class ContextVerdicts(JudgeSchema):
     """The judge's per-piece usefulness verdicts."""
 
     verdicts: list[ContextVerdict] = Field(default_factory=list)
@@ -128,7 +129,7 @@ def context_precision(
     )  # fmt: skip
 
 
-class ContextEvaluation(BaseModel):
+class ContextEvaluation(JudgeSchema):
     """The judge's view of one context piece: how relevant, and whether the answer used it."""
 
     context_index: int
@@ -137,7 +138,7 @@ class ContextEvaluation(BaseModel):
     reasoning: str = ""
 
 
-class ContextRelevanceAnalysis(BaseModel):
+class ContextRelevanceAnalysis(JudgeSchema):
     """The judge's evaluation of every context piece and what context was missing."""
 
     evaluations: list[ContextEvaluation] = Field(default_factory=list)
@@ -234,7 +235,7 @@ def context_relevance(
     )  # fmt: skip
 
 
-class ImpactDimension(BaseModel):
+class ImpactDimension(JudgeSchema):
     """How much the noise changed one dimension of the answer."""
 
     dimension: str
@@ -242,7 +243,7 @@ class ImpactDimension(BaseModel):
     specific_changes: str = ""
 
 
-class NoiseAnalysis(BaseModel):
+class NoiseAnalysis(JudgeSchema):
     """The judge's comparison of the noisy answer with the baseline answer."""
 
     dimensions: list[ImpactDimension] = Field(default_factory=list)

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from scorers._builder import Scorer
 from scorers._run import not_scorable
 from scorers.builtin._common import JudgeOption, answer_text, user_text
 from scorers.builtin._llm_common import (
+    JudgeSchema,
     Verdicts,
     builder,
     bullet,
@@ -21,7 +22,7 @@ from scorers.builtin._llm_common import (
 )
 
 
-class Opinions(BaseModel):
+class Opinions(JudgeSchema):
     """The opinions (judgements, not facts) the judge found in the answer."""
 
     opinions: list[str] = Field(default_factory=list)

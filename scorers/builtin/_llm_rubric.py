@@ -6,27 +6,27 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from scorers._builder import Scorer
 from scorers._run import not_scorable
 from scorers._text import output_messages
 from scorers.builtin._common import JudgeOption, answer_text, numbered, user_text
-from scorers.builtin._llm_common import builder, prompt
+from scorers.builtin._llm_common import JudgeSchema, builder, prompt
 from scorers.errors import ScorerDefinitionError
 
 RubricOption = str | Sequence[Any] | None
 _MARKER = re.compile(r"^\s*(?:[-*•+]|\d+[.)]|\[[ xX]?\])\s*")
 
 
-class Criterion(BaseModel):
+class Criterion(JudgeSchema):
     """One rubric criterion; when no criterion is required, all are."""
 
     criterion: str
     required: bool = False
 
 
-class Rubric(BaseModel):
+class Rubric(JudgeSchema):
     """The rubric of one run (the preprocess step result of `rubric`)."""
 
     criteria: list[Criterion]
@@ -62,7 +62,7 @@ def parse_rubric(value: Any) -> list[Criterion]:
     return criteria
 
 
-class CriterionResult(BaseModel):
+class CriterionResult(JudgeSchema):
     """The judge's verdict on one criterion."""
 
     criterion: str
@@ -70,7 +70,7 @@ class CriterionResult(BaseModel):
     reasoning: str = ""
 
 
-class RubricAnalysis(BaseModel):
+class RubricAnalysis(JudgeSchema):
     """The judge's verdicts, one per criterion, in order."""
 
     results: list[CriterionResult] = Field(default_factory=list)
@@ -95,13 +95,23 @@ def unmet_required(rubric: Rubric, analysis: RubricAnalysis) -> list[str]:
     ]
 
 
+def _per_run(run: Any, key: str) -> Any:
+    """A per-run rubric setting: ``run.request_context[key]``, else ``run.additional_context[key]``."""
+    found = run.request_context.get(key)
+    if found is None:
+        extra = (run.model_extra or {}).get("additional_context")
+        found = extra.get(key) if isinstance(extra, dict) else None
+    return found
+
+
 def rubric(judge: JudgeOption, *, criteria: RubricOption = None, scale: float = 1.0, id: str = "rubric") -> Scorer[Any, Any]:
     """Pass / fail against a rubric (Mastra's rubric scorer): ``scale`` when every required
     criterion is met, else 0.
 
-    The rubric is ``run.request_context["rubric"]`` when set (per run), else ``criteria``
-    (see `parse_rubric`). The text judged is ``run.request_context["current_text"]`` when
-    set, else the answer; the task is the user's message. Steps: preprocess (code) resolves
+    The rubric is the run's ``"rubric"`` when set (per run: in ``run.request_context``, else
+    in the run's extra field ``additional_context``, as Mastra's rubric reads
+    ``additionalContext``), else ``criteria`` (see `parse_rubric`). The text judged is the
+    run's ``"current_text"`` (same places) when set, else the answer; the task is the user's message. Steps: preprocess (code) resolves
     the rubric (`Rubric`); analyze (judge) decides each criterion; score as above;
     generate_reason (code) lists the unmet criteria. A run with no rubric is not scorable
     (Mastra scores it 1, a pass that checked nothing).
@@ -119,12 +129,12 @@ def rubric(judge: JudgeOption, *, criteria: RubricOption = None, scale: float = 
     static = parse_rubric(criteria) if criteria is not None else None
 
     def resolve(run: Any) -> Any:
-        per_run = run.request_context.get("rubric")
+        per_run = _per_run(run, "rubric")
         found = parse_rubric(per_run) if per_run is not None else static
         return Rubric(criteria=found) if found else not_scorable("no rubric")
 
     def judge_criteria(run: Any, results: Any) -> str:
-        text = run.request_context.get("current_text") or answer_text(run.output)
+        text = _per_run(run, "current_text") or answer_text(run.output)
         return (
             "Decide for each criterion, in order, whether the response satisfies it (true or "
             'false), with a short reasoning. Return {"results": [{"criterion": ..., "satisfied": '
@@ -150,7 +160,7 @@ def rubric(judge: JudgeOption, *, criteria: RubricOption = None, scale: float = 
     )  # fmt: skip
 
 
-class MultiTurnVerdict(BaseModel):
+class MultiTurnVerdict(JudgeSchema):
     """Whether the whole conversation satisfies the criterion."""
 
     satisfied: bool

@@ -5,12 +5,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from scorers._builder import Scorer
 from scorers._run import not_scorable
 from scorers.builtin._common import JudgeOption, answer_text, input_text
 from scorers.builtin._llm_common import (
+    JudgeSchema,
     Verdicts,
     builder,
     bullet,
@@ -24,7 +25,7 @@ from scorers.utils import round_to_two_decimals
 SourceExtractor = Callable[[Any], str]
 
 
-class SummaryPlan(BaseModel):
+class SummaryPlan(JudgeSchema):
     """The summary's claims and closed questions about the source (preprocess result)."""
 
     claims: list[str] = Field(default_factory=list)

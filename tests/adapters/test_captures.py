@@ -1,13 +1,16 @@
 """More real captures (S1–S4 of every variant, see captures/README.md) give the scenario's
-exact messages; no-content variants give empty messages and no failure."""
+exact messages; no-content variants give empty messages and no failure. Captures with an
+``S?.expected.json`` (agent frameworks) are held to that ground truth, taken from what the
+fake model server saw and answered."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import pytest
-from adapters_support import norm_run, runs_from_files
+from adapters_support import norm_expected, norm_run, runs_from_files
 
 CAPTURES = Path(__file__).resolve().parent / "captures"
 SYSTEM = ["You are a terse assistant."]
@@ -38,7 +41,7 @@ CASES = sorted(p for p in CAPTURES.glob("*/S?.pb"))
 
 
 def test_captures_are_present() -> None:
-    assert len(CASES) == 94
+    assert len(CASES) == 105
 
 
 @pytest.mark.parametrize("path", CASES, ids=[f"{p.parent.name}/{p.stem}" for p in CASES])
@@ -49,6 +52,10 @@ def test_capture(path: Path) -> None:
         assert runs and all(not m.content for r in runs for m in [*r.input.input_messages, *r.output])
         return
     assert len(runs) == 1
+    truth = path.with_name(path.stem + ".expected.json")
+    if truth.exists():
+        _check_ground_truth(path, runs[0], json.loads(truth.read_text()))
+        return
     expected = dict(EXPECTED[path.stem])
     if path.parent.name.startswith("google-adk"):
         # ADK sends its own system instruction and wraps tool results as {"result": ...}
@@ -58,6 +65,24 @@ def test_capture(path: Path) -> None:
     if f"{path.parent.name}/{path.stem}" == "traceloop-events/S4":
         expected["output"] = []  # the library records no completion text when streaming in events mode
     assert norm_run(runs[0]) == expected
+
+
+def _check_ground_truth(path: Path, run: Any, truth: dict[str, Any]) -> None:
+    """The run equals the ground truth, less what the set-up leaves out of the trace (``not_in_trace``)."""
+    got, want = norm_run(run), norm_expected(truth)
+    missing = truth.get("not_in_trace", {})
+    if "system" in missing:
+        want["system"] = []
+    if "tool_call_ids" in missing:
+        # ids of our own: each result answers its call's id, and a second read gives the same ids
+        ids = [c[0] for m in got["output"] if m[0] == "assistant" for c in m[2]]
+        assert all(ids) and ids == [m[1] for m in got["output"] if m[0] == "tool"]
+        again = norm_run(runs_from_files(path)[0])["output"]
+        assert ids == [c[0] for m in again if m[0] == "assistant" for c in m[2]]
+        for side in (got, want):
+            side["output"] = [[m[0], m[1], [[None, *c[1:]] for c in m[2]]] if m[0] == "assistant"
+                              else [m[0], None, m[2]] for m in side["output"]]
+    assert got == want
 
 
 LOG_CASES = [p for p in CASES if p.with_name(p.stem + ".logs.pb").exists() and p.parent.name != "mastra-exporter"]

@@ -28,6 +28,28 @@ async def llm() -> AsyncIterator[Any]:
     await server.stop()
 
 
+async def _daemon(scorer: Any, tmp_path: Path, backend: CaptureBackend) -> Service:
+    """A started daemon on SQLite with one scorer, exporting to ``backend`` (no forwarding)."""
+    config = config_from_dict({
+        "receiver": {"grpc_endpoint": "127.0.0.1:0", "http_endpoint": "127.0.0.1:0"},
+        "assembly": {"decision_wait": 0.2},
+        "queue": {"url": f"sqlite:///{tmp_path / 'q.db'}"},
+        "export": {"endpoint": backend.endpoint, "forward_spans": False},
+    }, env={})
+    service = Service(config, ScorerRegistry([RegisteredScorer(scorer, ScorerConfig(ref="tests:llm_quality"))]))
+    await service.start()
+    return service
+
+
+async def _one_scored_run(service: Service, backend: CaptureBackend) -> tuple[str, str]:
+    """Send one agent trace to the daemon and wait for its one score; returns its trace and span ids."""
+    assert service.grpc is not None
+    exporter = GrpcExporter(endpoint=f"127.0.0.1:{service.grpc.port}", insecure=True)
+    ids = await asyncio.to_thread(emit_agent_trace, exporter)
+    await wait_until(lambda: len(backend.scores()) == 1, what="the judged score")
+    return ids
+
+
 async def test_judge_scores_carry_model_usage_and_survive_a_429(tmp_path: Path, llm: Any) -> None:
     Reply = llm_server.Reply
     llm.script(
@@ -42,20 +64,9 @@ async def test_judge_scores_carry_model_usage_and_survive_a_429(tmp_path: Path, 
         create_prompt=lambda run: f"Answer: {run.output[-1].content}\nRate it from 0 to 1.",
     )
     backend = await CaptureBackend().start()
-    config = config_from_dict({
-        "receiver": {"grpc_endpoint": "127.0.0.1:0", "http_endpoint": "127.0.0.1:0"},
-        "assembly": {"decision_wait": 0.2},
-        "queue": {"url": f"sqlite:///{tmp_path / 'q.db'}"},
-        "export": {"endpoint": backend.endpoint, "forward_spans": False},
-    }, env={})
-    registry = ScorerRegistry([RegisteredScorer(scorer, ScorerConfig(ref="tests:llm_quality"))])
-    service = Service(config, registry)
-    await service.start()
+    service = await _daemon(scorer, tmp_path, backend)
     try:
-        assert service.grpc is not None
-        exporter = GrpcExporter(endpoint=f"127.0.0.1:{service.grpc.port}", insecure=True)
-        trace_id, span_id = await asyncio.to_thread(emit_agent_trace, exporter)
-        await wait_until(lambda: len(backend.scores()) == 1, what="the judged score")
+        trace_id, span_id = await _one_scored_run(service, backend)
         (score,) = backend.scores()
         attrs = score.event_attributes
         assert (score.span.trace_id.hex(), score.span.parent_span_id.hex()) == (trace_id, span_id)
@@ -71,6 +82,35 @@ async def test_judge_scores_carry_model_usage_and_survive_a_429(tmp_path: Path, 
         assert 'tracescore_judge_tokens_total{direction="input",model="openai/gpt-4o-mini"} 120.0' in text
         assert 'tracescore_judge_attempts_total{model="openai/gpt-4o-mini"} 2.0' in text
         assert 'tracescore_judge_errors_total{model="openai/gpt-4o-mini"} 1.0' in text
+    finally:
+        await service.shutdown()
+        await backend.stop()
+
+
+async def test_judge_requests_count_every_request_sent_processor_retries_included(
+    tmp_path: Path, llm: Any,
+) -> None:
+    """Two 503s retried by an error processor, then a reply: one execution (one structured-output
+    attempt), three requests: the metric and the span count requests sent, as their names say."""
+    from scorers import StreamErrorRetryProcessor
+
+    Reply = llm_server.Reply
+    llm.script(Reply.error(503), Reply.error(503), Reply.json({"score": 0.5}))
+    judge = Judge(model="openai/gpt-4o-mini", instructions="You are a strict evaluator.",
+                  error_processors=[StreamErrorRetryProcessor(max_retries=3)],
+                  model_settings={"api_base": llm.url + "/v1", "api_key": "test-key"})
+    scorer = create_scorer(id="llm-quality", description="judged", type="agent", judge=judge).generate_score(
+        description="Rate the answer from 0 to 1", create_prompt=lambda run: "Rate it from 0 to 1.")
+    backend = await CaptureBackend().start()
+    service = await _daemon(scorer, tmp_path, backend)
+    try:
+        await _one_scored_run(service, backend)
+        (score,) = backend.scores()
+        assert score.event_attributes["tracescore.judge.attempts"] == 3
+        assert len(llm.requests) == 3
+        text = service.metrics.render().decode()
+        assert 'tracescore_judge_attempts_total{model="openai/gpt-4o-mini"} 3.0' in text
+        assert 'tracescore_decisions_total{reason="retried",scorer="llm-quality"}' not in text
     finally:
         await service.shutdown()
         await backend.stop()

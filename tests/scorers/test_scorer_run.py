@@ -282,9 +282,9 @@ async def test_prepare_run_returning_garbage_fails_with_prepare_run_step() -> No
 
 async def test_prepare_run_returning_an_invalid_dict_names_the_field() -> None:
     scorer = create_scorer(
-        id="s", description="d", prepare_run=lambda run: {"outptu": "typo"}
+        id="s", description="d", prepare_run=lambda run: {"request_context": "not a dict"}
     ).generate_score(lambda: 1)
-    with pytest.raises(ScorerRunError, match="prepare_run returned an invalid run: outptu"):
+    with pytest.raises(ScorerRunError, match="prepare_run returned an invalid run: request_context"):
         await scorer.run()
 
 
@@ -377,7 +377,7 @@ async def test_not_scorable_from_any_step_skips_the_rest(step: str) -> None:
     result = await scorer.run(run_id="r1")
     order = ["preprocess", "analyze", "generate_score", "generate_reason"]
     assert calls == order[: order.index(step) + 1]
-    assert result.not_scorable == NotScorable(reason="nothing to score")
+    assert result.not_scorable == NotScorable(step=step, reason="nothing to score")  # type: ignore[arg-type]
     assert result.score is None and result.reason is None and result.run_id == "r1"
     expected_pre = None if step == "preprocess" else "p"
     expected_analyze = None if step in ("preprocess", "analyze") else "a"
@@ -389,7 +389,8 @@ async def test_not_scorable_from_any_step_skips_the_rest(step: str) -> None:
 
 async def test_not_scorable_without_reason() -> None:
     result = await create_scorer(id="s", description="d").generate_score(not_scorable).run()
-    assert result.not_scorable == NotScorable() and result.not_scorable.reason is None
+    assert result.not_scorable == NotScorable(step="generate_score")
+    assert result.not_scorable.reason is None
 
 
 # -- errors --------------------------------------------------------------------------------

@@ -136,10 +136,10 @@ async def test_answer_similarity_missing_ground_truth(server: Any, judge: Judge)
 
 async def test_answer_relevancy_through_litellm_transport(server: Any, judge: Judge, monkeypatch: pytest.MonkeyPatch) -> None:
     """The same scorer through ``litellm.acompletion`` (not the shared aiohttp fast path)."""
-    from scorers import _judge_transport
+    from scorers import _judge_route
 
-    monkeypatch.setattr(_judge_transport, "_routes", {})
-    monkeypatch.setattr(_judge_transport, "FAST_PROVIDERS", frozenset())
+    monkeypatch.setattr(_judge_route, "_routes", {})
+    monkeypatch.setattr(_judge_route, "FAST_PROVIDERS", frozenset())
     server.responder = by_prefix(RELEVANCY)
     result = await answer_relevancy(judge).run(input="Capital of France?", output="Paris.")
     assert result.score == 0.58

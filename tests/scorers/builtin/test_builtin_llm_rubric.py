@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -55,6 +56,27 @@ async def test_rubric_per_run_rubric_and_current_text(server: Any, judge: Judge)
     assert result.score == 1.0
     assert result.preprocess_step_result.criteria[0].criterion == "per run"
     assert "Response:\ndraft text" in prompts(server)[0] and "static" not in prompts(server)[0]
+
+
+async def test_rubric_per_run_rubric_from_additional_context(server: Any, judge: Judge) -> None:
+    """Mastra's rubric scorer reads ``run.additionalContext.rubric``: ours reads the run's
+    extra field ``additional_context`` (issue 12)."""
+    server.responder = by_prefix({"Decide for each criterion": results(True)})
+    result = await rubric(judge).run(
+        input="q", output="answer", additional_context={"rubric": "- cites a source", "current_text": "v2"})
+    assert result.score == 1.0 and result.additional_context["rubric"] == "- cites a source"
+    assert result.preprocess_step_result.criteria[0].criterion == "cites a source"
+    assert "Response:\nv2" in prompts(server)[0]
+
+
+async def test_builtin_schemas_carry_no_titles_or_docstrings_of_ours(server: Any, judge: Judge) -> None:
+    """SPEC §1.5: the judge receives no title or description of ours, built-in scorers included."""
+    server.responder = by_prefix({"Decide for each criterion": results(True)})
+    await rubric(judge, criteria="- polite").run(input="q", output="a")
+    fmt = server.requests[0].body["response_format"]["json_schema"]
+    assert fmt["name"] == "response"
+    sent = json.dumps(fmt["schema"])
+    assert '"title"' not in sent and '"description"' not in sent
 
 
 async def test_rubric_without_rubric_is_not_scorable(server: Any, judge: Judge) -> None:

@@ -17,9 +17,9 @@ def settings(server: Any) -> dict[str, Any]:
 @pytest.fixture(params=["fast", "litellm"])
 def transport(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """Run a test over both transports: the shared aiohttp path and ``litellm.acompletion``."""
-    from scorers import _judge_transport
+    from scorers import _judge_route
 
-    monkeypatch.setattr(_judge_transport, "_routes", {})
+    monkeypatch.setattr(_judge_route, "_routes", {})
     if request.param == "litellm":
-        monkeypatch.setattr(_judge_transport, "FAST_PROVIDERS", frozenset())
+        monkeypatch.setattr(_judge_route, "FAST_PROVIDERS", frozenset())
     return str(request.param)

@@ -39,13 +39,16 @@ async def test_timeout_is_retried_by_the_retry_processor(server: Any, settings: 
                   model_settings={**settings, "timeout": 0.05},
                   error_processors=[StreamErrorRetryProcessor()])
     value, execution = await execute_judge_call(judge, "p", output_schema=None)
-    assert value == "on time" and execution.attempt_count == 2 and len(server.requests) == 2
+    assert value == "on time" and len(server.requests) == 2
+    assert (execution.attempt_count, execution.model_call_count) == (1, 2)
 
 
-def test_run_sync_twice_leaves_no_unclosed_session() -> None:
-    script = textwrap.dedent(
+def run_in_fresh_process(body: str, *python_flags: str) -> subprocess.CompletedProcess[str]:
+    """Run ``body`` in a new interpreter where ``scorer`` is a prompt-mode score scorer whose
+    judge is a test LLM server (itself a subprocess)."""
+    head = textwrap.dedent(
         f"""
-        import subprocess, sys, gc
+        import asyncio, gc, subprocess, sys
         server = subprocess.Popen([sys.executable, {str(ROOT / "tests/support/llm_server.py")!r}],
                                   stdout=subprocess.PIPE, text=True)
         try:
@@ -55,16 +58,35 @@ def test_run_sync_twice_leaves_no_unclosed_session() -> None:
                           model_settings={{"api_base": f"http://127.0.0.1:{{port}}/v1", "api_key": "k"}})
             scorer = create_scorer(id="x", description="d", judge=judge).generate_score(
                 description="s", create_prompt=lambda run: "score")
-            print(scorer.run_sync(input="a", output="b").score, scorer.run_sync(input="a", output="b").score)
-            gc.collect()
-        finally:
-            server.terminate()
-            server.wait()
-            server.stdout.close()
         """
     )
-    proc = subprocess.run([sys.executable, "-X", "dev", "-c", script], capture_output=True, text=True,
-                          timeout=120, cwd=ROOT)
+    tail = "finally:\n    server.terminate()\n    server.wait()\n    server.stdout.close()\n"
+    script = head + textwrap.indent(textwrap.dedent(body).strip("\n"), "    ") + "\n" + tail
+    return subprocess.run([sys.executable, *python_flags, "-c", script], capture_output=True,
+                          text=True, timeout=120, cwd=ROOT)
+
+
+def test_run_sync_twice_leaves_no_unclosed_session() -> None:
+    proc = run_in_fresh_process("""
+        print(scorer.run_sync(input="a", output="b").score, scorer.run_sync(input="a", output="b").score)
+        gc.collect()
+        """, "-X", "dev")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "0.5 0.5"
     assert "Unclosed" not in proc.stderr, proc.stderr
+
+
+def test_a_first_prompt_score_blocks_no_event_loop() -> None:
+    """The default generate_score schema is a JSON Schema dict: validating it needs jsonschema,
+    imported off the event loop on first use (BlockBuster, on for scorers, in a fresh process)."""
+    proc = run_in_fresh_process("""
+        from blockbuster import blockbuster_ctx
+
+        async def main():
+            with blockbuster_ctx(["scorers"]):
+                return (await scorer.run(input="a", output="b")).score
+
+        print(asyncio.run(main()))
+        """)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "0.5"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -182,16 +183,22 @@ async def test_pii_never_reaches_the_server(server: Any, settings: dict[str, Any
     assert execution.prompt == "User [EMAIL], key [API_KEY]"
 
 
-async def test_output_processor_runs_before_parsing(server: Any, settings: dict[str, Any]) -> None:
-    class Unwrap:
+async def test_output_processor_sees_the_parsed_result_and_may_replace_it(
+        server: Any, settings: dict[str, Any]) -> None:
+    seen: list[JudgeReply] = []
+
+    class Double:
         async def process_output_result(self, result: JudgeReply) -> JudgeReply:
-            return JudgeReply(text=result.text.removeprefix("ANSWER:"), usage=result.usage)
+            seen.append(result)
+            return replace(result, object={"score": result.object["score"] * 2})
 
     judge = Judge(model="openai/gpt-4o-mini", instructions="i", model_settings=settings,
-                  output_processors=[Unwrap()])
-    server.script(Reply.text('ANSWER:{"score": 4}'))
+                  output_processors=[Double()])
+    server.script(Reply.json({"score": 4}))
     value, execution = await execute_judge_call(judge, "p", output_schema={"type": "object"})
-    assert value == {"score": 4} and execution.raw_output == '{"score": 4}'
+    assert seen[0].object == {"score": 4} and seen[0].text == '{"score": 4}'
+    assert value == {"score": 8} and execution.output == {"score": 8}
+    assert execution.raw_output == '{"score": 4}'  # the reply as the model sent it
 
 
 async def test_a_failing_processor_is_a_judge_error(server: Any, settings: dict[str, Any]) -> None:

@@ -68,6 +68,7 @@ async def test_four_prompt_steps_store_results_prompts_and_executions(
     assert set(result.judge) == {"preprocess", "analyze", "generate_score", "generate_reason"}
     executions = {step: record.executions for step, record in result.judge.items()}
     assert all(len(ex) == 1 and ex[0].status == "success" and ex[0].attempt_count == 1
+               and ex[0].model_call_count == 1
                for ex in executions.values())
     assert executions["preprocess"][0].output == {"claims": ["sky is blue", "grass is red"]}
     assert executions["generate_score"][0].output == 0.5
@@ -95,8 +96,9 @@ async def test_reason_429_retries_only_the_reason_request(server: Any, settings:
     prompts = [r.message_text("user") for r in server.requests]
     assert prompts == ["score this", "explain this score", "explain this score"]
     assert (result.score, result.reason) == (0.8, "because")
-    assert result.judge["generate_score"].executions[0].attempt_count == 1
-    assert result.judge["generate_reason"].executions[0].attempt_count == 2
+    score, reason = result.judge["generate_score"].executions[0], result.judge["generate_reason"].executions[0]
+    assert (score.attempt_count, score.model_call_count) == (1, 1)
+    assert (reason.attempt_count, reason.model_call_count) == (1, 2)  # the 429 and its retry
 
 
 async def test_reason_429_without_processors_fails_with_one_request(
@@ -115,9 +117,9 @@ async def test_reason_429_without_processors_fails_with_one_request(
     assert err.failed_step == "generate_reason" and err.completed_steps == ["generate_score"]
     assert isinstance(err.__cause__, JudgeError) and err.__cause__.retryable
     partial = err.partial_result
-    assert partial is not None
-    failed = partial.judge["generate_reason"].executions[0]
-    assert failed.status == "failed" and failed.error["status_code"] == 429
+    assert partial is not None and set(partial.judge) == {"generate_score"}  # what completed
+    failed = err.__cause__.execution  # the failed call's record is on the judge error
+    assert failed is not None and failed.status == "failed" and failed.error["status_code"] == 429
 
 
 async def test_step_judge_overrides_field_by_field(server: Any, settings: dict[str, Any]) -> None:
@@ -144,7 +146,7 @@ async def test_step_judge_overrides_field_by_field(server: Any, settings: dict[s
     assert analyze.message_text("user") == "[EMAIL] analyze"  # input processors inherited
     assert [r.message_text("user") for r in score_requests] == ["c@d.io score"] * 3  # [] disables
     assert score_requests[0].message_text("system") == "Scorer instructions"
-    assert result.judge["generate_score"].executions[0].attempt_count == 3
+    assert result.judge["generate_score"].executions[0].model_call_count == 3
 
     # The analyze step's [] really disabled retries: a 500 there fails at once.
     server.reset_stats()
@@ -191,7 +193,8 @@ async def test_judge_output_error_fails_the_step_after_two_requests(
         await scorer.run(input="q", output="a")
     assert "still no idea" in str(caught.value)
     assert len(server.requests) == 2
-    execution = caught.value.partial_result.judge["generate_score"].executions[0]
+    assert caught.value.partial_result is None  # nothing completed
+    execution = caught.value.__cause__.execution
     assert execution.status == "failed" and execution.attempt_count == 2
 
 

@@ -3,7 +3,11 @@
 Chat completions (plain and streamed) and the Responses API (plain, and streamed as
 ``response.created`` + ``response.completed``). A request that offers tools and asks about
 the weather, with no tool result yet, gets the ``get_weather`` tool call; every other
-request gets the scenario's fixed answer.
+request gets the scenario's fixed answer. A chat request that offers a ``final_answer`` tool
+(smolagents' way of ending a run) gets that answer as a ``final_answer`` tool call.
+
+Every request and the answer it got is appended to `LOG` (``{"path", "request",
+"response"}``): the ground truth of a capture comes from there, never from the spans.
 """
 
 from __future__ import annotations
@@ -20,7 +24,9 @@ ANSWERS = {
     "What is the weather in Paris?": "The weather in Paris is sunny and 21 degrees Celsius.",
 }
 CALL_ID = "call_68e4854238118622674403a6"
+FINAL_CALL_ID = "call_5f1a2e0c9b7d4e3a8c6b1d20"
 ARGUMENTS = '{"city": "Paris"}'
+LOG: list[dict[str, Any]] = []
 
 
 def last_user(messages: list[dict[str, Any]]) -> str:
@@ -31,6 +37,30 @@ def last_user(messages: list[dict[str, Any]]) -> str:
                 content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
             return content or ""
     return ""
+
+
+def question(messages: list[dict[str, Any]]) -> str:
+    """The scenario question of a request: the last user message, else one that contains a question.
+
+    Frameworks may wrap the question (smolagents sends ``"New task:\\n<question>"``) or send
+    the tool result as a user message after it.
+    """
+    last = last_user(messages)
+    if last in ANSWERS:
+        return last
+    for message in reversed(messages):
+        content = message.get("content")
+        if isinstance(content, list):
+            content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
+        if message.get("role") == "user" and isinstance(content, str):
+            found = next((q for q in ANSWERS if q in content), None)
+            if found:
+                return found
+    return last
+
+
+def _offers(body: dict[str, Any], name: str) -> bool:
+    return any((t.get("function") or {}).get("name") == name for t in body.get("tools") or [] if isinstance(t, dict))
 
 
 def _request_id(prefix: str, payload: Any) -> str:
@@ -71,15 +101,22 @@ class Handler(BaseHTTPRequestHandler):
             call = {"id": CALL_ID, "type": "function", "function": {"name": "get_weather", "arguments": ARGUMENTS}}
             message: dict[str, Any] = {"role": "assistant", "content": None, "tool_calls": [call]}
             finish = "tool_calls"
+        elif _offers(body, "final_answer"):
+            answer = json.dumps({"answer": ANSWERS.get(question(msgs), "OK.")})
+            call = {"id": FINAL_CALL_ID, "type": "function", "function": {"name": "final_answer", "arguments": answer}}
+            message = {"role": "assistant", "content": None, "tool_calls": [call]}
+            finish = "tool_calls"
         else:
-            message = {"role": "assistant", "content": ANSWERS.get(last_user(msgs), "OK.")}
+            message = {"role": "assistant", "content": ANSWERS.get(question(msgs), "OK.")}
             finish = "stop"
         n = len(json.dumps(msgs)) // 40
         usage = {"prompt_tokens": n, "completion_tokens": 7, "total_tokens": n + 7}
         rid = _request_id("chatcmpl-", msgs)
+        completion = {"id": rid, "object": "chat.completion", "created": 1700000000, "model": body["model"],
+                      "choices": [{"index": 0, "message": message, "finish_reason": finish}], "usage": usage}
+        LOG.append({"path": self.path, "request": body, "response": completion})
         if not body.get("stream"):
-            self._json({"id": rid, "object": "chat.completion", "created": 1700000000, "model": body["model"],
-                        "choices": [{"index": 0, "message": message, "finish_reason": finish}], "usage": usage})
+            self._json(completion)
             return
         self.send_response(200)
         self.send_header("content-type", "text/event-stream")
@@ -89,7 +126,7 @@ class Handler(BaseHTTPRequestHandler):
         def send(choices: list[dict[str, Any]], **extra: Any) -> None:
             self._sse(b"data: " + json.dumps({**base, "choices": choices, **extra}).encode() + b"\n\n")
 
-        if tool_turn:
+        if message.get("tool_calls"):
             delta = {"role": "assistant", "tool_calls": [{"index": 0, **message["tool_calls"][0]}]}
             send([{"index": 0, "delta": delta, "finish_reason": None}])
         else:
@@ -124,6 +161,7 @@ class Handler(BaseHTTPRequestHandler):
                       "input_tokens_details": {"cached_tokens": 0},
                       "output_tokens_details": {"reasoning_tokens": 0}},
         }
+        LOG.append({"path": self.path, "request": body, "response": resp})
         if not body.get("stream"):
             self._json(resp)
             return
