@@ -87,6 +87,7 @@ MALFORMED_JSON = [
     b'{"resourceSpans":[{"scopeSpans":[{"spans":[{"traceId":"5b8efff798038103d269b633813fc60c",'
     b'"spanId":"eee19b7ec3c1b174","startTimeUnixNano":1e999}]}]}]}',  # 1e999 in an integer field
     b'{"resourceSpans":[{"resource":{"attributes":[{"key":"k","value":{"intValue":1e999}}]}}]}',
+    b'{"resourceSpans":[{"scopeSpans":[{"spans":[{"kind":1e999}]}]}]}',
     b'{"resourceSpans":[{"scopeSpans":[{"spans":[{"droppedAttributesCount":NaN}]}]}]}',
     b'{"resourceSpans":[{"scopeSpans":[{"spans":[{"traceId":"zz"}]}]}]}',
     b'{"resourceSpans": 5}', b"[1, 2]", b'"text"', b"\xff\xfe", b"{" * 100_000, b"",
