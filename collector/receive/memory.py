@@ -6,7 +6,8 @@ the cut by trace). `BodyBudget` bounds the bytes of bodies being read and decode
 (both listeners share it): a body over the budget is refused retryably (429 /
 RESOURCE_EXHAUSTED) instead of growing the heap. glibc keeps freed memory in its arenas
 for reuse, so after large requests `MemoryReturner` asks it (``malloc_trim``) to hand the
-free pages back: the resident size falls back once the burst is over.
+free pages back, and `limit_malloc_arenas` keeps it from spreading the heap over one
+arena per thread: the resident size falls back once the burst is over.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import asyncio
 import ctypes
 import functools
 import logging
+import os
 from collections.abc import Callable
 
 from collector.errors import QueueFull
@@ -59,6 +61,27 @@ class BodyBudget:
     def release(self, size: int) -> None:
         """Count ``size`` bytes as done."""
         self.in_flight = max(0, self.in_flight - size)
+
+
+_M_ARENA_MAX = -8  # mallopt parameter (glibc malloc.h)
+
+
+def limit_malloc_arenas(arenas: int = 2) -> bool:
+    """Cap glibc's malloc arenas (as ``MALLOC_ARENA_MAX`` would; an explicit setting of
+    that variable wins): with one arena per decoding thread, the heap of large bodies
+    fragments across arenas and is not given back. Returns whether the cap was set.
+
+    Example:
+        >>> isinstance(limit_malloc_arenas(), bool)
+        True
+    """
+    if "MALLOC_ARENA_MAX" in os.environ:
+        return False
+    try:
+        mallopt = getattr(ctypes.CDLL(None), "mallopt", None)
+    except OSError:
+        return False
+    return bool(mallopt is not None and mallopt(_M_ARENA_MAX, arenas) == 1)
 
 
 @functools.cache

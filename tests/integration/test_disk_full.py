@@ -19,6 +19,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 from daemon_harness import CaptureBackend, agent_trace_body, wait_until
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from serve_process import PROTOBUF, SCORERS, ServeProcess
 
 
@@ -54,6 +55,15 @@ def _fill(directory: Path) -> Path:
     return filler
 
 
+def _padded_agent_body(pad: int) -> tuple[bytes, str]:
+    """An agent run's request with a ``pad``-byte span in the same trace."""
+    body, trace_id, _ = agent_trace_body()
+    request = ExportTraceServiceRequest.FromString(body)
+    request.resource_spans[0].scope_spans[0].spans.add(
+        trace_id=bytes.fromhex(trace_id), span_id=os.urandom(8), name="x" * pad)
+    return request.SerializeToString(), trace_id
+
+
 async def _post(session: aiohttp.ClientSession, url: str, body: bytes) -> tuple[int, str | None]:
     async with session.post(url, data=body, headers=PROTOBUF) as resp:
         await resp.read()
@@ -81,9 +91,12 @@ async def test_a_full_disk_answers_503_and_every_accepted_run_is_scored_once_aft
             await wait_until(lambda: len(backend.scores()) == 10, timeout=30, what="the first scores")
 
             filler = _fill(small_disk)
+            # A little room comes back: bodies larger than it are written partly, then ENOSPC
+            # (the body log must cut such a write back, or later offsets miss the file).
+            os.truncate(filler, max(0, filler.stat().st_size - 200 * 1024))
             statuses = []
             for _ in range(30):  # the disk is full: refused retryably, never 500 nor 200-and-lost
-                body, trace_id, _ = agent_trace_body()
+                body, trace_id = _padded_agent_body(48 * 1024)
                 status, retry_after = await _post(session, daemon.url, body)
                 statuses.append(status)
                 assert status in (200, 503), status
@@ -92,7 +105,7 @@ async def test_a_full_disk_answers_503_and_every_accepted_run_is_scored_once_aft
                 else:
                     assert retry_after is not None
                     refused.append((body, trace_id))
-            assert statuses.count(503) >= 25, statuses
+            assert statuses.count(503) >= 20, statuses
             assert await daemon.readyz() == 503
 
             filler.unlink()  # space returns; no restart
