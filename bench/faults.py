@@ -277,18 +277,28 @@ async def worker(repo: Path, tmp: Path) -> str:
 
 
 async def conns(repo: Path, tmp: Path) -> str:
+    return "; ".join([await _conns(repo, tmp, n) for n in (1100, 1500)])
+
+
+async def _conns(repo: Path, tmp: Path, slow: int) -> str:
     backend = await CaptureBackend().start()
-    daemon = await Daemon(repo, tmp, "conns", base_config(tmp, backend, scorer_file(tmp)), open_files=1024).start()
+    daemon = await Daemon(repo, tmp, f"conns{slow}", base_config(tmp, backend, scorer_file(tmp))
+                          .replace('"sqlite:///', f'"sqlite:///{tmp}/{slow}'), open_files=1024).start()
     writers = []
     try:
         size0 = daemon.log.stat().st_size
-        for i in range(1100):
+        async def connect(i: int) -> asyncio.StreamWriter | None:
             try:
-                _, w = await asyncio.open_connection("127.0.0.1", daemon.grpc if i % 10 == 0 else daemon.http)
+                _, w = await asyncio.wait_for(asyncio.open_connection(
+                    "127.0.0.1", daemon.grpc if i % 10 == 0 else daemon.http), 2)
                 w.write(b"POST /v1/traces HTTP/1.1\r\nHost: x\r\n")
-                writers.append(w)
-            except OSError:
-                pass
+                return w
+            except (OSError, TimeoutError):
+                return None  # refused, or left in a full backlog
+
+        for start in range(0, slow, 100):
+            batch = await asyncio.gather(*(connect(i) for i in range(start, min(slow, start + 100))))
+            writers += [w for w in batch if w is not None]
         started = time.monotonic()
         body, trace_id, _ = agent_trace_body()
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as session:
@@ -297,8 +307,8 @@ async def conns(repo: Path, tmp: Path) -> str:
         got = await until(lambda: trace_id in scored(backend), 20)
         await asyncio.sleep(max(0.0, 30 - (time.monotonic() - started)))
         grown = daemon.log.stat().st_size - size0
-        return (f"conns: normal client {'HTTP ' + str(status) if status else 'failed'} in {latency * 1000:.0f} ms, "
-                f"run {'scored' if got else 'NOT scored'}; log grew {grown / 1e6:.2f} MB in 30 s")
+        return (f"conns {slow}: normal client {'HTTP ' + str(status) if status else 'failed'} in "
+                f"{latency * 1000:.0f} ms, run {'scored' if got else 'NOT scored'}; log grew {grown / 1e6:.2f} MB in 30 s")
     finally:
         for w in writers:
             w.close()

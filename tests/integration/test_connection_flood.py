@@ -1,5 +1,5 @@
 """A connection flood against a daemon with 1,024 open files (issue 13): ``ulimit -n 1024``
-(set with ``resource.setrlimit`` in the child), 1,100 slow connections that never finish
+(set with ``resource.setrlimit`` in the child), 1,500 slow connections that never finish
 a request held open, and meanwhile a normal client is served within its timeout, its runs
 are scored, and accept errors do not flood the log."""
 
@@ -15,20 +15,21 @@ from daemon_harness import CaptureBackend, agent_trace_body, wait_until
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
 from serve_process import PROTOBUF, SCORERS, ServeProcess
 
-SLOW = 1100
+SLOW = 1500  # the issue saw the service go down at about 1,100; here the old daemon fell at 1,500
 
 
 async def _slow_connection(port: int, grpc_port: int, i: int) -> asyncio.StreamWriter | None:
     try:
-        _, writer = await asyncio.open_connection("127.0.0.1", grpc_port if i % 10 == 0 else port)
+        _, writer = await asyncio.wait_for(
+            asyncio.open_connection("127.0.0.1", grpc_port if i % 10 == 0 else port), 5)
         writer.write(b"POST /v1/traces HTTP/1.1\r\nHost: x\r\n")  # never finished
         await writer.drain()
         return writer
-    except OSError:
-        return None  # refused: the listener is full
+    except (OSError, TimeoutError):
+        return None  # refused, or left in a full backlog
 
 
-async def test_1100_slow_connections_under_1024_files_do_not_stop_a_normal_client(tmp_path: Path) -> None:
+async def test_1500_slow_connections_under_1024_files_do_not_stop_a_normal_client(tmp_path: Path) -> None:
     backend = await CaptureBackend().start()
     daemon = ServeProcess(tmp_path, (
         '[assembly]\ndecision_wait = 0.3\n'
@@ -41,8 +42,9 @@ async def test_1100_slow_connections_under_1024_files_do_not_stop_a_normal_clien
         for start in range(0, SLOW, 100):
             batch = await asyncio.gather(*(_slow_connection(daemon.http_port, daemon.grpc_port, i)
                                            for i in range(start, start + 100)))
+            daemon.assert_alive()
             writers += [w for w in batch if w is not None]
-        assert len(writers) >= 1000  # opened (the daemon closes the excess it cannot keep)
+        assert len(writers) >= 1100  # opened (the daemon closes the excess it cannot keep)
 
         expected = set()
         timings = []
