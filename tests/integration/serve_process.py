@@ -19,6 +19,15 @@ SCORERS = Path(__file__).parent / "scorers_for_tests.py"
 PROTOBUF = {"Content-Type": "application/x-protobuf"}
 
 
+def scoring_config(queue_db: Path, export_endpoint: str, assembly: str = "decision_wait = 0.3\n",
+                   export: str = "") -> str:
+    """The sections of a daemon on a SQLite queue scoring every run with ``answer_length``."""
+    return (f"[assembly]\n{assembly}"
+            f'[queue]\nurl = "sqlite:///{queue_db}"\n'
+            f'[export]\nendpoint = "{export_endpoint}"\ntimeout_s = 2.0\nmax_backoff_s = 0.5\n{export}'
+            f'[[scorers]]\nref = "{SCORERS}:answer_length"\n')
+
+
 class ServeProcess:
     """One `tracescore serve` process on free ports, writing ``log``.
 

@@ -20,7 +20,7 @@ import aiohttp
 import pytest
 from daemon_harness import CaptureBackend, agent_trace_body, wait_until
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-from serve_process import PROTOBUF, SCORERS, ServeProcess
+from serve_process import PROTOBUF, ServeProcess, scoring_config
 
 
 @pytest.fixture
@@ -74,11 +74,7 @@ async def test_a_full_disk_answers_503_and_every_accepted_run_is_scored_once_aft
     tmp_path: Path, small_disk: Path,
 ) -> None:
     backend = await CaptureBackend().start()
-    daemon = ServeProcess(tmp_path, (
-        '[assembly]\ndecision_wait = 0.3\n'
-        f'[queue]\nurl = "sqlite:///{small_disk / "queue.db"}"\n'
-        f'[export]\nendpoint = "{backend.endpoint}"\ntimeout_s = 2.0\nmax_backoff_s = 0.5\n'
-        f'[[scorers]]\nref = "{SCORERS}:answer_length"\n'))
+    daemon = ServeProcess(tmp_path, scoring_config(small_disk / "queue.db", backend.endpoint))
     try:
         await daemon.start()
         accepted: set[str] = set()

@@ -21,7 +21,7 @@ import grpc
 from daemon_harness import CaptureBackend, agent_trace_body, wait_until
 from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
-from serve_process import SCORERS, ServeProcess
+from serve_process import ServeProcess, scoring_config
 
 HTTP_BODIES = 2500
 GRPC_BODIES = 500
@@ -91,11 +91,8 @@ async def test_fuzzed_bodies_never_crash_nor_5xx_and_valid_runs_are_scored_once(
     cases = await asyncio.to_thread(_cases)
     assert len(cases) >= HTTP_BODIES * 0.9
     backend = await CaptureBackend().start()
-    daemon = ServeProcess(tmp_path, (
-        '[assembly]\ndecision_wait = 0.3\n'
-        f'[queue]\nurl = "sqlite:///{tmp_path / "queue.db"}"\n'
-        f'[export]\nendpoint = "{backend.endpoint}"\ntimeout_s = 2.0\nmax_backoff_s = 0.5\nforward_spans = false\n'
-        f'[[scorers]]\nref = "{SCORERS}:answer_length"\n'))
+    daemon = ServeProcess(tmp_path, scoring_config(tmp_path / "queue.db", backend.endpoint,
+                                                   export="forward_spans = false\n"))
     try:
         await daemon.start()
         checked = []

@@ -19,7 +19,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from serve_process import PROTOBUF, SCORERS, ServeProcess
+from serve_process import PROTOBUF, ServeProcess, scoring_config
 
 
 def _flood(traces: int) -> bytes:
@@ -30,16 +30,9 @@ def _flood(traces: int) -> bytes:
         resource_spans=[ResourceSpans(scope_spans=[ScopeSpans(spans=spans)])]).SerializeToString()
 
 
-def _config(tmp_path: Path, backend: CaptureBackend, assembly: str) -> str:
-    return (f"[assembly]\n{assembly}"
-            f'[queue]\nurl = "sqlite:///{tmp_path / "queue.db"}"\n'
-            f'[export]\nendpoint = "{backend.endpoint}"\ntimeout_s = 2.0\nmax_backoff_s = 0.5\n'
-            f'[[scorers]]\nref = "{SCORERS}:answer_length"\n')
-
-
 async def test_a_100000_trace_request_does_not_evict_another_clients_accepted_runs(tmp_path: Path) -> None:
     backend = await CaptureBackend().start()
-    daemon = ServeProcess(tmp_path, _config(tmp_path, backend, "decision_wait = 4.0\n"))
+    daemon = ServeProcess(tmp_path, scoring_config(tmp_path / "queue.db", backend.endpoint, "decision_wait = 4.0\n"))
     try:
         await daemon.start()
         expected = set()
@@ -67,7 +60,8 @@ async def test_a_100000_trace_request_does_not_evict_another_clients_accepted_ru
 
 async def test_a_run_span_after_its_trace_reached_max_spans_is_kept_and_scored(tmp_path: Path) -> None:
     backend = await CaptureBackend().start()
-    daemon = ServeProcess(tmp_path, _config(tmp_path, backend, "decision_wait = 0.3\nmax_spans_per_trace = 50\n"))
+    daemon = ServeProcess(tmp_path, scoring_config(
+        tmp_path / "queue.db", backend.endpoint, "decision_wait = 0.3\nmax_spans_per_trace = 50\n"))
     memory = InMemorySpanExporter()
     provider = TracerProvider(resource=Resource({"service.name": "support-bot"}))
     provider.add_span_processor(SimpleSpanProcessor(memory))
