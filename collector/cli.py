@@ -1,6 +1,8 @@
 """The `tracescore` command line: dispatches to one module per subcommand.
 
-Only this module configures logging handlers.
+Only this module configures logging handlers. Global flags (``-v``, ``--log-format``) are
+accepted before or after the subcommand: ``tracescore -v serve`` and ``tracescore serve -v``
+are the same.
 """
 
 from __future__ import annotations
@@ -11,17 +13,17 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
-from importlib import metadata
 
-# Subcommands in the order `tracescore --help` lists them; each is collector/commands/<name>.py.
-COMMANDS: tuple[str, ...] = ("demo", "serve", "check", "inspect", "score")
+from pythonjsonlogger.json import JsonFormatter
 
+from collector.commands.flags import add_global_flags
+from collector.metrics import VERSION
 
-def _version() -> str:
-    try:
-        return metadata.version("tracescore")
-    except metadata.PackageNotFoundError:
-        return "unknown"
+# Subcommands in the order `tracescore --help` lists them; each is collector/commands/<name>.py
+# (a dash in the command is an underscore in the module).
+COMMANDS: tuple[str, ...] = ("demo", "serve", "status", "dead-letters", "check", "inspect", "score")
+
+TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -31,20 +33,40 @@ def build_parser() -> argparse.ArgumentParser:
         >>> parser = build_parser()
         >>> parser.prog
         'tracescore'
+        >>> [parser.parse_args(argv).verbose for argv in (["-v", "check", "t.toml"], ["check", "t.toml", "-vv"])]
+        [1, 2]
     """
     parser = argparse.ArgumentParser(
         prog="tracescore",
         description="Score the agent runs in your OpenTelemetry traces.",
     )
-    parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging")
-    parser.add_argument("--version", action="version", version=f"tracescore {_version()}")
+    add_global_flags(parser, top=True)
+    parser.add_argument("--version", action="version", version=f"tracescore {VERSION}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMANDS:
-        module = importlib.import_module(f"collector.commands.{name}")
+        module = importlib.import_module(f"collector.commands.{name.replace('-', '_')}")
         sub_parser = sub.add_parser(name, help=module.HELP, description=module.HELP)
+        add_global_flags(sub_parser)
         module.add_arguments(sub_parser)
         sub_parser.set_defaults(_command_module=module)
     return parser
+
+
+def configure_logging(verbose: int, log_format: str) -> None:
+    """Log to stderr at WARNING, INFO (``-v``) or DEBUG (``-vv``), as text or one JSON object
+    per line (``time``, ``level``, ``logger``, ``message``, and ``exc_info`` with a traceback).
+
+    Like `logging.basicConfig`, this does nothing when the root logger already has handlers
+    (a program or test that calls `main` keeps its own).
+    """
+    level = logging.WARNING - 10 * min(verbose, 2)
+    handler = logging.StreamHandler()
+    if log_format == "json":
+        handler.setFormatter(JsonFormatter(TEXT_FORMAT.replace(": ", " "), rename_fields={
+            "asctime": "time", "levelname": "level", "name": "logger"}))
+    else:
+        handler.setFormatter(logging.Formatter(TEXT_FORMAT))
+    logging.basicConfig(level=level, handlers=[handler])
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -60,8 +82,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     args = build_parser().parse_args(argv)
-    level = logging.WARNING - 10 * min(args.verbose, 2)
-    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    configure_logging(args.verbose, args.log_format)
     return int(args._command_module.run(args))
 
 

@@ -7,13 +7,47 @@ span ids are never labels.
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+import platform
+from importlib import metadata
+
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    Info,
+    ProcessCollector,
+    disable_created_metrics,
+    generate_latest,
+)
 
 # Bounded reason vocabularies (documented here so dashboards know what to expect).
 DECISION_REASONS = (
     "queued", "duplicate", "sampled_out", "filtered_out",
     "scored", "not_scorable", "failed", "retried", "skipped",
 )
+
+SCORE_BUCKETS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
+"""Upper bounds of ``tracescore_score``'s buckets: scores are usually in 0..1 (a score above
+1 lands in ``+Inf`` only, a negative one in every bucket)."""
+
+
+
+def build_version() -> str:
+    """The installed tracescore version ("unknown" when run from a source tree not installed).
+
+    Example:
+        >>> build_version() == VERSION
+        True
+    """
+    try:
+        return metadata.version("tracescore")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+VERSION = build_version()
+"""Read once at import: package metadata is on disk, and instruments are built on the event loop."""
 
 
 class Metrics:
@@ -27,6 +61,7 @@ class Metrics:
     """
 
     def __init__(self) -> None:
+        disable_created_metrics()  # process-wide: ``_created`` series only add clutter to /metrics
         r = self.registry = CollectorRegistry()
         self.spans_received = Counter(
             "tracescore_spans_received", "Spans accepted by the receivers.", ["transport"], registry=r)
@@ -71,18 +106,33 @@ class Metrics:
         self.errors = Counter(
             "tracescore_errors", "Internal errors, by component.", ["component"], registry=r)
         self.scores_exported = Counter(
-            "tracescore_scores_exported", "Score spans the backend accepted.", registry=r)
+            "tracescore_scores_exported", "Score spans the backend accepted, by scorer.", ["scorer"],
+            registry=r)
         self.export_failures = Counter(
             "tracescore_export_failures", "Export attempts the backend refused or missed.", registry=r)
         self.forwarded = Counter(
             "tracescore_forwarded_requests", "Requests forwarded to the export endpoint, by outcome.",
             ["signal", "outcome"], registry=r)
+        self.scores = Histogram(
+            "tracescore_score", "Score values, by scorer.", ["scorer"], buckets=SCORE_BUCKETS, registry=r)
+        self.backlog = Gauge(
+            "tracescore_backlog_items", "Items waiting to be sent, by backlog (outbox, forward) and "
+            "destination.", ["backlog", "destination"], registry=r)
+        self.build_info = Info("tracescore_build", "The running tracescore's version.", registry=r)
+        self.build_info.info({"version": VERSION, "python": platform.python_version()})
+        # process_*: CPU, memory, open files. Apart: it reads /proc, so only /metrics (on a thread) renders it.
+        self.process_registry = CollectorRegistry()
+        ProcessCollector(registry=self.process_registry)
 
-    def render(self) -> bytes:
-        """The Prometheus text exposition of every instrument.
+    def render(self, with_process: bool = False) -> bytes:
+        """The Prometheus text exposition of every instrument (and, ``with_process``, of the
+        process metrics, which read /proc: call that off the event loop).
 
         Example:
             >>> Metrics().render().startswith(b"# HELP")
             True
+            >>> b"process_cpu_seconds_total" in Metrics().render(with_process=True)
+            True
         """
-        return generate_latest(self.registry)
+        text = generate_latest(self.registry)
+        return text + generate_latest(self.process_registry) if with_process else text

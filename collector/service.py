@@ -15,6 +15,7 @@ import asyncio
 import importlib
 import logging
 import signal
+import socket
 import ssl
 import time
 from collections.abc import Awaitable, Callable
@@ -37,6 +38,8 @@ from collector.receive.grpc import GrpcReceiver
 from collector.receive.http import HttpReceiver
 from collector.receive.limits import AcceptErrorFilter, connection_cap, raise_open_file_limit
 from collector.receive.memory import BodyBudget
+from collector.status.reporter import StatusReporter
+from collector.store.redis.status import RedisStatusBoard
 from collector.store.redis.store import RedisStore
 from collector.store.sqlite.store import SqliteStore
 from collector.work.registry import ScorerRegistry
@@ -162,6 +165,10 @@ class Service:
                            "forwarded (they would come back for ever); scores are sent there", e.endpoint)
             forward = False
         self.forwarder = Forwarder(e, self.metrics) if forward else None
+        board = RedisStatusBoard(self.store.client, self.store.keys) if isinstance(self.store, RedisStore) else None
+        store_name = (f"{q.display_url} {q.key_prefix}" if q.kind == "redis"
+                      else f"sqlite:{q.sqlite_path}@{socket.gethostname()}")
+        self.status = StatusReporter(self.metrics, self.store.stats, role=role, store=store_name, board=board)
         self.assembler: TraceAssembler | None = None
         self.http: HttpReceiver | None = None
         self.grpc: GrpcReceiver | None = None
@@ -213,7 +220,7 @@ class Service:
         if cfg.receiver.http_endpoint:
             self.http = HttpReceiver(cfg.receiver.http_endpoint, pipeline, self.metrics, token=token,
                                      max_body_bytes=cfg.receiver.max_body_bytes, ready=self.is_ready,
-                                     ssl_context=ssl_context, max_connections=cap,
+                                     ssl_context=ssl_context, status=self.status.group, max_connections=cap,
                                      header_timeout_s=r.header_timeout_s, body_timeout_s=r.body_timeout_s,
                                      keepalive_timeout_s=r.keepalive_timeout_s, budget=budget)
             await self.http.start()
@@ -245,12 +252,19 @@ class Service:
                 self.metrics.jobs.labels(state="failed").set(stats.dead)  # SPEC's name: failed for good
                 self.metrics.outbox_records.set(stats.outbox)
                 self.metrics.traces_buffered.set(stats.traces)
+                self.metrics.backlog.labels(backlog="outbox", destination="otlp").set(stats.outbox)
+                forward = self.forwarder.backlog() if self.forwarder is not None else 0
+                self.metrics.backlog.labels(backlog="forward", destination="otlp").set(forward)
+                await self.status.refresh(stats)
             except Exception:
                 logger.debug("stats refresh failed", exc_info=True)
             await asyncio.sleep(2.0)
 
     async def shutdown(self, timeout: float = 10.0) -> None:  # noqa: ASYNC109 (lifecycle contract)
         """Drain and stop: receivers, assembly, forwarding, workers, export flush, store.
+
+        Each part gets ``timeout / 4`` seconds, except the workers: running jobs finish for up
+        to ``workers.drain_timeout_s``, then the rest are handed back to the queue.
         """
         if self._stopped:
             return
@@ -268,7 +282,8 @@ class Service:
             steps.append(("assembly", lambda: assembler.shutdown(share)))
         if forwarder is not None:
             steps.append(("forwarding", lambda: forwarder.shutdown(share)))
-        steps += [("workers", lambda: self.worker.shutdown(share)),
+        drain = self.config.workers.drain_timeout_s  # in-flight jobs finish, then the rest is handed back
+        steps += [("workers", lambda: self.worker.shutdown(drain)),
                   ("export", lambda: self.exporter.shutdown(share)),
                   ("score signals", lambda: asyncio.to_thread(self.signals.shutdown))]
         if stats is not None:

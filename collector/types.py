@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 CANDIDATE = 1
@@ -266,6 +267,9 @@ class Retry:
 class Dead:
     """Move a job to the dead-letter table; ``record`` (a failure span) goes to the outbox.
 
+    ``traceback`` (the failure's full traceback) and ``partial_json`` (the scorer's partial
+    result as JSON) are kept in the dead letter.
+
     Example:
         >>> Dead("ScorerRunError", "Scorer Run Failed: boom", None).error_type
         'ScorerRunError'
@@ -274,6 +278,8 @@ class Dead:
     error_type: str
     message: str
     record: ScoreRecord | None
+    traceback: str = ""
+    partial_json: str | None = None
 
 
 Settlement = Done | Retry | Dead
@@ -293,3 +299,80 @@ class StoreStats:
     dead: int
     outbox: int
     traces: int
+
+
+def dead_letter_error(job: ScoreJob, outcome: Dead) -> str:
+    """The JSON a store keeps as a dead letter's error: type, message, the traceback, the
+    scorer's partial result, and the job's scorer (so a replay re-queues the same job).
+
+    Example:
+        >>> job = ScoreJob(RunRecord("t", "s"), "q", "1")
+        >>> json.loads(dead_letter_error(job, Dead("ValueError", "bad", None, traceback="Traceback...")))["scorer_id"]
+        'q'
+    """
+    return json.dumps({
+        "type": outcome.error_type, "message": outcome.message, "traceback": outcome.traceback,
+        "partial": outcome.partial_json, "scorer_id": job.scorer_id, "scorer_version": job.scorer_version,
+    })
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    """A dead-lettered job as a store lists it: what failed, why, and what the scorer had done.
+
+    ``id`` is the store's own (a row number, a stream entry id); ``partial`` is the scorer's
+    partial result (steps completed before the failure) as parsed JSON, or None.
+
+    Example:
+        >>> letter = DeadLetter.from_stored("7", "t/s/q/1", RunRecord("t", "s"),
+        ...     '{"type": "ValueError", "message": "bad"}', 1, 0.0)
+        >>> letter.job.scorer_id, letter.row()["error"], letter.row()["failed_at"]
+        ('q', 'ValueError: bad', '1970-01-01T00:00:00Z')
+    """
+
+    id: str
+    job: ScoreJob
+    error_type: str
+    message: str
+    traceback: str
+    partial: Any
+    attempts: int
+    failed_at: float
+
+    @classmethod
+    def from_stored(cls, letter_id: str, key: str, run: RunRecord, error_json: str | bytes,
+                    attempts: int, failed_at: float) -> DeadLetter:
+        """Rebuild a dead letter from a store's columns (the error JSON of `dead_letter_error`,
+        or an older one with only type and message: its scorer is read from the key).
+
+        Example:
+            >>> DeadLetter.from_stored("1", "t/s/my/scorer/", RunRecord("t", "s"), "{}", 1, 0.0).job.scorer_id
+            'my/scorer'
+        """
+        error = json.loads(error_json)
+        scorer_id, scorer_version = error.get("scorer_id"), error.get("scorer_version")
+        if scorer_id is None:  # key: trace/span/scorer id/version (ids are hex, the version last)
+            scorer_id, _, version = key.split("/", 2)[-1].rpartition("/")
+            scorer_version = version or None
+        partial = error.get("partial")
+        if isinstance(partial, str):
+            try:
+                partial = json.loads(partial)
+            except ValueError:
+                pass  # cut to max length: shown as text
+        return cls(letter_id, ScoreJob(run, str(scorer_id), scorer_version), str(error.get("type", "")),
+                   str(error.get("message", "")), str(error.get("traceback") or ""), partial,
+                   int(attempts), float(failed_at))
+
+    def row(self) -> dict[str, Any]:
+        """The `tracescore dead-letters list --format json` row (SPEC §6): id, scorer, trace
+        and span ids, the error (type: message) and when it failed (ISO 8601, UTC).
+
+        Example:
+            >>> letter = DeadLetter("1", ScoreJob(RunRecord("t", "s"), "q"), "E", "m", "", None, 1, 60.0)
+            >>> letter.row()
+            {'id': '1', 'scorer': 'q', 'trace_id': 't', 'span_id': 's', 'error': 'E: m', 'failed_at': '1970-01-01T00:01:00Z'}
+        """
+        at = datetime.fromtimestamp(self.failed_at, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return {"id": self.id, "scorer": self.job.scorer_id, "trace_id": self.job.run.trace_id,
+                "span_id": self.job.run.span_id, "error": f"{self.error_type}: {self.message}", "failed_at": at}

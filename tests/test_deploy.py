@@ -41,7 +41,7 @@ def test_scale_out_config_is_valid_and_its_example_scorer_loads(
 
 
 @pytest.mark.parametrize(
-    "name", ["docker-compose.scale.yml", "kubernetes/tracescore.yaml", "docker-compose.yml"]
+    "name", ["docker-compose.scale.yml", "kubernetes/redis/tracescore.yaml", "docker-compose.yml"]
 )
 def test_roles_named_in_deploy_files_exist(name: str) -> None:
     parser = argparse.ArgumentParser()

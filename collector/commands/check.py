@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import sys
 
+from collector.commands.report import report_config_error
 from collector.config import load_config
 from collector.errors import ConfigError
 from collector.work.registry import ScorerRegistry
@@ -34,7 +34,7 @@ def run(args: argparse.Namespace) -> int:
         config = load_config(args.config)
         registry = ScorerRegistry.load(config.scorers)
     except ConfigError as err:
-        print(f"tracescore: {err}", file=sys.stderr)
+        report_config_error(err)
         return 2
     print(f"{args.config}: OK")
     print(f"  queue: {config.queue.display_url}")
@@ -45,4 +45,7 @@ def run(args: argparse.Namespace) -> int:
     for entry in registry.entries:
         print(f"  scorer {entry.scorer_id} (version {entry.version or '-'}, "
               f"sampling {entry.config.sampling}) from {entry.config.ref}")
+    if not registry.entries:
+        print("  warning: no scorer configured ([[scorers]]): spans are received and forwarded, "
+              "nothing is scored")
     return 0

@@ -41,6 +41,7 @@ from adapters import (
     read_trace_file,
     spans_from_resource_spans,
 )
+from collector.commands.paths import expand_paths
 from scorers._agent_types import Message
 
 HELP = "print the agent runs found in saved OTLP files (no scoring)"
@@ -73,7 +74,8 @@ def add_common_arguments(parser: argparse.ArgumentParser, formats: Sequence[str]
         "files",
         nargs="+",
         metavar="FILE",
-        help="OTLP request files (.pb or .json, optionally gzip); *.logs.pb / *.logs.json hold logs",
+        help="OTLP request files (.pb or .json, optionally gzip; *.logs.pb / *.logs.json hold logs), "
+             "directories (every such file under them) or glob patterns",
     )
     parser.add_argument(
         "--format",
@@ -162,6 +164,11 @@ def load_traces(paths: Sequence[str], err: Console, failed: list[str]) -> list[A
     """
     spans: list[TraceSpan] = []
     logs: list[TraceLog] = []
+    expanded = expand_paths(paths)  # directories and glob patterns
+    for arg in expanded.empty:
+        err.print(f"tracescore: {arg}: no OTLP files there", markup=False, highlight=False, soft_wrap=True)
+        failed.append(arg)
+    paths = expanded.files
     with progress(err) as bar:
         task = bar.add_task("reading", total=len(paths))
         for path in paths:

@@ -10,9 +10,13 @@ their ``type``: a scorer without ``type="agent"`` gets the same models as they a
 
 Output: ``--format jsonl`` prints one row per (run, scorer) on stdout (SPEC §3 row format;
 ``score`` null and ``reason`` "not scorable: ..." when a step returned ``not_scorable``;
-``error`` set when the scorer failed) and the per-scorer summary (count, mean, failures)
-on stderr, so stdout stays pure JSONL; ``--format table`` prints both as rich tables on
-stdout. Exit codes: 0 done, 1 a file could not be read, 2 a scorer ref could not be loaded.
+``error`` set when the scorer failed) and the per-scorer summary (runs, scored, not
+scorable, failed, mean, p50, min: `collector.commands.gate`) on stderr, so stdout stays
+pure JSONL; ``--format table`` prints both as rich tables on stdout. FILE may be a
+directory or a glob pattern. A scorer ref may name a zero-argument factory
+(``scorers.builtin:completeness``). Exit codes: 0 done; 1 a file could not be read or the
+gate failed (``--fail-under``, ``--max-failures``, or every score failed); 2 a scorer ref
+could not be loaded or ``--fail-under`` names no given scorer.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import logging
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -29,6 +34,7 @@ from rich.console import Console
 from rich.table import Table
 
 from adapters import AgentRun
+from collector.commands.gate import add_gate_arguments, gate_failures, summarize, summary_table
 from collector.commands.inspect import (
     add_common_arguments,
     load_runs,
@@ -36,13 +42,15 @@ from collector.commands.inspect import (
     resolve_format,
     run_row,
 )
+from collector.commands.report import report_config_error
 from collector.errors import ConfigError
-from collector.work.registry import load_ref
+from collector.work.registry import resolve_scorer
 from scorers.errors import ScorerRunError
 
+logger = logging.getLogger(__name__)
 HELP = "score the agent runs in saved OTLP files with the given scorers (offline)"
 
-__all__ = ["HELP", "Outcome", "add_arguments", "load_scorers", "run", "score_all", "summary_rows"]
+__all__ = ["HELP", "Outcome", "add_arguments", "load_scorers", "run", "score_all"]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -70,6 +78,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="scorer runs in flight at once (default 16)",
     )
+    add_gate_arguments(parser)
 
 
 def _positive_int(text: str) -> int:
@@ -80,23 +89,23 @@ def _positive_int(text: str) -> int:
 
 
 def load_scorers(refs: Sequence[str]) -> list[Any]:
-    """Import each scorer ref; anything without ``id`` and an async ``run`` is refused.
+    """Import each scorer ref (a scorer, or a zero-argument factory of one).
 
     Raises:
-        ConfigError: a ref cannot be imported or does not name a scorer.
+        ConfigError: a ref cannot be imported, does not name a scorer, or repeats a scorer id.
 
     Example:
-        >>> load_scorers(["collections:OrderedDict"])
+        >>> [s.id for s in load_scorers(["scorers.builtin:completeness"])]
+        ['completeness']
+        >>> load_scorers(["collections:nope"])
         Traceback (most recent call last):
         ...
-        collector.errors.ConfigError: scorer ref 'collections:OrderedDict': not a scorer (needs id and run)
+        collector.errors.ConfigError: scorer ref 'collections:nope': module has no attribute 'nope'
     """
     scorers = []
     seen: dict[str, str] = {}
     for ref in refs:
-        obj = load_ref(ref)
-        if isinstance(obj, type) or not hasattr(obj, "id") or not callable(getattr(obj, "run", None)):
-            raise ConfigError(f"scorer ref {ref!r}: not a scorer (needs id and run)")
+        obj = resolve_scorer(ref)
         if str(obj.id) in seen:  # rows and the summary are keyed by scorer id
             raise ConfigError(f"scorer ref {ref!r}: scorer id {obj.id!r} is already given by {seen[str(obj.id)]!r}")
         seen[str(obj.id)] = ref
@@ -150,10 +159,11 @@ async def _score_one(scorer: Any, index: int, agent_run: AgentRun) -> Outcome:
             trace_id=agent_run.trace_id,
             span_id=agent_run.span_id,
         )
-    except ScorerRunError as err:
-        return Outcome(index, scorer_id, None, None, str(err))
     except Exception as err:  # a user scorer outside the engine may raise anything
-        return Outcome(index, scorer_id, None, None, f"{type(err).__name__}: {err}")
+        logger.info("scorer %s failed on trace %s span %s", scorer_id, agent_run.trace_id, agent_run.span_id,
+                    exc_info=err)  # the traceback at -v
+        message = str(err) if isinstance(err, ScorerRunError) else f"{type(err).__name__}: {err}"
+        return Outcome(index, scorer_id, None, None, message)
     not_scorable = getattr(result, "not_scorable", None)
     if not_scorable is not None and not_scorable is not False:
         why = getattr(not_scorable, "reason", None)
@@ -187,40 +197,6 @@ async def score_all(runs: Sequence[AgentRun], scorers: Sequence[Any], concurrenc
     return [o for o in outcomes if o is not None]
 
 
-def summary_rows(scorers: Sequence[Any], outcomes: Sequence[Outcome]) -> list[dict[str, Any]]:
-    """Per scorer: count of runs, mean score, failures and not-scorable count.
-
-    Example:
-        >>> class S: id = "s"
-        >>> summary_rows([S()], [Outcome(0, "s", 1.0, None, None), Outcome(1, "s", None, None, "x")])
-        [{'scorer': 's', 'count': 2, 'mean': 1.0, 'failures': 1, 'not_scorable': 0}]
-    """
-    rows = []
-    for scorer in scorers:
-        mine = [o for o in outcomes if o.scorer_id == str(scorer.id)]
-        scores = [o.score for o in mine if o.score is not None]
-        rows.append(
-            {
-                "scorer": str(scorer.id),
-                "count": len(mine),
-                "mean": sum(scores) / len(scores) if scores else None,
-                "failures": sum(1 for o in mine if o.failed),
-                "not_scorable": sum(1 for o in mine if o.not_scorable),
-            }
-        )
-    return rows
-
-
-def _summary_table(rows: Sequence[dict[str, Any]]) -> Table:
-    table = Table(title="scores per scorer")
-    for name in ("scorer", "count", "mean", "failures", "not scorable"):
-        table.add_column(name, justify="left" if name == "scorer" else "right")
-    for row in rows:
-        mean = "-" if row["mean"] is None else f"{row['mean']:.3f}"
-        table.add_row(row["scorer"], str(row["count"]), mean, str(row["failures"]), str(row["not_scorable"]))
-    return table
-
-
 def _results_table(runs: Sequence[AgentRun], outcomes: Sequence[Outcome]) -> Table:
     table = Table(title=f"{len(outcomes)} score(s)")
     for name in ("trace / span", "service", "scorer", "score", "reason / error"):
@@ -246,11 +222,17 @@ def run(args: argparse.Namespace) -> int:
     try:
         scorers = load_scorers(args.scorers)
     except ConfigError as exc:
-        err.print(f"tracescore: {exc}", markup=False, highlight=False, soft_wrap=True)
+        report_config_error(exc)
+        return 2
+    fail_under = dict(getattr(args, "fail_under", None) or [])
+    unknown = sorted(set(fail_under) - {str(scorer.id) for scorer in scorers})
+    if unknown:
+        err.print(f"tracescore: --fail-under names no given scorer: {', '.join(unknown)}", markup=False,
+                  highlight=False, soft_wrap=True)
         return 2
     loaded = load_runs(args.files, err)
     outcomes = asyncio.run(score_all(loaded.runs, scorers, args.concurrency, err))
-    summary = summary_rows(scorers, outcomes)
+    summary = summarize([str(scorer.id) for scorer in scorers], outcomes)
     if out_format == "jsonl":
         for o in outcomes:
             row = run_row(loaded.runs[o.run_index])
@@ -265,13 +247,17 @@ def run(args: argparse.Namespace) -> int:
             }
             sys.stdout.write(json.dumps(row, ensure_ascii=False) + "\n")
         sys.stdout.flush()
-        err.print(_summary_table(summary))
+        err.print(summary_table(summary))
     else:
         out = Console()
         out.print(_results_table(loaded.runs, outcomes))
-        out.print(_summary_table(summary))
+        out.print(summary_table(summary))
+    if not loaded.runs:
+        err.print("tracescore: no agent runs found in the files given", markup=False, highlight=False)
+    problems = gate_failures(summary, fail_under, getattr(args, "max_failures", None))
+    for problem in problems:
+        err.print(f"gate failed: {problem}", markup=False, highlight=False, soft_wrap=True)
     if loaded.failed_files:
         err.print(f"{len(loaded.failed_files)} file(s) could not be read", markup=False, highlight=False,
                   soft_wrap=True)
-        return 1
-    return 0
+    return 1 if problems or loaded.failed_files else 0

@@ -7,6 +7,7 @@ import asyncio
 import logging
 import sys
 
+from collector.commands.report import report_config_error
 from collector.config import Config, ScorerConfig, load_config
 from collector.errors import ConfigError
 from collector.work.registry import ScorerRegistry
@@ -62,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
         config, registry = build(args)
         service = Service(config, registry, role=getattr(args, "role", "all"))
     except ConfigError as err:
-        print(f"tracescore: {err}", file=sys.stderr)
+        report_config_error(err)
         return 2
     if not registry.entries:
         logger.warning("no scorers registered: spans are received and forwarded, nothing is scored")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import re
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -28,8 +29,32 @@ class KeyProblem(ValueError):
         self.message = message
 
 
+_HOST = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_]([A-Za-z0-9_.-]*[A-Za-z0-9_])?)$")
+
+
+def valid_host(host: str) -> bool:
+    """Whether ``host`` is a host name, an IPv4 address or a bracketed IPv6 address.
+
+    Example:
+        >>> valid_host("jaeger"), valid_host("10.0.0.1"), valid_host("[::1]"), valid_host("htp//127.0.0.1")
+        (True, True, True, False)
+    """
+    return bool(_HOST.match(host))
+
+
+def valid_port(port: str, *, allow_zero: bool = False) -> bool:
+    """Whether ``port`` is a TCP port number: 1..65535 (0 too where it picks a free port).
+
+    Example:
+        >>> valid_port("4317"), valid_port("99999"), valid_port("0"), valid_port("0", allow_zero=True)
+        (True, False, False, True)
+    """
+    return port.isdigit() and (0 if allow_zero else 1) <= int(port) <= 65535
+
+
 def check_receiver_endpoint(value: str, key: str) -> None:
-    """A receiver listen address must be ``HOST:PORT`` or empty (disabled).
+    """A receiver listen address must be ``HOST:PORT`` (port 1..65535, or 0: any free port)
+    or empty (disabled).
 
     Example:
         >>> check_receiver_endpoint("127.0.0.1:4317", "grpc_endpoint")
@@ -37,9 +62,50 @@ def check_receiver_endpoint(value: str, key: str) -> None:
         Traceback (most recent call last):
         ...
         collector.config.checks.KeyProblem: must be HOST:PORT or empty, got 'localhost'
+        >>> check_receiver_endpoint("0.0.0.0:99999", "http_endpoint")
+        Traceback (most recent call last):
+        ...
+        collector.config.checks.KeyProblem: port 99999 is outside 1..65535
     """
-    if value and (":" not in value or not value.rsplit(":", 1)[1].isdigit()):
+    if not value:
+        return
+    host, sep, port = value.rpartition(":")
+    if not sep or not port.isdigit() or not valid_host(host):
         raise KeyProblem(f"receiver.{key}", f"must be HOST:PORT or empty, got {value!r}")
+    if not valid_port(port, allow_zero=True):
+        raise KeyProblem(f"receiver.{key}", f"port {port} is outside 1..65535")
+
+
+def url_problem(url: str, schemes: tuple[str, ...] = ("http", "https"), *, bare: bool = False) -> str | None:
+    """What is wrong with a URL that must be ``scheme://host[:port][/path]`` (None: nothing).
+
+    ``bare`` also accepts ``HOST:PORT`` without a scheme (an OTLP gRPC endpoint).
+
+    Example:
+        >>> url_problem("http://127.0.0.1:14317") is None, url_problem("backend:4317", bare=True) is None
+        (True, True)
+        >>> url_problem("htp//127.0.0.1:14317", bare=True)
+        "must be http(s)://HOST[:PORT][/path] or HOST:PORT, got 'htp//127.0.0.1:14317'"
+        >>> url_problem("http://backend:99999")
+        "port 99999 is outside 1..65535 in 'http://backend:99999'"
+    """
+    shape = "/".join(schemes) if len(schemes) > 2 else f"{schemes[0]}(s)" if schemes == ("http", "https") else schemes[0]
+    expected = f"must be {shape}://HOST[:PORT][/path]{' or HOST:PORT' if bare else ''}, got {url!r}"
+    if any(c.isspace() for c in url):
+        return expected
+    if "://" not in url:
+        host, sep, port = url.rpartition(":")
+        if not (bare and sep and port.isdigit() and valid_host(host)):
+            return expected
+        return None if valid_port(port) else f"port {port} is outside 1..65535 in {url!r}"
+    parts = urlsplit(url)
+    netloc = parts.netloc.rpartition("@")[2]
+    host, sep, port = netloc.rpartition(":") if not netloc.endswith("]") else (netloc, "", "")
+    if parts.scheme not in schemes or not valid_host(host if sep else netloc):
+        return expected
+    if sep and not valid_port(port):
+        return f"port {port} is outside 1..65535 in {url!r}"
+    return None
 
 
 def endpoint_host_port(endpoint: str) -> str:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -24,6 +24,7 @@ from collector.config.checks import (
     check_receiver_endpoint,
     check_redis_url,
     endpoint_host_port,
+    url_problem,
 )
 from collector.errors import ConfigError
 
@@ -199,6 +200,7 @@ class WorkersConfig(BaseModel):
     judge_rpm: int = Field(default=0, ge=0)
     judge_rpm_by_model: dict[str, Annotated[int, Field(ge=0)]] = Field(default_factory=dict)
     job_timeout_s: float = Field(default=240.0, gt=0)  # a run taking longer is retried (then failed)
+    drain_timeout_s: float = Field(default=30.0, ge=0)  # SIGTERM: in-flight jobs finish this long
 
 
 class ExportConfig(BaseModel):
@@ -227,18 +229,10 @@ class ExportConfig(BaseModel):
     @classmethod
     def _endpoint_shape(cls, endpoint: str) -> str:
         """An OTLP endpoint: ``http(s)://HOST[:PORT][/path]``, ``HOST:PORT``, or "" (none)."""
-        if not endpoint:
-            return endpoint
-        if "://" in endpoint:
-            scheme, rest = endpoint.split("://", 1)
-            host = rest.split("/", 1)[0]
-            if scheme in ("http", "https") and host and not any(c.isspace() for c in endpoint):
-                return endpoint
-        else:
-            host, _, port = endpoint.rpartition(":")
-            if host and port.isdigit() and not any(c.isspace() for c in endpoint):
-                return endpoint
-        raise ValueError(f"must be http(s)://HOST:PORT[/path] or HOST:PORT, got {endpoint!r}")
+        problem = url_problem(endpoint, bare=True) if endpoint else None
+        if problem is not None:
+            raise ValueError(problem)
+        return endpoint
 
     def header_values(self) -> dict[str, str]:
         """The export headers in clear, for the exporters (never log them).
@@ -287,6 +281,7 @@ class ScorerConfig(BaseModel):
     filter: FilterConfig = Field(default_factory=FilterConfig)
     labels: dict[str, float] = Field(default_factory=dict)
     pass_threshold: float | None = None
+    args: dict[str, Any] = Field(default_factory=dict)  # keyword arguments when ref names a factory
 
     def label_for(self, score: float) -> str | None:
         """The label of a score under ``labels`` or ``pass_threshold`` (None without either).

@@ -74,6 +74,15 @@ class Forwarder:
             return False
         return True
 
+    def backlog(self) -> int:
+        """Requests waiting to be forwarded.
+
+        Example:
+            >>> Forwarder(ExportConfig(endpoint="http://127.0.0.1:1"), Metrics()).backlog()
+            0
+        """
+        return self._queue.qsize()
+
     async def start(self) -> None:
         """Open the client and start sending.
         """

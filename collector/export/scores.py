@@ -309,7 +309,8 @@ class ScoreExporter:
             result = SpanExportResult.FAILURE
         if result is SpanExportResult.SUCCESS:
             await self._outbox.release(ids)
-            self._metrics.scores_exported.inc(len(items))
+            for item in items:
+                self._metrics.scores_exported.labels(scorer=item.record.scorer_id).inc()
             if self._on_exported is not None:
                 try:
                     await self._in_thread(self._on_exported, [item.record for item in items])

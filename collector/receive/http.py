@@ -13,7 +13,7 @@ import asyncio
 import hmac
 import logging
 import ssl
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -93,6 +93,7 @@ class HttpReceiver:
         max_body_bytes: the cap on body size, before and after decompression.
         ready: returns whether the service is ready (``/readyz``).
         ssl_context: serve HTTPS with this context, or None.
+        status: builds the ``/status`` JSON (same bearer token as the OTLP routes); None: no route.
         max_connections: open connections at most (see `collector.receive.limits.CappedSite`).
         header_timeout_s: a new connection must send its request headers within this.
         body_timeout_s: a request's body must arrive within this (else 408).
@@ -108,11 +109,13 @@ class HttpReceiver:
     def __init__(
         self, endpoint: str, consumer: TraceConsumer, metrics: Metrics, *, token: str | None = None,
         max_body_bytes: int = 16 * 1024 * 1024, ready: Callable[[], bool] = lambda: True,
-        ssl_context: ssl.SSLContext | None = None, max_connections: int = 1000,
+        ssl_context: ssl.SSLContext | None = None,
+        status: Callable[[], Awaitable[dict[str, Any]]] | None = None, max_connections: int = 1000,
         header_timeout_s: float = 10.0, body_timeout_s: float = 60.0, keepalive_timeout_s: float = 60.0,
         budget: BodyBudget | None = None,
     ) -> None:
         self._ssl = ssl_context
+        self._status = status
         self._max_connections = max_connections
         self._header_timeout = header_timeout_s
         self._body_timeout = body_timeout_s
@@ -152,6 +155,8 @@ class HttpReceiver:
         app.router.add_get("/metrics", self._metrics_route)
         app.router.add_get("/healthz", self._healthz)
         app.router.add_get("/readyz", self._readyz)
+        if self._status is not None:
+            app.router.add_get("/status", self._status_route)
         self._runner = web.AppRunner(app, auto_decompress=False, access_log=None, handle_signals=False,
                                      keepalive_timeout=self._keepalive_timeout)
         await self._runner.setup()
@@ -270,7 +275,18 @@ class HttpReceiver:
         return await self._handle(request, "logs")
 
     async def _metrics_route(self, request: web.Request) -> web.Response:
-        return web.Response(body=self._metrics.render(), headers={"Content-Type": CONTENT_TYPE_LATEST})
+        body = await asyncio.to_thread(self._metrics.render, True)  # the process metrics read /proc
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    async def _status_route(self, request: web.Request) -> web.Response:
+        try:
+            check_bearer(request.headers.get("Authorization"), self._token)
+        except Unauthenticated as err:
+            return web.json_response({"error": str(err)}, status=401,
+                                     headers={"WWW-Authenticate": "Bearer"})
+        if self._status is None:  # not routed without one; kept for the type checker
+            raise web.HTTPNotFound()
+        return web.json_response(await self._status())
 
     async def _healthz(self, request: web.Request) -> web.Response:
         return web.Response(text="ok\n")

@@ -8,6 +8,8 @@
 * `Outbox` (export): results settled with a record wait here until a backend took them.
 * `Store`: all of the above plus the lifecycle, gauges, retention and dead letters that
   `collector.service` uses; `SqliteStore` and `RedisStore` are the two backends.
+* `DeadLetterAdmin` (``tracescore dead-letters``): list, replay and purge dead letters from
+  outside the daemon, while it runs.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Protocol
 
 from collector.types import (
     AppendResult,
+    DeadLetter,
     LeasedJob,
     OutboxItem,
     ScoreJob,
@@ -121,4 +124,25 @@ class Store(TraceBuffer, JobQueue, Outbox, Protocol):
 
     async def dead_letters(self) -> list[dict[str, object]]:
         """The dead-lettered jobs with their errors."""
+        ...
+
+
+class DeadLetterAdmin(Protocol):
+    """Dead letters as an operator acts on them (``tracescore dead-letters``), beside a running
+    daemon. A replay re-queues a job under its own idempotency key, which is then scored once."""
+
+    async def letters(self) -> list[DeadLetter]:
+        """Every dead letter, oldest first."""
+        ...
+
+    async def replay(self, ids: Sequence[str] | None) -> list[str]:
+        """Re-queue dead letters (all when ``ids`` is None); returns the ids replayed."""
+        ...
+
+    async def purge(self, ids: Sequence[str] | None) -> int:
+        """Delete dead letters (all when ``ids`` is None); their keys are not queued again."""
+        ...
+
+    async def close(self) -> None:
+        """Release connections."""
         ...

@@ -9,8 +9,10 @@ from __future__ import annotations
 import hashlib
 import importlib
 import importlib.util
+import inspect
 import os
 import sys
+import traceback
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -85,7 +87,7 @@ def load_ref(ref: str) -> Any:
     except ConfigError:
         raise
     except Exception as err:
-        raise ConfigError(f"scorer ref {ref!r}: import failed: {type(err).__name__}: {err}") from err
+        raise ConfigError(f"scorer ref {ref!r}: import failed: {type(err).__name__}: {err}{_where(err)}") from err
     obj: Any = module
     for part in attr.split("."):
         if not hasattr(obj, part):
@@ -94,10 +96,60 @@ def load_ref(ref: str) -> Any:
     return obj
 
 
-def _check_scorer(ref: str, obj: Any) -> None:
-    missing = [a for a in ("id", "name", "run") if not hasattr(obj, a)]
-    if missing:
-        raise ConfigError(f"scorer ref {ref!r}: {type(obj).__name__} is not a scorer (no {', '.join(missing)})")
+def _is_scorer(obj: Any) -> bool:
+    return not isinstance(obj, type) and all(hasattr(obj, a) for a in ("id", "name")) and callable(
+        getattr(obj, "run", None))
+
+
+def resolve_scorer(ref: str, args: Mapping[str, Any] | None = None) -> Any:
+    """The scorer a ref names: the object itself, or what a factory returns when called with
+    ``args`` as keyword arguments (``scorers.builtin:completeness`` is a zero-argument factory).
+
+    Raises:
+        ConfigError: the ref cannot be loaded, names neither a scorer nor a factory of one,
+            the factory refuses ``args`` or raises, or ``args`` are given for a scorer object.
+
+    Example:
+        >>> resolve_scorer("scorers.builtin:completeness").id
+        'completeness'
+        >>> resolve_scorer("collections:OrderedDict")
+        Traceback (most recent call last):
+        ...
+        collector.errors.ConfigError: scorer ref 'collections:OrderedDict': OrderedDict() returned OrderedDict, not a scorer (needs id, name and run)
+    """
+    obj = load_ref(ref)
+    if _is_scorer(obj):
+        if args:
+            raise ConfigError(f"scorer ref {ref!r}: args are given but it names a scorer, not a factory")
+        return obj
+    if not callable(obj):
+        raise ConfigError(f"scorer ref {ref!r}: {type(obj).__name__} is not a scorer (needs id, name and run) "
+                          "nor a factory of one")
+    name = getattr(obj, "__name__", type(obj).__name__)
+    try:
+        inspect.signature(obj).bind(**(args or {}))
+    except TypeError as err:
+        raise ConfigError(f"scorer ref {ref!r}: {name} is not a scorer, and as a factory it cannot be "
+                          f"called with args {dict(args or {})}: {err}") from None
+    except ValueError:
+        pass  # no signature to check (a builtin): the call says
+    try:
+        made = obj(**(args or {}))
+    except Exception as err:
+        raise ConfigError(f"scorer ref {ref!r}: factory {name}() failed: {type(err).__name__}: {err}"
+                          f"{_where(err)}") from err
+    if not _is_scorer(made):
+        raise ConfigError(f"scorer ref {ref!r}: {name}() returned {type(made).__name__}, not a scorer "
+                          "(needs id, name and run)")
+    return made
+
+
+def _where(err: BaseException) -> str:
+    """`` (at FILE:LINE)`` of the innermost frame of an error, for messages that must name it."""
+    if isinstance(err, SyntaxError) and err.filename:
+        return f" (at {err.filename}:{err.lineno})"
+    frames = [f for f in traceback.extract_tb(err.__traceback__) if not f.filename.startswith("<frozen")]
+    return f" (at {frames[-1].filename}:{frames[-1].lineno})" if frames else ""
 
 
 def sampled(trace_id: str, ratio: float) -> bool:
@@ -205,8 +257,7 @@ class ScorerRegistry:
         entries = []
         for i, cfg in enumerate(configs):
             try:
-                obj = load_ref(cfg.ref)
-                _check_scorer(cfg.ref, obj)
+                obj = resolve_scorer(cfg.ref, cfg.args)
             except ConfigError as err:
                 raise ConfigError(f"scorers[{i}].ref: {err}") from err
             entries.append(RegisteredScorer(obj, cfg))

@@ -18,6 +18,7 @@ import json
 import logging
 import secrets
 import time
+import traceback
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -35,6 +36,9 @@ logger = logging.getLogger(__name__)
 
 HANDBACK_TIMEOUT_S = 5.0
 """How long a draining worker tries to hand a job back before leaving it to its lease."""
+
+DEAD_LETTER_CHARS = 65536
+"""A dead letter keeps this much of the failure's traceback and of the partial result's JSON."""
 
 
 def truncate_json(value: Any, limit: int) -> str | None:
@@ -307,11 +311,19 @@ class Worker:
         finally:
             self._metrics.score_latency.labels(scorer=job.scorer_id).observe(time.perf_counter() - started)
         self._count_judge(result)
+        elapsed_ms = (time.time_ns() - start_ns) / 1e6
         if getattr(result, "not_scorable", False):
             self._metrics.decisions.labels(scorer=job.scorer_id, reason="not_scorable").inc()
+            logger.info("not scorable: %s on trace %s span %s (%.0f ms): %s", job.scorer_id, run.trace_id,
+                        run.span_id, elapsed_ms, getattr(result.not_scorable, "reason", None) or "-")
             return Done(None)
         self._metrics.decisions.labels(scorer=job.scorer_id, reason="scored").inc()
-        return Done(self._record(leased, entry, result, start_ns))
+        record = self._record(leased, entry, result, start_ns)
+        if record.score is not None:
+            self._metrics.scores.labels(scorer=job.scorer_id).observe(record.score)
+        logger.info("scored %s on trace %s span %s: %s (%.0f ms)", job.scorer_id, run.trace_id, run.span_id,
+                    record.score, elapsed_ms)
+        return Done(record)
 
     def _count_failed_judge_call(self, err: BaseException) -> None:
         seen: BaseException | None = err
@@ -366,15 +378,20 @@ class Worker:
         job = leased.job
         retryable, retry_after = _retryable(err)
         self._count_failed_judge_call(err)
+        # The traceback at -v (INFO): the one-line message is enough to see that scorers fail.
+        trace = err if logger.isEnabledFor(logging.INFO) else None
         if retryable and leased.attempt < self._max_attempts:
             delay = retry_after if retry_after is not None else self._retry_base * 2 ** (leased.attempt - 1)
             self._metrics.decisions.labels(scorer=job.scorer_id, reason="retried").inc()
             logger.warning("scorer %s failed transiently on %s; retry in %.1fs: %s",
-                           job.scorer_id, job.key, delay, err)
+                           job.scorer_id, job.key, delay, err, exc_info=trace)
             return Retry(delay, f"{type(err).__name__}: {err}")
         self._metrics.decisions.labels(scorer=job.scorer_id, reason="failed").inc()
-        logger.warning("scorer %s failed on %s: %s", job.scorer_id, job.key, err)
+        logger.warning("scorer %s failed on trace %s span %s: %s", job.scorer_id, job.run.trace_id,
+                       job.run.span_id, err, exc_info=trace)
         partial = getattr(err, "partial_result", None)
         self._count_judge(partial)
         record = self._record(leased, entry, partial, start_ns, error=err)
-        return Dead(record.error_type or type(err).__name__, str(err), record)
+        text = "".join(traceback.format_exception(err))
+        return Dead(record.error_type or type(err).__name__, str(err), record,
+                    traceback=text[-DEAD_LETTER_CHARS:], partial_json=truncate_json(partial, DEAD_LETTER_CHARS))

@@ -31,6 +31,7 @@ async def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIte
     async def factory(**options: Any) -> Any:
         if request.param == "sqlite":
             store: Any = SqliteStore(str(tmp_path / f"q{len(opened)}.db"), **options)
+            store.test_path = str(tmp_path / f"q{len(opened)}.db")  # for a second connection (dead letters)
         else:
             prefix = f"test-{uuid.uuid4().hex[:12]}:"
             store = RedisStore(REDIS_URL, key_prefix=prefix, block_ms=0, **options)

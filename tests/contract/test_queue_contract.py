@@ -102,9 +102,12 @@ class TestQueueContract:
         j = job(1)
         await store.put([j])
         (leased,) = await store.take(1)
-        await store.settle(leased, Dead("ScorerRunError", "boom", record(j)))
+        await store.settle(leased, Dead("ScorerRunError", "boom", record(j), traceback="Traceback ...",
+                                        partial_json='{"analyze_step_result": 1}'))
         (dead,) = await store.dead_letters()
-        assert dead["error"] == {"type": "ScorerRunError", "message": "boom"} and dead["attempts"] == 1
+        assert dead["error"] == {"type": "ScorerRunError", "message": "boom", "traceback": "Traceback ...",
+                                 "partial": '{"analyze_step_result": 1}', "scorer_id": "q", "scorer_version": "1"}
+        assert dead["attempts"] == 1
         assert [i.record.key for i in await store.pending(10)] == [j.key]
         assert await store.put([j]) == [False]
 

@@ -214,3 +214,14 @@ class HttpCaptureBackend(CaptureBackend):
         if runner is not None:
             await runner.cleanup()
             self._runner = None
+
+
+async def delete_redis_keys(url: str, prefix: str) -> None:
+    """Delete every key a test's Redis deployment (``prefix``) wrote."""
+    from collector.store.redis.store import RedisStore
+
+    cleaner = RedisStore(url, key_prefix=prefix)
+    try:
+        await cleaner.delete_all()
+    finally:
+        await cleaner.shutdown()

@@ -1,99 +1,71 @@
-"""A `tracescore serve` child process for the fault tests: its own config, log, and
-optionally a lower open-file limit (``resource.setrlimit`` in ``preexec_fn``)."""
+"""`ServeProcess`: a real ``tracescore serve`` child process, and the CLI run as a command."""
 
 from __future__ import annotations
 
 import asyncio
 import os
-import resource
 import signal
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
 import aiohttp
-from daemon_harness import free_port, wait_until
-
-ROOT = Path(__file__).parents[2]
-SCORERS = Path(__file__).parent / "scorers_for_tests.py"
-PROTOBUF = {"Content-Type": "application/x-protobuf"}
+from daemon_harness import wait_until
 
 
-def scoring_config(queue_db: Path, export_endpoint: str, assembly: str = "decision_wait = 0.3\n",
-                   export: str = "") -> str:
-    """The sections of a daemon on a SQLite queue scoring every run with ``answer_length``."""
-    return (f"[assembly]\n{assembly}"
-            f'[queue]\nurl = "sqlite:///{queue_db}"\n'
-            f'[export]\nendpoint = "{export_endpoint}"\ntimeout_s = 2.0\nmax_backoff_s = 0.5\n{export}'
-            f'[[scorers]]\nref = "{SCORERS}:answer_length"\n')
+async def cli(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None,
+              timeout: float = 60.0) -> tuple[int, str, str]:  # noqa: ASYNC109
+    """Run ``tracescore ARGS`` as a command; its exit code, stdout and stderr."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "collector.cli", *args, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE, env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", **(env or {})},
+        cwd=cwd)
+    out, err = await asyncio.wait_for(proc.communicate(), timeout)
+    return int(proc.returncode or 0), out.decode(), err.decode()
 
 
 class ServeProcess:
-    """One `tracescore serve` process on free ports, writing ``log``.
+    """A `tracescore serve` child process (``-v`` by default, logging to ``log``)."""
 
-    Args:
-        tmp: where the config and log go.
-        sections: extra TOML text (sections and keys) appended to the receiver's.
-        open_files: the process's open-file limit (soft and hard), or None to inherit.
-    """
-
-    def __init__(self, tmp: Path, sections: str, open_files: int | None = None) -> None:
-        self.http_port, self.grpc_port = free_port(), free_port()
-        self.log = tmp / "daemon.log"
-        self.config = tmp / "tracescore.toml"
-        self.config.write_text(
-            f'[receiver]\ngrpc_endpoint = "127.0.0.1:{self.grpc_port}"\n'
-            f'http_endpoint = "127.0.0.1:{self.http_port}"\nretry_after_s = 1.0\n' + sections)
-        self._open_files = open_files
+    def __init__(self, config: Path, log: Path, http_port: int, *, flags: tuple[str, ...] = ("-v",),
+                 env: dict[str, str] | None = None) -> None:
+        self.config, self.log, self.http_port, self.flags = config, log, http_port, flags
+        self.env = env or {}
         self.proc: asyncio.subprocess.Process | None = None
 
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.http_port}/v1/traces"
-
-    def _limits(self) -> Callable[[], None] | None:
-        if self._open_files is None:
-            return None
-        n = self._open_files
-        return lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (n, n))
-
-    async def start(self) -> ServeProcess:
-        env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    async def start(self) -> None:
+        env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", **self.env}
         with self.log.open("ab") as log:
             self.proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "collector.cli", "-v", "serve", "--config", str(self.config),
-                stdout=log, stderr=log, env=env, cwd=ROOT, preexec_fn=self._limits(),
+                sys.executable, "-m", "collector.cli", "serve", "--config", str(self.config), *self.flags,
+                stdout=log, stderr=log, env=env, cwd=self.config.parent,
             )
         await wait_until(self.ready, timeout=30, what=f"daemon ready (log: {self.log})")
-        return self
-
-    async def readyz(self) -> int:
-        self.assert_alive()
-        try:
-            async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5)) as session:
-                async with session.get(f"http://127.0.0.1:{self.http_port}/readyz") as resp:
-                    return resp.status
-        except (aiohttp.ClientError, TimeoutError):
-            return 0
 
     async def ready(self) -> bool:
-        return await self.readyz() == 200
-
-    def assert_alive(self) -> None:
         assert self.proc is not None
         if self.proc.returncode is not None:
-            raise AssertionError(f"daemon exited {self.proc.returncode}: {self.log.read_text()[-3000:]}")
+            raise AssertionError(f"daemon exited: {self.log.read_text()[-3000:]}")
+        try:
+            async with aiohttp.ClientSession() as session:
+                async with session.get(f"http://127.0.0.1:{self.http_port}/readyz") as resp:
+                    return resp.status == 200
+        except aiohttp.ClientError:
+            return False
 
     async def metrics(self) -> str:
         async with aiohttp.ClientSession() as session:
             async with session.get(f"http://127.0.0.1:{self.http_port}/metrics") as resp:
                 return await resp.text()
 
-    async def stop(self, sig: int = signal.SIGTERM) -> None:
+    async def stop(self, sig: int = signal.SIGTERM, timeout: float = 30.0) -> int:  # noqa: ASYNC109
+        assert self.proc is not None
+        self.proc.send_signal(sig)
+        code = await asyncio.wait_for(self.proc.wait(), timeout)
+        self.proc = None
+        return code
+
+    async def kill(self) -> None:
         if self.proc is not None and self.proc.returncode is None:
-            self.proc.send_signal(sig)
-            try:
-                await asyncio.wait_for(self.proc.wait(), 30)
-            except TimeoutError:
-                self.proc.kill()
-                await self.proc.wait()
+            self.proc.kill()
+            await self.proc.wait()
+        self.proc = None

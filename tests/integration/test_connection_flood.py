@@ -13,7 +13,7 @@ import aiohttp
 import grpc
 from daemon_harness import CaptureBackend, agent_trace_body, wait_until
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
-from serve_process import PROTOBUF, ServeProcess, scoring_config
+from fault_daemon import PROTOBUF, FaultDaemon, scoring_config
 
 SLOW = 1500  # the issue saw the service go down at about 1,100; here the old daemon fell at 1,500
 
@@ -31,7 +31,7 @@ async def _slow_connection(port: int, grpc_port: int, i: int) -> asyncio.StreamW
 
 async def test_1500_slow_connections_under_1024_files_do_not_stop_a_normal_client(tmp_path: Path) -> None:
     backend = await CaptureBackend().start()
-    daemon = ServeProcess(tmp_path, scoring_config(tmp_path / "queue.db", backend.endpoint), open_files=1024)
+    daemon = FaultDaemon(tmp_path, scoring_config(tmp_path / "queue.db", backend.endpoint), open_files=1024)
     writers: list[asyncio.StreamWriter] = []
     try:
         await daemon.start()

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -13,49 +11,10 @@ import aiohttp
 import pytest
 from daemon_harness import CaptureBackend, agent_trace_body, emit_agent_trace, free_port, wait_until
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
+from serve_process import ServeProcess as Daemon
 
 SCORERS = Path(__file__).parent / "scorers_for_tests.py"
 PROTOBUF = {"Content-Type": "application/x-protobuf"}
-
-
-class Daemon:
-    """A `tracescore serve` child process."""
-
-    def __init__(self, config: Path, log: Path, http_port: int) -> None:
-        self.config, self.log, self.http_port = config, log, http_port
-        self.proc: asyncio.subprocess.Process | None = None
-
-    async def start(self) -> None:
-        env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
-        with self.log.open("ab") as log:
-            self.proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "collector.cli", "-v", "serve", "--config", str(self.config),
-                stdout=log, stderr=log, env=env, cwd=self.config.parent,
-            )
-        await wait_until(self.ready, timeout=30, what=f"daemon ready (log: {self.log})")
-
-    async def ready(self) -> bool:
-        assert self.proc is not None
-        if self.proc.returncode is not None:
-            raise AssertionError(f"daemon exited: {self.log.read_text()[-3000:]}")
-        try:
-            async with aiohttp.ClientSession() as session:
-                async with session.get(f"http://127.0.0.1:{self.http_port}/readyz") as resp:
-                    return resp.status == 200
-        except aiohttp.ClientError:
-            return False
-
-    async def metrics(self) -> str:
-        async with aiohttp.ClientSession() as session:
-            async with session.get(f"http://127.0.0.1:{self.http_port}/metrics") as resp:
-                return await resp.text()
-
-    async def stop(self, sig: int = signal.SIGTERM) -> int:
-        assert self.proc is not None
-        self.proc.send_signal(sig)
-        code = await asyncio.wait_for(self.proc.wait(), 30)
-        self.proc = None
-        return code
 
 
 @pytest.fixture

@@ -20,7 +20,7 @@ import aiohttp
 import pytest
 from daemon_harness import CaptureBackend, agent_trace_body, wait_until
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-from serve_process import PROTOBUF, ServeProcess, scoring_config
+from fault_daemon import PROTOBUF, FaultDaemon, scoring_config
 
 
 @pytest.fixture
@@ -74,7 +74,7 @@ async def test_a_full_disk_answers_503_and_every_accepted_run_is_scored_once_aft
     tmp_path: Path, small_disk: Path,
 ) -> None:
     backend = await CaptureBackend().start()
-    daemon = ServeProcess(tmp_path, scoring_config(small_disk / "queue.db", backend.endpoint))
+    daemon = FaultDaemon(tmp_path, scoring_config(small_disk / "queue.db", backend.endpoint))
     try:
         await daemon.start()
         accepted: set[str] = set()

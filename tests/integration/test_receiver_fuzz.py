@@ -21,7 +21,7 @@ import grpc
 from daemon_harness import CaptureBackend, agent_trace_body, wait_until
 from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
-from serve_process import ServeProcess, scoring_config
+from fault_daemon import FaultDaemon, scoring_config
 
 HTTP_BODIES = 2500
 GRPC_BODIES = 500
@@ -91,7 +91,7 @@ async def test_fuzzed_bodies_never_crash_nor_5xx_and_valid_runs_are_scored_once(
     cases = await asyncio.to_thread(_cases)
     assert len(cases) >= HTTP_BODIES * 0.9
     backend = await CaptureBackend().start()
-    daemon = ServeProcess(tmp_path, scoring_config(tmp_path / "queue.db", backend.endpoint,
+    daemon = FaultDaemon(tmp_path, scoring_config(tmp_path / "queue.db", backend.endpoint,
                                                    export="forward_spans = false\n"))
     try:
         await daemon.start()

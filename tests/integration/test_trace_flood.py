@@ -19,7 +19,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from serve_process import PROTOBUF, ServeProcess, scoring_config
+from fault_daemon import PROTOBUF, FaultDaemon, scoring_config
 
 
 def _flood(traces: int) -> bytes:
@@ -32,7 +32,7 @@ def _flood(traces: int) -> bytes:
 
 async def test_a_100000_trace_request_does_not_evict_another_clients_accepted_runs(tmp_path: Path) -> None:
     backend = await CaptureBackend().start()
-    daemon = ServeProcess(tmp_path, scoring_config(tmp_path / "queue.db", backend.endpoint, "decision_wait = 4.0\n"))
+    daemon = FaultDaemon(tmp_path, scoring_config(tmp_path / "queue.db", backend.endpoint, "decision_wait = 4.0\n"))
     try:
         await daemon.start()
         expected = set()
@@ -60,7 +60,7 @@ async def test_a_100000_trace_request_does_not_evict_another_clients_accepted_ru
 
 async def test_a_run_span_after_its_trace_reached_max_spans_is_kept_and_scored(tmp_path: Path) -> None:
     backend = await CaptureBackend().start()
-    daemon = ServeProcess(tmp_path, scoring_config(
+    daemon = FaultDaemon(tmp_path, scoring_config(
         tmp_path / "queue.db", backend.endpoint, "decision_wait = 0.3\nmax_spans_per_trace = 50\n"))
     memory = InMemorySpanExporter()
     provider = TracerProvider(resource=Resource({"service.name": "support-bot"}))

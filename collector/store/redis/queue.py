@@ -32,7 +32,16 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from collector.store.redis import scripts
 from collector.store.redis.conn import UNREACHABLE, Backoff, Coalescer, retry_unreachable
 from collector.store.redis.keys import GROUP, RedisKeys
-from collector.types import Dead, Done, LeasedJob, Retry, RunRecord, ScoreJob, Settlement
+from collector.types import (
+    Dead,
+    Done,
+    LeasedJob,
+    Retry,
+    RunRecord,
+    ScoreJob,
+    Settlement,
+    dead_letter_error,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -240,7 +249,7 @@ class RedisJobQueue:
             kind, due_at = "retry", now + outcome.delay_s
         elif isinstance(outcome, Dead):
             kind = "dead"
-            error = json.dumps({"type": outcome.error_type, "message": outcome.message})
+            error = dead_letter_error(job, outcome)
             record = outcome.record.to_json() if outcome.record is not None else ""
         elif isinstance(outcome, Done) and outcome.record is not None:
             record = outcome.record.to_json()

@@ -38,6 +38,7 @@ from collector.types import (
     Settlement,
     StoreStats,
     TraceChunk,
+    dead_letter_error,
 )
 
 
@@ -261,9 +262,9 @@ class SqliteStore:
     @staticmethod
     def _dead(
         db: sqlite3.Connection, job_id: int, key: str, payload: str, attempts: int,
-        error_type: str, message: str,
+        error_type: str, message: str, error_json: str | None = None,
     ) -> None:
-        error = json.dumps({"type": error_type, "message": message})
+        error = error_json or json.dumps({"type": error_type, "message": message})
         db.execute(
             "INSERT INTO dead_letters(key, payload, error, attempts, failed_at) VALUES (?, ?, ?, ?, ?)",
             (key, payload, error, attempts, time.time()),
@@ -292,7 +293,7 @@ class SqliteStore:
                 return 0, 0
             if isinstance(outcome, Dead):
                 self._dead(db, leased.job_id, owned[0], owned[1], leased.attempt,
-                           outcome.error_type, outcome.message)
+                           outcome.error_type, outcome.message, dead_letter_error(leased.job, outcome))
                 record = outcome.record
             elif isinstance(outcome, Done):
                 db.execute("INSERT OR IGNORE INTO done(key, at) VALUES (?, ?)", (owned[0], now))
@@ -363,7 +364,10 @@ class SqliteStore:
                 traces=self._buffer.reload(db) if self._buffer.stale else self._buffer.count,
             )
 
-        return await self._runner.call(work)
+        stats = await self._runner.call(work)
+        # Resynchronised: another connection (`tracescore dead-letters replay`) may have queued jobs.
+        self._depth, self._outbox = stats.queued + stats.in_flight, stats.outbox
+        return stats
 
     async def prune(self, older_than_s: float, now: float | None = None) -> int:
         """Forget idempotency keys and dead letters older than ``older_than_s``; returns rows removed.

@@ -87,7 +87,9 @@ async def test_retry_dead_letter_and_restart_releases_leases(tmp_path: Path) -> 
     assert await store.take(5) == []  # a waits for its delay, b is leased
     await store.settle(b, Dead("ScorerRunError", "boom", _record(b.job.key)))
     dead = await store.dead_letters()
-    assert dead == [{"key": b.job.key, "error": {"type": "ScorerRunError", "message": "boom"}, "attempts": 1}]
+    assert dead == [{"key": b.job.key, "attempts": 1, "error": {
+        "type": "ScorerRunError", "message": "boom", "traceback": "", "partial": None,
+        "scorer_id": "q", "scorer_version": "1"}}]
     assert await store.put([b.job]) == [False]
     assert [p.record.key for p in await store.pending(5)] == [b.job.key]
     await store.put([_job("03" * 8)])

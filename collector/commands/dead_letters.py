@@ -1,0 +1,174 @@
+"""``tracescore dead-letters list | show ID | replay [ID...|--all] | purge [ID...|--all]``.
+
+Acts on the store that ``--config FILE`` names (``queue.url``: the SQLite file or Redis),
+while the daemon runs. ``list`` prints what failed (``--format json``: a JSON array of
+``{"id", "scorer", "trace_id", "span_id", "error", "failed_at"}``); ``show`` prints one
+dead letter whole: its error, the full traceback and the scorer's partial result;
+``replay`` re-queues jobs under their own idempotency keys (a running daemon scores each
+once); ``purge`` deletes dead letters. Exit codes: 0 done, 1 an ID not found, 2 a bad
+configuration or usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from collector.commands.flags import add_global_flags
+from collector.commands.report import report_config_error
+from collector.config import Config, load_config
+from collector.errors import ConfigError
+from collector.store.interface import DeadLetterAdmin
+from collector.store.redis.conn import UNREACHABLE, connect
+from collector.store.redis.dead_letters import RedisDeadLetters
+from collector.store.redis.keys import RedisKeys
+from collector.store.sqlite.dead_letters import SqliteDeadLetters
+from collector.types import DeadLetter
+
+HELP = "list, show, replay or purge the jobs that failed for good (dead letters)"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the actions and their arguments; ``--config`` goes before or after the action.
+
+    Example:
+        >>> p = argparse.ArgumentParser(); add_arguments(p)
+        >>> a = p.parse_args(["replay", "3", "4", "--config", "ts.toml"])
+        >>> a.action, a.ids, a.config, a.all
+        ('replay', ['3', '4'], 'ts.toml', False)
+        >>> p.parse_args(["--config", "ts.toml", "list", "--format", "json"]).config
+        'ts.toml'
+    """
+    parser.add_argument("--config", "-c", metavar="FILE", default=None,
+                        help="the daemon's configuration (its queue.url names the store)")
+    actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+    for name, text in (("list", "list the dead letters"), ("show", "show one dead letter whole"),
+                       ("replay", "queue dead letters again (same idempotency key)"),
+                       ("purge", "delete dead letters")):
+        action = actions.add_parser(name, help=text, description=text)
+        add_global_flags(action)
+        action.add_argument("--config", "-c", metavar="FILE", default=argparse.SUPPRESS,
+                            help="the daemon's configuration (its queue.url names the store)")
+        if name in ("list", "show"):
+            action.add_argument("--format", choices=("table", "json"), default="table")
+        if name == "show":
+            action.add_argument("id", metavar="ID")
+        if name in ("replay", "purge"):
+            action.add_argument("ids", nargs="*", metavar="ID")
+            action.add_argument("--all", action="store_true", help=f"{name} every dead letter")
+
+
+def open_dead_letters(config: Config) -> DeadLetterAdmin:
+    """The dead letters of the store ``queue.url`` names.
+
+    Example:
+        >>> from collector.config import config_from_dict
+        >>> type(open_dead_letters(config_from_dict({}, env={}))).__name__
+        'SqliteDeadLetters'
+    """
+    q = config.queue
+    if q.kind == "redis":
+        return RedisDeadLetters(connect(q.url), RedisKeys(q.key_prefix), idempotency_ttl_s=q.retention_s)
+    return SqliteDeadLetters(q.sqlite_path)
+
+
+def _when(at: float) -> str:
+    return datetime.fromtimestamp(at, tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _detail(letter: DeadLetter) -> dict[str, Any]:
+    return {**letter.row(), "key": letter.job.key, "scorer_version": letter.job.scorer_version,
+            "error_type": letter.error_type, "message": letter.message, "attempts": letter.attempts,
+            "traceback": letter.traceback, "partial": letter.partial}
+
+
+def _print_list(letters: Sequence[DeadLetter], fmt: str) -> None:
+    if fmt == "json":
+        print(json.dumps([letter.row() for letter in letters], indent=2))
+        return
+    table = Table(title=f"{len(letters)} dead letter(s)")
+    for name in ("id", "failed at", "scorer", "trace / span", "error"):
+        table.add_column(name, overflow="fold")
+    for letter in letters:
+        table.add_row(letter.id, _when(letter.failed_at), letter.job.scorer_id,
+                      f"{letter.job.run.trace_id}\n{letter.job.run.span_id}", letter.row()["error"][:300])
+    Console().print(table)
+
+
+def _print_one(letter: DeadLetter, fmt: str) -> None:
+    detail = _detail(letter)
+    if fmt == "json":
+        print(json.dumps(detail, indent=2, default=str))
+        return
+    for name in ("id", "scorer", "scorer_version", "trace_id", "span_id", "key", "attempts", "failed_at", "error"):
+        print(f"{name}: {detail[name]}")
+    print("traceback:\n" + (letter.traceback.rstrip() or "  (none kept)"))
+    partial = "(none)" if letter.partial is None else json.dumps(letter.partial, indent=2, default=str)
+    print("partial result:\n" + partial)
+
+
+async def _act(admin: DeadLetterAdmin, args: argparse.Namespace) -> int:
+    if args.action == "list":
+        _print_list(await admin.letters(), args.format)
+        return 0
+    if args.action == "show":
+        letter = next((x for x in await admin.letters() if x.id == args.id), None)
+        if letter is None:
+            print(f"tracescore: no dead letter {args.id}", file=sys.stderr)
+            return 1
+        _print_one(letter, args.format)
+        return 0
+    if bool(args.ids) == bool(args.all):
+        print(f"tracescore: dead-letters {args.action}: give IDs or --all", file=sys.stderr)
+        return 2
+    ids = None if args.all else list(args.ids)
+    if args.action == "replay":
+        done = await admin.replay(ids)
+        print(f"replayed {len(done)} dead letter(s){': ' + ' '.join(done) if done else ''}")
+        missing = sorted(set(ids or ()) - set(done))
+    else:
+        count = await admin.purge(ids)
+        print(f"purged {count} dead letter(s)")
+        missing = [] if ids is None or count == len(set(ids)) else ["(some IDs)"]
+    if missing:
+        print(f"tracescore: no dead letter {' '.join(missing)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+async def _run(config: Config, args: argparse.Namespace) -> int:
+    admin = open_dead_letters(config)
+    try:
+        return await _act(admin, args)
+    finally:
+        await admin.close()
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run one action; see the module docstring for exit codes.
+
+    Example:
+        >>> run(argparse.Namespace(config="/nonexistent/ts.toml", action="list", format="json"))
+        2
+    """
+    try:
+        config = load_config(args.config)
+    except ConfigError as err:
+        report_config_error(err)
+        return 2
+    try:
+        return asyncio.run(_run(config, args))
+    except FileNotFoundError as err:
+        print(f"tracescore: {err}", file=sys.stderr)
+        return 2
+    except UNREACHABLE as err:
+        print(f"tracescore: cannot reach the store at {config.queue.display_url}: {err}", file=sys.stderr)
+        return 1

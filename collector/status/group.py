@@ -1,0 +1,59 @@
+"""Merge the status snapshots of a group of replicas into one view.
+
+Replicas are told apart by their id (a snapshot seen twice, from two URLs of one Redis
+group, counts once). Per-replica counters (received, decisions, scores, judge, exported,
+failures) are summed; store counts (queue depth, dead letters, outbox) are shared by the
+replicas of one store, so each store counts once (its latest snapshot). Backlogs are summed
+per (backlog, destination) over stores alike.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+
+def _add(into: dict[str, Any], more: Mapping[str, Any]) -> None:
+    for key, value in more.items():
+        if isinstance(value, Mapping):
+            _add(into.setdefault(key, {}), value)
+        elif isinstance(value, (int, float)):
+            into[key] = into.get(key, 0) + value
+
+
+def merge(snapshots: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """One view of many replicas' snapshots (see the module docstring).
+
+    Example:
+        >>> a = {"replica": "a", "store": "redis", "at": 1, "role": "receiver", "queue": {"queued": 5, "dead": 1},
+        ...      "received": {"spans": 10}, "backlog": []}
+        >>> b = {**a, "replica": "b", "at": 2, "role": "worker", "queue": {"queued": 4, "dead": 1}}
+        >>> view = merge([a, b, a])
+        >>> view["replicas"], view["received"]["spans"], view["queue"]
+        (['a', 'b'], 20, {'queued': 4, 'dead': 1})
+    """
+    latest: dict[str, Mapping[str, Any]] = {}
+    for snap in snapshots:
+        seen = latest.get(snap["replica"])
+        if seen is None or snap.get("at", 0) >= seen.get("at", 0):
+            latest[snap["replica"]] = snap
+    view: dict[str, Any] = {"replicas": sorted(latest), "roles": {}, "versions": sorted(
+        {str(s.get("version")) for s in latest.values()}), "received": {}, "decisions": {}, "scores": {},
+        "judge": {}, "exported": {}, "failures": {}, "queue": {}, "backlog": []}
+    stores: dict[str, Mapping[str, Any]] = {}
+    for replica, snap in sorted(latest.items()):
+        view["roles"][replica] = snap.get("role")
+        for part in ("received", "decisions", "scores", "judge", "exported", "failures"):
+            _add(view[part], snap.get(part) or {})
+        store = str(snap.get("store") or replica)
+        if store not in stores or snap.get("at", 0) >= stores[store].get("at", 0):
+            stores[store] = snap
+    backlog: defaultdict[tuple[str, str], float] = defaultdict(float)
+    for snap in stores.values():
+        _add(view["queue"], snap.get("queue") or {})
+        for item in snap.get("backlog") or ():
+            backlog[(item["backlog"], item["destination"])] += float(item["items"])
+    view["backlog"] = [{"backlog": k, "destination": d, "items": n} for (k, d), n in sorted(backlog.items())]
+    view["stores"] = sorted(stores)
+    return view

@@ -1,0 +1,98 @@
+"""`StatusReporter`: keeps this replica's snapshot current and answers ``/status``.
+
+The service's stats loop calls `StatusReporter.refresh` every few seconds (rates need a
+history; on Redis the snapshot is also published to the group's board); ``/status`` calls
+`StatusReporter.group`, which builds a fresh snapshot of this replica and adds the other
+replicas' from the board.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
+
+from collector.metrics import Metrics
+from collector.status.snapshot import RateWindow, build_snapshot, replica_id, samples
+from collector.types import StoreStats
+
+logger = logging.getLogger(__name__)
+
+RATED = ("spans", "runs")
+"""Totals of ``received`` that get a per-minute rate."""
+
+
+class StatusBoard(Protocol):
+    """Where the replicas of one store share snapshots (`collector.store.redis.status`)."""
+
+    async def publish(self, replica: str, snapshot_json: str) -> None:
+        """Write this replica's snapshot."""
+        ...
+
+    async def read(self) -> list[str]:
+        """Every live replica's snapshot."""
+        ...
+
+
+class StatusReporter:
+    """This replica's status (see the module docstring).
+
+    Args:
+        metrics: the service's instruments.
+        stats: reads the store's counts.
+        role: the replica's ``--role``.
+        store: names the store, so a group's shared counts are counted once.
+        board: the group's board (None: a single replica).
+
+    Example:
+        >>> import asyncio
+        >>> async def demo():
+        ...     async def stats(): return StoreStats(0, 0, 0, 0, 0)
+        ...     reporter = StatusReporter(Metrics(), stats, role="all", store="sqlite:q.db")
+        ...     return [s["role"] for s in (await reporter.group())["replicas"]]
+        >>> asyncio.run(demo())
+        ['all']
+    """
+
+    def __init__(self, metrics: Metrics, stats: Callable[[], Awaitable[StoreStats]], *, role: str, store: str,
+                 board: StatusBoard | None = None) -> None:
+        self.replica = replica_id()
+        self._metrics = metrics
+        self._stats = stats
+        self._role = role
+        self._store = store
+        self._board = board
+        self._window = RateWindow()
+
+    async def _snapshot(self, stats: StoreStats | None) -> dict[str, Any]:
+        found = samples(self._metrics.registry)
+        return build_snapshot(found, stats, replica=self.replica, role=self._role, store=self._store,
+                              rates=self._window.per_minute())
+
+    async def refresh(self, stats: StoreStats | None) -> None:
+        """Sample the totals for the rates; publish the snapshot to the group's board.
+        """
+        snapshot = await self._snapshot(stats)
+        self._window.add({k: float(snapshot["received"].get(k, 0.0)) for k in RATED})
+        if self._board is not None:
+            await self._board.publish(self.replica, json.dumps(snapshot))
+
+    async def group(self) -> dict[str, Any]:
+        """``/status``: ``{"replicas": [snapshot, ...]}``, this replica's fresh, the group's from the board.
+        """
+        try:
+            stats: StoreStats | None = await self._stats()
+        except Exception:
+            logger.debug("store counts unavailable for /status", exc_info=True)
+            stats = None
+        own = await self._snapshot(stats)
+        replicas = [own]
+        if self._board is not None:
+            try:
+                shared = await self._board.read()
+            except Exception:
+                logger.debug("the group's status board is unreadable", exc_info=True)
+                shared = []
+            replicas += [snap for snap in map(json.loads, shared) if snap.get("replica") != self.replica]
+        return {"replicas": replicas}

@@ -1,0 +1,112 @@
+"""Draw a merged status view (`collector.status.group.merge`) in the terminal with rich."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from rich.console import Group, RenderableType
+from rich.table import Table
+
+_BARS = " ▁▂▃▄▅▆▇█"
+DECISION_COLUMNS = ("scored", "not_scorable", "failed", "retried", "filtered_out", "sampled_out", "duplicate")
+
+
+def histogram_bar(buckets: Mapping[str, float]) -> str:
+    """A one-line histogram of cumulative Prometheus buckets (``le`` -> count), one character
+    per bucket, ``+Inf`` last.
+
+    Example:
+        >>> histogram_bar({"0.5": 1.0, "1.0": 3.0, "+Inf": 3.0})
+        '▄█ '
+    """
+    ordered = sorted(buckets.items(), key=lambda kv: float(kv[0]))
+    counts, below = [], 0.0
+    for _, cumulative in ordered:
+        counts.append(cumulative - below)
+        below = cumulative
+    top = max(counts, default=0.0)
+    if top <= 0:
+        return " " * len(counts)
+    return "".join(_BARS[round(c / top * (len(_BARS) - 1))] if c > 0 else " " for c in counts)
+
+
+def _n(value: Any, digits: int = 0) -> str:
+    if value is None:
+        return "-"
+    return f"{float(value):,.{digits}f}"
+
+
+def scorer_table(view: Mapping[str, Any]) -> Table:
+    """Per scorer: decisions by reason, score count, mean and histogram (0..1), exported.
+
+    Example:
+        >>> view = {"decisions": {"q": {"scored": 2}}, "scores": {"q": {"count": 2, "sum": 1.5,
+        ...         "buckets": {"0.5": 1, "1.0": 2, "+Inf": 2}}}, "exported": {"q": 2}}
+        >>> scorer_table(view).row_count
+        1
+    """
+    table = Table(title="scorers", title_justify="left")
+    table.add_column("scorer", overflow="fold", min_width=12)
+    for name in (*DECISION_COLUMNS, "scores", "mean", "histogram 0..1", "exported"):
+        table.add_column(name.replace("_", " "), justify="right" if name != "histogram 0..1" else "left")
+    decisions, scores, exported = view.get("decisions", {}), view.get("scores", {}), view.get("exported", {})
+    for scorer in sorted(set(decisions) | set(scores)):
+        s = scores.get(scorer, {})
+        count = s.get("count", 0)
+        mean = s.get("sum", 0) / count if count else None
+        table.add_row(scorer, *(_n(decisions.get(scorer, {}).get(r, 0)) for r in DECISION_COLUMNS), _n(count),
+                      _n(mean, 3), histogram_bar(s.get("buckets", {})), _n(exported.get(scorer, 0)))
+    return table
+
+
+def _pairs(title: str, rows: list[tuple[str, str]]) -> Table:
+    table = Table(title=title, title_justify="left", show_header=False)
+    table.add_column("what")
+    table.add_column("value", justify="right")
+    for row in rows:
+        table.add_row(*row)
+    return table
+
+
+def render(view: Mapping[str, Any], sources: str = "") -> RenderableType:
+    """The whole status screen for a merged view.
+
+    Example:
+        >>> from rich.console import Console
+        >>> import io
+        >>> console = Console(width=160, record=True, file=io.StringIO())
+        >>> console.print(render({"replicas": ["r"], "received": {"spans": 3}}))
+        >>> "spans received" in console.export_text()
+        True
+    """
+    received, queue = view.get("received", {}), view.get("queue") or {}
+    roles = view.get("roles", {})
+    header = (f"tracescore {', '.join(view.get('versions', [])) or '?'}: {len(view.get('replicas', []))} "
+              f"replica(s) {' '.join(f'{r} ({roles.get(r)})' for r in view.get('replicas', []))} {sources}")
+    traffic = _pairs("received", [
+        ("spans received", _n(received.get("spans", 0))), ("spans / min", _n(received.get("spans_per_min"), 1)),
+        ("runs found", _n(received.get("runs", 0))), ("runs / min", _n(received.get("runs_per_min"), 1)),
+        ("log records received", _n(received.get("log_records", 0)))])
+    store = _pairs("queue", [(name.replace("_", " "), _n(queue.get(key))) for name, key in (
+        ("jobs queued", "queued"), ("jobs in flight", "in_flight"), ("dead letters", "dead"),
+        ("outbox", "outbox"), ("traces buffered", "traces"))])
+    backlog = Table(title="backlog per destination", title_justify="left")
+    for name in ("backlog", "destination", "items"):
+        backlog.add_column(name, justify="right" if name == "items" else "left")
+    for item in view.get("backlog", []):
+        backlog.add_row(item["backlog"], item["destination"], _n(item["items"]))
+    judge = Table(title="judge per model", title_justify="left")
+    for name in ("model", "calls", "errors", "input tokens", "output tokens", "cost (USD)"):
+        judge.add_column(name, justify="left" if name == "model" else "right")
+    for model, j in sorted(view.get("judge", {}).items()):
+        judge.add_row(model, _n(j.get("calls", 0)), _n(j.get("errors", 0)), _n(j.get("input_tokens", 0)),
+                      _n(j.get("output_tokens", 0)), _n(j.get("cost_usd", 0), 4))
+    failures = view.get("failures", {})
+    failed = _pairs("failures", [
+        ("scorer failures", _n(sum(failures.get("scorers", {}).values()))),
+        ("export failures", _n(failures.get("export", 0))),
+        *((f"errors: {c}", _n(n)) for c, n in sorted(failures.get("errors", {}).items()))])
+    top = Table.grid(padding=(0, 4))
+    top.add_row(traffic, store, failed)
+    return Group(header, top, scorer_table(view), backlog, judge)

@@ -1,0 +1,91 @@
+"""`tracescore check` refuses what would fail at run time (malformed URLs, ports outside
+1..65535), warns when nothing would be scored; factories and their args; scorer import
+errors name their line (and show the traceback at -v); global flags after the subcommand."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from collector.cli import build_parser, main
+
+
+def check(tmp_path: Path, text: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    config = tmp_path / "tracescore.toml"
+    config.write_text(text)
+    code = main(["check", str(config)])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+@pytest.mark.parametrize(("text", "says"), [
+    ('[export]\nendpoint = "htp//127.0.0.1:14317"\n',
+     "export.endpoint: must be http(s)://HOST[:PORT][/path] or HOST:PORT, got 'htp//127.0.0.1:14317'"),
+    ('[export]\nendpoint = "http://backend:99999"\n', "export.endpoint: port 99999 is outside 1..65535"),
+    ('[export]\nendpoint = "backend:0"\n', "export.endpoint: port 0 is outside 1..65535"),
+    ('[export]\nendpoint = "http//backend:4317"\n', "export.endpoint: must be"),
+    ('[export]\nendpoint = "http://:4317"\n', "export.endpoint: must be"),
+    ('[receiver]\ngrpc_endpoint = "0.0.0.0:99999"\n', "receiver.grpc_endpoint: port 99999 is outside 1..65535"),
+    ('[receiver]\nhttp_endpoint = "127.0.0.1:-1"\n', "receiver.http_endpoint: must be HOST:PORT"),
+    ('[queue]\nurl = "redis://127.0.0.1:99999/0"\n', "queue.url: not a valid Redis URL: Port out of range"),
+])
+def test_check_rejects_what_would_fail_at_run_time(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                   text: str, says: str) -> None:
+    code, _, err = check(tmp_path, text, capsys)
+    assert code == 2 and says in err
+
+
+def test_check_warns_when_no_scorer_is_configured(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = check(tmp_path, '[export]\nendpoint = "http://127.0.0.1:14317"\n', capsys)
+    assert code == 0 and "warning: no scorer configured" in out
+
+
+def test_a_factory_with_args_is_a_scorer(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = check(tmp_path, '[[scorers]]\nref = "scorers.builtin:completeness"\n'
+                                     '[[scorers]]\nref = "scorers.builtin:keyword_coverage"\n'
+                                     'args = { id = "keywords-strict" }\n', capsys)
+    assert code == 0, err
+    assert "scorer completeness" in out and "scorer keywords-strict" in out and "warning" not in out
+    code, _, err = check(tmp_path, '[[scorers]]\nref = "scorers.builtin:completeness"\nargs = { nope = 1 }\n', capsys)
+    assert code == 2 and "scorers[0].ref" in err and "cannot be called with args {'nope': 1}" in err
+
+
+def test_args_for_a_scorer_object_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "plain_scorers.py").write_text(
+        "from scorers import create_scorer\n"
+        "plain = create_scorer(id='plain', description='p').generate_score(lambda run: 1.0)\n")
+    code, _, err = check(tmp_path, f'[[scorers]]\nref = "{tmp_path / "plain_scorers.py"}:plain"\nargs = {{ a = 1 }}\n',
+                         capsys)
+    assert code == 2 and "args are given but it names a scorer, not a factory" in err
+
+
+def test_an_import_error_names_its_line_and_shows_the_traceback_at_v(tmp_path: Path) -> None:
+    (tmp_path / "bad_scorers.py").write_text("import os\n\nRATIO = 1 / 0\n")
+    config = tmp_path / "tracescore.toml"
+    config.write_text(f'[[scorers]]\nref = "{tmp_path / "bad_scorers.py"}:quality"\n')
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    quiet = subprocess.run([sys.executable, "-m", "collector.cli", "check", str(config)],
+                           capture_output=True, text=True, timeout=120, check=False, env=env)
+    assert quiet.returncode == 2
+    assert f"import failed: ZeroDivisionError: division by zero (at {tmp_path / 'bad_scorers.py'}:3)" in quiet.stderr
+    assert "Traceback" not in quiet.stderr
+    loud = subprocess.run([sys.executable, "-m", "collector.cli", "check", str(config), "-v", "--log-format", "json"],
+                          capture_output=True, text=True, timeout=120, check=False, env=env)
+    assert loud.returncode == 2
+    (logged,) = [json.loads(line) for line in loud.stderr.splitlines() if line.startswith("{")]
+    assert 'bad_scorers.py", line 3, in <module>' in logged["exc_info"] and logged["level"] == "INFO"
+
+
+@pytest.mark.parametrize("argv", [
+    ["-v", "serve", "--scorer", "m:s"], ["serve", "-v", "--scorer", "m:s"], ["serve", "--scorer", "m:s", "-v"],
+])
+def test_global_flags_go_before_or_after_the_subcommand(argv: list[str]) -> None:
+    args = build_parser().parse_args(argv)
+    assert (args.verbose, args.log_format, args.scorer) == (1, "text", ["m:s"])
+    assert build_parser().parse_args(["--log-format", "json", "dead-letters", "list", "-vv"]).verbose == 2
+    assert build_parser().parse_args(["status", "--log-format", "json"]).log_format == "json"

@@ -1,0 +1,139 @@
+"""SIGTERM drains, on both stores: a judge call in flight finishes (``workers.drain_timeout_s``),
+its score is kept and exported, and after a restart the judge is not called again for that
+run. With a drain shorter than the call, the job is handed back and scored after the restart."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import uuid
+from collections.abc import AsyncIterator
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import llm_server  # tests/support: the fake OpenAI-compatible server (the network boundary)
+import pytest
+from daemon_harness import (
+    CaptureBackend,
+    delete_redis_keys,
+    emit_agent_trace,
+    free_port,
+    wait_until,
+)
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
+from serve_process import ServeProcess
+
+REDIS_URL = os.environ.get("TRACESCORE_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+JUDGE_LATENCY_MS = 2000
+
+JUDGED = '''import os
+
+from scorers import Judge, create_scorer
+
+judge = Judge(model="openai/gpt-4o-mini", instructions="You are a strict evaluator.",
+              model_settings={"api_base": os.environ["TEST_LLM_API_BASE"], "api_key": "test-key"})
+judged = create_scorer(id="judged", description="judged", type="agent", judge=judge, version="1").generate_score(
+    description="Rate the answer", create_prompt=lambda run: "Answer: " + run.output[-1].content)
+'''
+
+
+@pytest.fixture(params=["sqlite", "redis"])
+async def setup(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[dict[str, Any]]:
+    llm = await llm_server.LLMTestServer(latency_ms=JUDGE_LATENCY_MS, default=llm_server.Reply.json(
+        {"score": 0.9})).start()
+    backend = await CaptureBackend().start()
+    prefix = f"test-{uuid.uuid4().hex[:12]}:"
+    url = f"sqlite:///{tmp_path / 'queue.db'}" if request.param == "sqlite" else REDIS_URL
+    (tmp_path / "judged_scorers.py").write_text(JUDGED)
+    http_port = free_port()
+
+    def daemon(drain_timeout_s: float) -> ServeProcess:
+        config = tmp_path / f"drain-{drain_timeout_s:g}.toml"
+        config.write_text(
+            f'[receiver]\ngrpc_endpoint = ""\nhttp_endpoint = "127.0.0.1:{http_port}"\n'
+            f'[assembly]\ndecision_wait = 0.2\n'
+            f'[queue]\nurl = "{url}"\nkey_prefix = "{prefix}"\n'
+            f'[workers]\ndrain_timeout_s = {drain_timeout_s}\n'
+            f'[export]\nendpoint = "{backend.endpoint}"\nforward_spans = false\ntimeout_s = 2.0\n'
+            f'[[scorers]]\nref = "{tmp_path / "judged_scorers.py"}:judged"\n'
+        )
+        return ServeProcess(config, tmp_path / "daemon.log", http_port, env={"TEST_LLM_API_BASE": llm.url + "/v1"})
+
+    made: list[ServeProcess] = []
+
+    def make(drain_timeout_s: float) -> ServeProcess:
+        made.append(daemon(drain_timeout_s))
+        return made[-1]
+
+    yield {"llm": llm, "backend": backend, "daemon": make, "http_port": http_port}
+    for d in made:
+        await d.kill()
+    await backend.stop()
+    await llm.stop()
+    if request.param == "redis":
+        await delete_redis_keys(REDIS_URL, prefix)
+
+
+def calls_for(llm: Any, answer: str) -> int:
+    return sum(answer in r.message_text("user") for r in llm.requests)
+
+
+async def send(port: int, answer: str) -> None:
+    exporter = HttpExporter(endpoint=f"http://127.0.0.1:{port}/v1/traces", timeout=5)
+    await asyncio.to_thread(emit_agent_trace, exporter, answer=answer)
+
+
+async def queue_empty(port: int) -> bool:
+    async with aiohttp.ClientSession() as session:
+        async with session.get(f"http://127.0.0.1:{port}/status") as resp:
+            (own, *_) = (await resp.json())["replicas"]
+    return own["queue"]["queued"] == 0 and own["queue"]["in_flight"] == 0
+
+
+def drain_seconds(log: str) -> float:
+    """How long the daemon's last drain took, from its own log (signal received -> stopped):
+    the process's exit after that (interpreter teardown) is not the drain's."""
+    stamps = {}
+    for line in log.splitlines():
+        for event in ("signal received: draining", "tracescore stopped"):
+            if line.endswith(event) or f"{event} (" in line:
+                stamps[event] = datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f")
+    return (stamps["tracescore stopped"] - stamps["signal received: draining"]).total_seconds()
+
+
+async def sigterm_during_the_judge_call(daemon: ServeProcess, llm: Any, port: int, answer: str) -> float:
+    """Start the daemon, send a run, SIGTERM it while the judge answers; how long it drained."""
+    await daemon.start()
+    await send(port, answer)
+    await wait_until(lambda: calls_for(llm, answer) == 1, what="the judge call in flight")
+    assert await daemon.stop(timeout=60) == 0
+    return drain_seconds(await asyncio.to_thread(daemon.log.read_text))
+
+
+async def test_sigterm_lets_the_judge_call_finish_and_never_pays_it_twice(setup: dict[str, Any]) -> None:
+    llm, backend, port = setup["llm"], setup["backend"], setup["http_port"]
+    waited = await sigterm_during_the_judge_call(setup["daemon"](30.0), llm, port, "First answer.")
+    assert waited >= JUDGE_LATENCY_MS / 1000 * 0.5  # it waited for the call (in flight at SIGTERM)
+    assert [s.attributes["gen_ai.evaluation.score.value"] for s in backend.scores()] == [0.9]  # flushed
+
+    second = setup["daemon"](30.0)
+    await second.start()
+    await wait_until(lambda: queue_empty(port), what="an empty queue after the restart")
+    await send(port, "Second answer.")  # the worker runs: a job left over would have run first
+    await wait_until(lambda: len(backend.scores()) == 2, timeout=30, what="the second score")
+    assert (calls_for(llm, "First answer."), calls_for(llm, "Second answer.")) == (1, 1)
+    assert await second.stop(timeout=60) == 0
+
+
+async def test_a_drain_shorter_than_the_call_hands_the_job_back(setup: dict[str, Any]) -> None:
+    llm, backend, port = setup["llm"], setup["backend"], setup["http_port"]
+    waited = await sigterm_during_the_judge_call(setup["daemon"](0.2), llm, port, "Handed back.")
+    assert waited < JUDGE_LATENCY_MS / 1000  # it did not wait for the call
+    assert backend.scores() == []
+    second = setup["daemon"](30.0)
+    await second.start()
+    await wait_until(lambda: len(backend.scores()) == 1, timeout=30, what="the handed-back job's score")
+    assert calls_for(llm, "Handed back.") == 2  # the unfinished call is made again, once
+    assert await second.stop(timeout=60) == 0
