@@ -12,8 +12,8 @@ from pathlib import Path
 import aiohttp
 import grpc
 from daemon_harness import CaptureBackend, agent_trace_body, wait_until
-from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
 from fault_daemon import PROTOBUF, FaultDaemon, scoring_config
+from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
 
 SLOW = 1500  # the issue saw the service go down at about 1,100; here the old daemon fell at 1,500
 

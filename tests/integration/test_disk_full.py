@@ -19,8 +19,8 @@ from pathlib import Path
 import aiohttp
 import pytest
 from daemon_harness import CaptureBackend, agent_trace_body, wait_until
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from fault_daemon import PROTOBUF, FaultDaemon, scoring_config
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 
 @pytest.fixture

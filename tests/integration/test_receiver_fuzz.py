@@ -19,9 +19,9 @@ from pathlib import Path
 import aiohttp
 import grpc
 from daemon_harness import CaptureBackend, agent_trace_body, wait_until
+from fault_daemon import FaultDaemon, scoring_config
 from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
-from fault_daemon import FaultDaemon, scoring_config
 
 HTTP_BODIES = 2500
 GRPC_BODIES = 500

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import aiohttp
 from daemon_harness import INPUT, OUTPUT, CaptureBackend, agent_trace_body, wait_until
+from fault_daemon import PROTOBUF, FaultDaemon, scoring_config
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
@@ -19,7 +20,6 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from fault_daemon import PROTOBUF, FaultDaemon, scoring_config
 
 
 def _flood(traces: int) -> bytes:

@@ -179,7 +179,7 @@ class RedisTraceBuffer:
         """
         tid = trace_id.hex()
         job = json.dumps({"run": {"trace_id": tid, "span_id": ""}, "scorer_id": ""})
-        reason = json.dumps({"type": "UnreadableTrace", "message": error})
+        reason = json.dumps({"type": "UnreadableTrace", "message": error, "scorer_id": ""})
 
         async def discard() -> None:
             async with self._r.pipeline(transaction=True) as pipe:

@@ -268,7 +268,7 @@ class BufferTables:
         payload = json.dumps({"trace_id": trace_id.hex(), "span_id": ""})
         db.execute(
             "INSERT INTO dead_letters(key, payload, error, attempts, failed_at) VALUES (?, ?, ?, 1, ?)",
-            (f"trace/{trace_id.hex()}", payload, json.dumps({"type": "UnreadableTrace", "message": error}), now),
+            (f"trace/{trace_id.hex()}", payload, json.dumps({"type": "UnreadableTrace", "message": error, "scorer_id": ""}), now),
         )
         self.drop(db, trace_id)
 
