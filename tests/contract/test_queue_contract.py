@@ -197,6 +197,17 @@ class TestTraceBufferContract:
         assert await store.due(10, now=700.0) == ([], 0)
         assert await store.load(T1) == []
 
+    async def test_an_unreadable_trace_is_dead_lettered_alone(self, make_store: StoreFactory) -> None:
+        store = await make_store(decision_wait=1.0)
+        await store.append([TraceChunk(T1, "spans", b"1", 1, True, True), TraceChunk(T2, "spans", b"2", 1, True, True)],
+                           now=1.0)
+        await store.discard(T1, "row 1: short read")
+        assert await store.load(T1) == [] and [c.data for c in await store.load(T2)] == [b"2"]
+        assert (await store.due(10, now=5.0))[0] == [T2]
+        (dead,) = await store.dead_letters()
+        assert dead["key"] == f"trace/{T1.hex()}"
+        assert dead["error"] == {"type": "UnreadableTrace", "message": "row 1: short read", "scorer_id": ""}
+
     async def test_bounds(self, make_store: StoreFactory) -> None:
         store = await make_store(max_traces=2, max_spans_per_trace=3, max_trace_age=60)
         await store.append([TraceChunk(T1, "spans", b"1", 1, False)], now=1.0)
