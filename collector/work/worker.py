@@ -218,6 +218,7 @@ class Worker:
 
     async def _renew_leases(self) -> None:
         """Renew the leases of running jobs every third of the lease (the worker's heartbeat)."""
+        failing = False
         while True:
             await asyncio.sleep(self._heartbeat_s)
             running = list(self._inflight.values())
@@ -225,8 +226,11 @@ class Worker:
                 continue
             try:
                 await self._queue.renew(running)
+                failing = False
             except Exception as err:  # the lease outlives a few missed beats; the next one retries
-                logger.warning("renewing %d job leases failed: %s", len(running), err)
+                logger.log(logging.DEBUG if failing else logging.WARNING,
+                           "renewing %d job leases failed: %s", len(running), err)
+                failing = True
 
     async def _loop(self) -> None:
         wake, freed = self._wake or asyncio.Event(), self._slot_freed or asyncio.Event()
