@@ -228,8 +228,7 @@ class Worker:
                 await self._queue.renew(running)
                 failing = False
             except Exception as err:  # the lease outlives a few missed beats; the next one retries
-                logger.log(logging.DEBUG if failing else logging.WARNING,
-                           "renewing %d job leases failed: %s", len(running), err)
+                logger.log(logging.DEBUG if failing else logging.WARNING, "renewing leases failed: %s", err)
                 failing = True
 
     async def _loop(self) -> None:
