@@ -156,7 +156,7 @@ class Service:
             self.store, registry, self.metrics, concurrency=w.concurrency,
             max_attempts=q.max_attempts,
             max_attribute_chars=e.max_attribute_chars, on_result=self.exporter.notify,
-            job_timeout_s=w.job_timeout_s, lease_s=q.visibility_timeout_s,
+            job_timeout_s=w.job_timeout_s, replies=self.store, lease_s=q.visibility_timeout_s,
             poll_s=0.01 if q.kind == "redis" else 0.5,  # a Redis take waits on the stream
         )
         forward = bool(e.endpoint and e.forward_spans)

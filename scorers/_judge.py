@@ -45,6 +45,7 @@ from scorers._judge_types import Judge, JudgeExecution, JudgeUsage
 from scorers._per_loop import PerLoop
 from scorers._processors import JudgeReply, RetryDecision
 from scorers._rate_limit import judge_rate_limiter
+from scorers._reply_memo import current_memo
 from scorers._retry_after import parse_retry_after_ms
 from scorers._structured_output import (
     Mode,
@@ -204,13 +205,21 @@ class _Execution:
 
     async def _send(self, messages: list[dict[str, Any]], response_format: dict[str, Any] | None,
                     format_key: str) -> Reply:
-        """Exactly one HTTP request, counted, within the rate limit and the concurrency slot."""
+        """Exactly one HTTP request, counted, within the rate limit and the concurrency slot;
+        or, inside `remember_judge_replies`, the reply already paid for the same request."""
+        memo = current_memo()
+        key = memo.key_for(self.route.model, messages, response_format) if memo is not None else ""
+        if memo is not None and (kept := await memo.recall(key)) is not None:
+            return kept
         limiter = judge_rate_limiter(self.route.model)
         if limiter is not None:  # before the slot: waiting for the rate holds no slot
             await limiter.acquire()
         async with _semaphore(self.route.model):
             self.model_calls += 1
-            return await send(self.route, messages, response_format, format_key)
+            reply = await send(self.route, messages, response_format, format_key)
+        if memo is not None:
+            await memo.keep(key, reply)
+        return reply
 
     async def _ask_error_processors(self, exc: BaseException) -> RetryDecision | None:
         for processor in self.judge.error_processors or ():

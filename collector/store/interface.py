@@ -8,6 +8,8 @@
 * `Outbox` (export): results settled with a record wait here until a backend took them.
 * `Store`: all of the above plus the lifecycle, gauges, retention and dead letters that
   `collector.service` uses; `SqliteStore` and `RedisStore` are the two backends.
+* `JudgeReplies` (workers): the judge replies a job's scorer received, kept until the job
+  settles, so a job run again (handed back, or after a crash) never pays for them twice.
 * `DeadLetterAdmin` (``tracescore dead-letters``): list, replay and purge dead letters from
   outside the daemon, while it runs.
 """
@@ -103,7 +105,19 @@ class Outbox(Protocol):
         ...
 
 
-class Store(TraceBuffer, JobQueue, Outbox, Protocol):
+class JudgeReplies(Protocol):
+    """Judge replies per job, kept until the job is settled done or dead."""
+
+    async def judge_replies(self, job_key: str) -> dict[str, str]:
+        """The replies kept for a job: request key -> reply JSON."""
+        ...
+
+    async def keep_judge_reply(self, job_key: str, request_key: str, reply: str) -> None:
+        """Keep one reply (JSON) of a job's judge request, durably."""
+        ...
+
+
+class Store(TraceBuffer, JobQueue, Outbox, JudgeReplies, Protocol):
     """A whole store backend: the three roles plus lifecycle, gauges, retention, dead letters."""
 
     async def start(self) -> None:

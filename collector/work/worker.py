@@ -27,10 +27,13 @@ from pydantic import BaseModel
 
 from collector._aio import bounded, cancel_and_wait, wait_event
 from collector.metrics import Metrics
-from collector.store.interface import JobQueue
+from collector.store.interface import JobQueue, JudgeReplies
 from collector.types import Dead, Done, LeasedJob, Retry, ScoreRecord, Settlement
+from collector.work.heartbeat import LeaseHeartbeat
 from collector.work.registry import RegisteredScorer, ScorerRegistry
+from collector.work.replies import StoredReplies
 from scorers._agent_types import ScorerRunInputForAgent, ScorerRunOutputForAgent
+from scorers._reply_memo import remember_judge_replies
 
 logger = logging.getLogger(__name__)
 
@@ -151,22 +154,22 @@ class Worker:
         max_attribute_chars: cut step-result JSON to this many characters.
         job_timeout_s: a run taking longer is cancelled and retried (a transient failure).
         on_result: called after a result reached the outbox (wakes the exporter).
-        lease_s: the queue's lease (visibility timeout): the leases of running jobs are
-            renewed every third of it, so a live worker's long job is never taken from it.
-        max_take: jobs taken per call at most (bounded read-ahead: several workers share
-            a burst of jobs instead of the first one leasing all it can hold).
+        lease_s: the queue's lease, renewed for running jobs (`collector.work.heartbeat`).
+        max_take: jobs taken per call at most (bounded read-ahead; default concurrency / 4).
+        replies: where each job's judge replies are kept until it settles (the store), so a
+            job run again never pays for a judge call twice; None keeps none.
     """
 
     def __init__(
         self, queue: JobQueue, registry: ScorerRegistry, metrics: Metrics, *,
         concurrency: int = 64, max_attempts: int = 5, max_attribute_chars: int = 4096,
         on_result: Callable[[], None] | None = None, poll_s: float = 0.5, retry_base_s: float = 1.0,
-        job_timeout_s: float = 240.0, lease_s: float = 300.0, max_take: int | None = None,
+        job_timeout_s: float = 240.0, replies: JudgeReplies | None = None, lease_s: float = 300.0, max_take: int | None = None,
     ) -> None:
+        self._replies = replies
         self._job_timeout = job_timeout_s
-        self._heartbeat_s = lease_s / 3
         self._max_take = max_take or max(1, concurrency // 4)
-        self._heartbeat: asyncio.Task[None] | None = None
+        self._heartbeat = LeaseHeartbeat(queue, lambda: list(self._inflight.values()), lease_s)
         self._queue = queue
         self._registry = registry
         self._metrics = metrics
@@ -195,7 +198,7 @@ class Worker:
         self._slot_freed = asyncio.Event()
         self._stopping = False
         self._task = asyncio.create_task(self._loop(), name="tracescore-worker")
-        self._heartbeat = asyncio.create_task(self._renew_leases(), name="tracescore-worker-heartbeat")
+        self._heartbeat.start()
 
     async def shutdown(self, timeout: float = 5.0) -> None:  # noqa: ASYNC109 (lifecycle contract)
         """Stop taking jobs, let running ones finish for ``timeout`` s, hand back the rest.
@@ -212,24 +215,7 @@ class Worker:
                 task.cancel()  # once: a second cancel would cut the hand-back short
             if still:
                 await asyncio.wait(still, timeout=HANDBACK_TIMEOUT_S + 1.0)
-        if self._heartbeat is not None:  # after the drain: draining jobs keep their leases
-            await cancel_and_wait([self._heartbeat])
-            self._heartbeat = None
-
-    async def _renew_leases(self) -> None:
-        """Renew the leases of running jobs every third of the lease (the worker's heartbeat)."""
-        failing = False
-        while True:
-            await asyncio.sleep(self._heartbeat_s)
-            running = list(self._inflight.values())
-            if not running:
-                continue
-            try:
-                await self._queue.renew(running)
-                failing = False
-            except Exception as err:  # the lease outlives a few missed beats; the next one retries
-                logger.log(logging.DEBUG if failing else logging.WARNING, "renewing leases failed: %s", err)
-                failing = True
+        await self._heartbeat.stop()  # after the drain: draining jobs keep their leases
 
     async def _loop(self) -> None:
         wake, freed = self._wake or asyncio.Event(), self._slot_freed or asyncio.Event()
@@ -292,20 +278,34 @@ class Worker:
                         "is not registered", None)
         return await self._score(leased, entry)
 
+    async def _memo_of(self, job_key: str) -> StoredReplies | None:
+        """The job's judge replies kept by an earlier run of it (none without a store for them)."""
+        if self._replies is None:
+            return None
+        try:
+            kept = await self._replies.judge_replies(job_key)
+        except Exception:  # scoring goes on; only replies of an earlier run are asked for again
+            self._metrics.errors.labels(component="worker").inc()
+            logger.warning("reading the judge replies of job %s failed", job_key, exc_info=True)
+            kept = {}
+        return StoredReplies(self._replies, job_key, kept)
+
     async def _score(self, leased: LeasedJob, entry: RegisteredScorer) -> Settlement:
         job, run = leased.job, leased.job.run
         start_ns = time.time_ns()
         started = time.perf_counter()
         try:
+            memo = await self._memo_of(job.key)
             async with asyncio.timeout(self._job_timeout):
-                result = await entry.scorer.run(
-                    input=ScorerRunInputForAgent.model_validate(run.input),
-                    output=ScorerRunOutputForAgent.model_validate(run.output),
-                    run_id=str(uuid.uuid5(uuid.NAMESPACE_URL, job.key)),
-                    request_context=dict(run.request_context),
-                    trace_id=run.trace_id,
-                    span_id=run.span_id,
-                )
+                with remember_judge_replies(memo):
+                    result = await entry.scorer.run(
+                        input=ScorerRunInputForAgent.model_validate(run.input),
+                        output=ScorerRunOutputForAgent.model_validate(run.output),
+                        run_id=str(uuid.uuid5(uuid.NAMESPACE_URL, job.key)),
+                        request_context=dict(run.request_context),
+                        trace_id=run.trace_id,
+                        span_id=run.span_id,
+                    )
         except TimeoutError:
             timeout = JobTimeout(f"scorer {job.scorer_id!r} took longer than {self._job_timeout:g}s")
             return self._failed(leased, entry, timeout, start_ns)

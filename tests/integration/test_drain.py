@@ -36,6 +36,12 @@ judge = Judge(model="openai/gpt-4o-mini", instructions="You are a strict evaluat
               model_settings={"api_base": os.environ["TEST_LLM_API_BASE"], "api_key": "test-key"})
 judged = create_scorer(id="judged", description="judged", type="agent", judge=judge, version="1").generate_score(
     description="Rate the answer", create_prompt=lambda run: "Answer: " + run.output[-1].content)
+two_step = (
+    create_scorer(id="two-step", description="two judge steps", type="agent", judge=judge, version="1")
+    .analyze(description="Check the answer", output_schema={"type": "object", "properties": {"score": {"type": "number"}}},
+             create_prompt=lambda run: "Check: " + run.output[-1].content)
+    .generate_score(description="Rate the answer", create_prompt=lambda run: "Rate: " + run.output[-1].content)
+)
 '''
 
 
@@ -49,7 +55,7 @@ async def setup(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
     (tmp_path / "judged_scorers.py").write_text(JUDGED)
     http_port = free_port()
 
-    def daemon(drain_timeout_s: float) -> ServeProcess:
+    def daemon(drain_timeout_s: float, scorer: str = "judged") -> ServeProcess:
         config = tmp_path / f"drain-{drain_timeout_s:g}.toml"
         config.write_text(
             f'[receiver]\ngrpc_endpoint = ""\nhttp_endpoint = "127.0.0.1:{http_port}"\n'
@@ -57,14 +63,14 @@ async def setup(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
             f'[queue]\nurl = "{url}"\nkey_prefix = "{prefix}"\n'
             f'[workers]\ndrain_timeout_s = {drain_timeout_s}\n'
             f'[export]\nendpoint = "{backend.endpoint}"\nforward_spans = false\ntimeout_s = 2.0\n'
-            f'[[scorers]]\nref = "{tmp_path / "judged_scorers.py"}:judged"\n'
+            f'[[scorers]]\nref = "{tmp_path / "judged_scorers.py"}:{scorer}"\n'
         )
         return ServeProcess(config, tmp_path / "daemon.log", http_port, env={"TEST_LLM_API_BASE": llm.url + "/v1"})
 
     made: list[ServeProcess] = []
 
-    def make(drain_timeout_s: float) -> ServeProcess:
-        made.append(daemon(drain_timeout_s))
+    def make(drain_timeout_s: float, scorer: str = "judged") -> ServeProcess:
+        made.append(daemon(drain_timeout_s, scorer))
         return made[-1]
 
     yield {"llm": llm, "backend": backend, "daemon": make, "http_port": http_port}
@@ -136,4 +142,26 @@ async def test_a_drain_shorter_than_the_call_hands_the_job_back(setup: dict[str,
     await second.start()
     await wait_until(lambda: len(backend.scores()) == 1, timeout=30, what="the handed-back job's score")
     assert calls_for(llm, "Handed back.") == 2  # the unfinished call is made again, once
+    assert await second.stop(timeout=60) == 0
+
+
+async def test_a_handed_back_job_never_pays_again_for_a_judge_call_that_finished(
+    setup: dict[str, Any],
+) -> None:
+    """Two judge steps; SIGTERM during the second with a drain shorter than the call: the job is
+    handed back, and after the restart only the unfinished call reaches the judge again (the
+    first step's reply was kept in the store with the job)."""
+    llm, backend, port = setup["llm"], setup["backend"], setup["http_port"]
+    daemon = setup["daemon"](0.2, "two_step")
+    await daemon.start()
+    await send(port, "Kept answer.")
+    await wait_until(lambda: calls_for(llm, "Rate: Kept answer.") == 1, timeout=30,
+                     what="the second judge call in flight")
+    assert await daemon.stop(timeout=60) == 0
+    assert backend.scores() == [] and calls_for(llm, "Check: Kept answer.") == 1
+    second = setup["daemon"](30.0, "two_step")
+    await second.start()
+    await wait_until(lambda: len(backend.scores()) == 1, timeout=30, what="the handed-back job's score")
+    assert calls_for(llm, "Check: Kept answer.") == 1  # finished before the drain: never asked again
+    assert calls_for(llm, "Rate: Kept answer.") == 2  # cut off by the drain: asked again, once
     assert await second.stop(timeout=60) == 0

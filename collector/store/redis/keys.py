@@ -110,6 +110,15 @@ class RedisKeys:
         """
         return self.idem_prefix + job_key
 
+    def replies(self, job_key: str) -> str:
+        """The hash of a job's judge replies (request key -> reply JSON), until it settles.
+
+        Example:
+            >>> RedisKeys("p:").replies("k")
+            'p:replies:k'
+        """
+        return self.prefix + "replies:" + job_key
+
     @property
     def outbox(self) -> str:
         """Outbox item ids by the time they may be exported (zset).

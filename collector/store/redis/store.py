@@ -32,6 +32,7 @@ from collector.types import (
     AppendResult,
     LeasedJob,
     OutboxItem,
+    Retry,
     ScoreJob,
     Settlement,
     StoreStats,
@@ -39,6 +40,10 @@ from collector.types import (
 )
 
 logger = logging.getLogger(__name__)
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
 
 
 class RedisStore:
@@ -96,6 +101,7 @@ class RedisStore:
         )
         self.outbox = RedisOutbox(self.client, self.keys, lease_s=export_lease_s)
         self._refresh_s = refresh_s
+        self._replies_ttl_s = max(1.0, idempotency_ttl_s)
         self.reachable = False  # did the last round trip (start, then every refresh) succeed?
         self._refresher: asyncio.Task[None] | None = None
         self._started = False
@@ -217,6 +223,8 @@ class RedisStore:
         """Settle a leased job atomically with its outbox record (see `RedisJobQueue.settle`).
         """
         await asyncio.shield(self.queue.settle(leased, outcome))
+        if not isinstance(outcome, Retry):  # a job done or dead is never run again
+            await asyncio.shield(self.client.delete(self.keys.replies(leased.job.key)))
 
     async def prune(self, older_than_s: float, now: float | None = None) -> int:
         """Drop dead letters older than ``older_than_s``; returns entries removed.
@@ -230,6 +238,20 @@ class RedisStore:
         """The dead letters as dicts (key, error, attempts), oldest first.
         """
         return await self.queue.dead_letters()
+
+    # ---------------------------------------------------------------- judge replies
+    async def judge_replies(self, job_key: str) -> dict[str, str]:
+        """The judge replies kept for a job (request key -> reply JSON)."""
+        kept = await self.client.hgetall(self.keys.replies(job_key))
+        return {_text(k): _text(v) for k, v in kept.items()}
+
+    async def keep_judge_reply(self, job_key: str, request_key: str, reply: str) -> None:
+        """Keep one judge reply of a job until it settles (or for the idempotency TTL at most)."""
+        key = self.keys.replies(job_key)
+        async with self.client.pipeline(transaction=True) as pipe:
+            pipe.hset(key, request_key, reply)
+            pipe.expire(key, int(self._replies_ttl_s))
+            await asyncio.shield(pipe.execute())
 
     # ----------------------------------------------------------------------- outbox
     async def pending(self, limit: int) -> list[OutboxItem]:

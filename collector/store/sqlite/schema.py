@@ -53,6 +53,12 @@ CREATE TABLE IF NOT EXISTS dead_letters (
     attempts INTEGER NOT NULL,
     failed_at REAL NOT NULL
 );
+CREATE TABLE IF NOT EXISTS judge_replies (  -- a job's judge replies until it settles done or dead
+    job_key TEXT NOT NULL,
+    request_key TEXT NOT NULL,
+    reply TEXT NOT NULL,
+    PRIMARY KEY (job_key, request_key)
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS outbox (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     key TEXT NOT NULL UNIQUE,

@@ -271,6 +271,7 @@ class SqliteStore:
         )
         db.execute("INSERT OR IGNORE INTO done(key, at) VALUES (?, ?)", (key, time.time()))
         db.execute("DELETE FROM jobs WHERE id = ?", (job_id,))
+        db.execute("DELETE FROM judge_replies WHERE job_key = ?", (key,))
 
     async def settle(self, leased: LeasedJob, outcome: Settlement) -> None:
         """Complete, retry or dead-letter a leased job (atomically with its outbox record).
@@ -298,6 +299,7 @@ class SqliteStore:
             elif isinstance(outcome, Done):
                 db.execute("INSERT OR IGNORE INTO done(key, at) VALUES (?, ?)", (owned[0], now))
                 db.execute("DELETE FROM jobs WHERE id = ?", (leased.job_id,))
+                db.execute("DELETE FROM judge_replies WHERE job_key = ?", (owned[0],))
                 record = outcome.record
             added = 0
             if record is not None:
@@ -310,6 +312,18 @@ class SqliteStore:
         removed, added = await asyncio.shield(self._runner.call(work))
         self._depth -= removed
         self._outbox += added
+
+    # ---------------------------------------------------------------- judge replies
+    async def judge_replies(self, job_key: str) -> dict[str, str]:
+        """The judge replies kept for a job (request key -> reply JSON)."""
+        return dict(await self._runner.call(lambda db: db.execute(
+            "SELECT request_key, reply FROM judge_replies WHERE job_key = ?", (job_key,)).fetchall()))
+
+    async def keep_judge_reply(self, job_key: str, request_key: str, reply: str) -> None:
+        """Keep one judge reply of a job until the job settles done or dead."""
+        await asyncio.shield(self._runner.call(lambda db: db.execute(
+            "INSERT OR REPLACE INTO judge_replies(job_key, request_key, reply) VALUES (?, ?, ?)",
+            (job_key, request_key, reply))))
 
     # ----------------------------------------------------------------------- outbox
     async def pending(self, limit: int) -> list[OutboxItem]:
