@@ -128,12 +128,7 @@ class SqliteStore:
 
     @property
     def reachable(self) -> bool:
-        """False while the store cannot write (a full or failing disk): ``/readyz`` says 503.
-
-        Example:
-            >>> SqliteStore(":memory:").reachable
-            True
-        """
+        """False while the store cannot write (a full or failing disk): ``/readyz`` says 503."""
         return self._health.healthy
 
     # ----------------------------------------------------------------- trace buffer
@@ -179,9 +174,7 @@ class SqliteStore:
         return await self._runner.call(lambda db: self._buffer.load(db, trace_id))
 
     async def discard(self, trace_id: bytes, error: str) -> None:
-        """Dead-letter a trace that cannot be read (key ``trace/<id>``, with ``error``) and forget it.
-        """
-
+        """Dead-letter a trace that cannot be read (key ``trace/<id>``, with ``error``) and forget it."""
         await self._runner.call(lambda db: self._buffer.discard(db, trace_id, error, time.time()))
 
     async def finish(self, trace_id: bytes) -> None:
@@ -252,8 +245,7 @@ class SqliteStore:
         return taken
 
     async def renew(self, leased: Sequence[LeasedJob]) -> int:
-        """Renew the leases of running jobs (the worker's heartbeat); returns how many are still held.
-        """
+        """Renew the leases of running jobs (the worker's heartbeat); returns how many are still held."""
         until = time.time() + self._visibility
         rows = [(until, j.job_id, j.lease) for j in leased]
         return await self._runner.call(lambda db: sum(
