@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import gzip
 import json
 import os
@@ -36,7 +37,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import aiohttp
@@ -156,6 +157,24 @@ def padded_agent_body(pad: int) -> tuple[bytes, str]:
     return request.SerializeToString(), trace_id
 
 
+@contextlib.asynccontextmanager
+async def scoring(repo: Path, tmp: Path, name: str, extra: str = "", head: str = "", wait: float = 0.3,
+                  open_files: int | None = None, queue_dir: str = "") -> AsyncIterator[tuple[Daemon, CaptureBackend]]:
+    """A started daemon of ``repo`` scoring every run (its queue in ``tmp/q/queue_dir``),
+    exporting to a capture backend."""
+    backend = await CaptureBackend().start()
+    config = head + base_config(tmp, backend, scorer_file(tmp), extra).replace(
+        "decision_wait = 0.3", f"decision_wait = {wait}").replace(
+        str(tmp / "q" / "queue.db"), str(tmp / "q" / queue_dir / "queue.db"))
+    daemon = Daemon(repo, tmp, name, config, open_files=open_files)
+    try:
+        await daemon.start()
+        yield daemon, backend
+    finally:
+        daemon.stop()
+        await backend.stop()
+
+
 def scored(backend: CaptureBackend) -> set[str]:
     return {s.span.trace_id.hex() for s in backend.scores()}
 
@@ -164,52 +183,45 @@ async def disk(repo: Path, tmp: Path) -> str:
     vol = tmp / "q"
     vol.mkdir()
     await asyncio.to_thread(subprocess.run, ["mount", "-t", "tmpfs", "-o", "size=24m", "tmpfs", str(vol)], check=True)
-    backend = await CaptureBackend().start()
-    daemon = await Daemon(repo, tmp, "disk", base_config(tmp, backend, scorer_file(tmp))).start()
     try:
-        accepted = set()
-        async with aiohttp.ClientSession() as session:
-            filler = vol / "filler"
-            with filler.open("wb", buffering=0) as f:
-                try:
-                    while f.write(b"\0" * 65536):
+        async with scoring(repo, tmp, "disk") as (daemon, backend):
+            accepted = set()
+            async with aiohttp.ClientSession() as session:
+                filler = vol / "filler"
+                with filler.open("wb", buffering=0) as f:
+                    try:
+                        while f.write(b"\0" * 65536):
+                            pass
+                    except OSError:
                         pass
-                except OSError:
-                    pass
-            # A little room comes back: bodies larger than it are written partly, then ENOSPC.
-            os.truncate(filler, max(0, filler.stat().st_size - 200 * 1024))
-            statuses: dict[int, int] = {}
-            for _ in range(30):
-                body, trace_id = padded_agent_body(48 * 1024)
-                status = await post(session, daemon.url, body)
-                statuses[status] = statuses.get(status, 0) + 1
-                if status == 200:
-                    accepted.add(trace_id)
-            filler.unlink()
-            await asyncio.sleep(2)
-            for _ in range(20):
-                body, trace_id, _ = agent_trace_body()
-                if await post(session, daemon.url, body) == 200:
-                    accepted.add(trace_id)
-        await until(lambda: scored(backend) >= accepted, 30)
-        fails = daemon.log.read_text().count("trace decision failed")
-        return (f"disk: statuses while full {statuses}; accepted runs scored after space returned "
-                f"{len(scored(backend) & accepted)}/{len(accepted)}; 'trace decision failed' lines {fails}")
+                # A little room comes back: bodies larger than it are written partly, then ENOSPC.
+                os.truncate(filler, max(0, filler.stat().st_size - 200 * 1024))
+                statuses: dict[int, int] = {}
+                for _ in range(30):
+                    body, trace_id = padded_agent_body(48 * 1024)
+                    status = await post(session, daemon.url, body)
+                    statuses[status] = statuses.get(status, 0) + 1
+                    if status == 200:
+                        accepted.add(trace_id)
+                filler.unlink()
+                await asyncio.sleep(2)
+                for _ in range(20):
+                    body, trace_id, _ = agent_trace_body()
+                    if await post(session, daemon.url, body) == 200:
+                        accepted.add(trace_id)
+            await until(lambda: scored(backend) >= accepted, 30)
+            fails = daemon.log.read_text().count("trace decision failed")
+            return (f"disk: statuses while full {statuses}; accepted runs scored after space returned "
+                    f"{len(scored(backend) & accepted)}/{len(accepted)}; 'trace decision failed' lines {fails}")
     finally:
-        daemon.stop()
-        await backend.stop()
         await asyncio.to_thread(subprocess.run, ["umount", "-l", str(vol)], check=False)
 
 
 async def bytes_(repo: Path, tmp: Path) -> str:
-    backend = await CaptureBackend().start()
-    probe = Daemon(repo, tmp, "bytes", "")
-    cap = "max_buffer_bytes = 536870912\n" if probe.knows("max_buffer_bytes") else ""
-    daemon = await Daemon(repo, tmp, "bytes", base_config(tmp, backend, scorer_file(tmp), cap)
-                          .replace("decision_wait = 0.3", "decision_wait = 60")).start()
+    cap = "max_buffer_bytes = 536870912\n" if Daemon(repo, tmp, "probe", "").knows("max_buffer_bytes") else ""
     body = big_body(16 * 1024 * 1024 - 4096)
     statuses: dict[int, int] = {}
-    try:
+    async with scoring(repo, tmp, "bytes", cap, wait=60) as (daemon, _):
         async def client() -> None:
             async with aiohttp.ClientSession() as session:
                 deadline = time.monotonic() + 20
@@ -222,9 +234,6 @@ async def bytes_(repo: Path, tmp: Path) -> str:
         await asyncio.gather(*(client() for _ in range(4)))
         on_disk = sum(p.stat().st_size for p in (tmp / "q").rglob("*") if p.is_file())
         return f"bytes: 4 clients x 16 MiB bodies for 20 s: {on_disk / 2**20:.0f} MiB on disk; statuses {statuses} ({cap.strip() or 'no cap'})"
-    finally:
-        daemon.stop()
-        await backend.stop()
 
 
 def big_body(size: int) -> bytes:
@@ -281,46 +290,39 @@ async def conns(repo: Path, tmp: Path) -> str:
 
 
 async def _conns(repo: Path, tmp: Path, slow: int) -> str:
-    backend = await CaptureBackend().start()
-    daemon = await Daemon(repo, tmp, f"conns{slow}", base_config(tmp, backend, scorer_file(tmp))
-                          .replace('"sqlite:///', f'"sqlite:///{tmp}/{slow}'), open_files=1024).start()
-    writers = []
-    try:
-        size0 = daemon.log.stat().st_size
-        async def connect(i: int) -> asyncio.StreamWriter | None:
-            try:
-                _, w = await asyncio.wait_for(asyncio.open_connection(
-                    "127.0.0.1", daemon.grpc if i % 10 == 0 else daemon.http), 2)
-                w.write(b"POST /v1/traces HTTP/1.1\r\nHost: x\r\n")
-                return w
-            except (OSError, TimeoutError):
-                return None  # refused, or left in a full backlog
+    writers: list[asyncio.StreamWriter] = []
+    async with scoring(repo, tmp, f"conns{slow}", open_files=1024, queue_dir=str(slow)) as (daemon, backend):
+        try:
+            size0 = daemon.log.stat().st_size
+            async def connect(i: int) -> asyncio.StreamWriter | None:
+                try:
+                    _, w = await asyncio.wait_for(asyncio.open_connection(
+                        "127.0.0.1", daemon.grpc if i % 10 == 0 else daemon.http), 2)
+                    w.write(b"POST /v1/traces HTTP/1.1\r\nHost: x\r\n")
+                    return w
+                except (OSError, TimeoutError):
+                    return None  # refused, or left in a full backlog
 
-        for start in range(0, slow, 100):
-            batch = await asyncio.gather(*(connect(i) for i in range(start, min(slow, start + 100))))
-            writers += [w for w in batch if w is not None]
-        started = time.monotonic()
-        body, trace_id, _ = agent_trace_body()
-        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as session:
-            status = await post(session, daemon.url, body)
-        latency = time.monotonic() - started
-        got = await until(lambda: trace_id in scored(backend), 20)
-        await asyncio.sleep(max(0.0, 30 - (time.monotonic() - started)))
-        grown = daemon.log.stat().st_size - size0
-        return (f"conns {slow}: normal client {'HTTP ' + str(status) if status else 'failed'} in "
-                f"{latency * 1000:.0f} ms, run {'scored' if got else 'NOT scored'}; log grew {grown / 1e6:.2f} MB in 30 s")
-    finally:
-        for w in writers:
-            w.close()
-        daemon.stop()
-        await backend.stop()
+            for start in range(0, slow, 100):
+                batch = await asyncio.gather(*(connect(i) for i in range(start, min(slow, start + 100))))
+                writers += [w for w in batch if w is not None]
+            started = time.monotonic()
+            body, trace_id, _ = agent_trace_body()
+            async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as session:
+                status = await post(session, daemon.url, body)
+            latency = time.monotonic() - started
+            got = await until(lambda: trace_id in scored(backend), 20)
+            await asyncio.sleep(max(0.0, 30 - (time.monotonic() - started)))
+            grown = daemon.log.stat().st_size - size0
+            return (f"conns {slow}: normal client {'HTTP ' + str(status) if status else 'failed'} in "
+                    f"{latency * 1000:.0f} ms, run {'scored' if got else 'NOT scored'}; log grew {grown / 1e6:.2f} MB in 30 s")
+        finally:
+            for w in writers:
+                w.close()
 
 
 async def flood(repo: Path, tmp: Path) -> str:
-    backend = await CaptureBackend().start()
-    daemon = await Daemon(repo, tmp, "flood", base_config(tmp, backend, scorer_file(tmp))
-                          .replace("decision_wait = 0.3", "decision_wait = 4.0")).start()
-    try:
+    async with scoring(repo, tmp, "flood", wait=4.0) as (daemon, backend):
         expected = set()
         async with aiohttp.ClientSession() as session:
             for _ in range(20):
@@ -335,18 +337,12 @@ async def flood(repo: Path, tmp: Path) -> str:
         await until(lambda: scored(backend) >= expected, 20)
         lost = len(expected - scored(backend))
         return f"flood: {len(flood_body) / 1e6:.1f} MB request of 100,000 traces (HTTP {status}): {lost} of 20 pending runs lost"
-    finally:
-        daemon.stop()
-        await backend.stop()
 
 
 async def memory(repo: Path, tmp: Path) -> str:
-    backend = await CaptureBackend().start()
-    config = 'auth_token = "s3cret"\n' + base_config(tmp, backend, scorer_file(tmp))
-    daemon = await Daemon(repo, tmp, "memory", config).start()
-    await asyncio.sleep(2)
-    figures = [f"idle {daemon.rss_mb():.0f} MB"]
-    try:
+    async with scoring(repo, tmp, "memory", head='auth_token = "s3cret"\n') as (daemon, _):
+        await asyncio.sleep(2)
+        figures = [f"idle {daemon.rss_mb():.0f} MB"]
         body = big_body(16 * 1024 * 1024 - 4096)
         for token in (False, True):
             for clients in (4, 8):
@@ -372,15 +368,10 @@ async def memory(repo: Path, tmp: Path) -> str:
         await asyncio.sleep(10)
         figures.append(f"10 s later: {daemon.rss_mb():.0f} MB")
         return "memory: " + "; ".join(figures)
-    finally:
-        daemon.stop()
-        await backend.stop()
 
 
 async def gzip_(repo: Path, tmp: Path) -> str:
-    backend = await CaptureBackend().start()
-    daemon = await Daemon(repo, tmp, "gzip", base_config(tmp, backend, scorer_file(tmp))).start()
-    try:
+    async with scoring(repo, tmp, "gzip") as (daemon, backend):
         first, t1, _ = agent_trace_body()
         second, t2, _ = agent_trace_body()
         headers = {**PB, "Content-Encoding": "gzip"}
@@ -391,9 +382,6 @@ async def gzip_(repo: Path, tmp: Path) -> str:
         got = len({t1, t2} & scored(backend))
         return (f"gzip: two-member body HTTP {multi}, {got} of its 2 runs scored; "
                 f"trailing garbage HTTP {garbage}")
-    finally:
-        daemon.stop()
-        await backend.stop()
 
 
 async def maxspans(repo: Path, tmp: Path) -> str:
@@ -402,9 +390,6 @@ async def maxspans(repo: Path, tmp: Path) -> str:
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-    backend = await CaptureBackend().start()
-    daemon = await Daemon(repo, tmp, "maxspans", base_config(tmp, backend, scorer_file(tmp),
-                                                             "max_spans_per_trace = 50\n")).start()
     memory = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(memory))
@@ -418,26 +403,21 @@ async def maxspans(repo: Path, tmp: Path) -> str:
                 pass
     spans = memory.get_finished_spans()
     trace_id = format(run.get_span_context().trace_id, "032x")
-    try:
+    async with scoring(repo, tmp, "maxspans", "max_spans_per_trace = 50\n") as (daemon, backend):
         async with aiohttp.ClientSession() as session:
             for part in (spans[:50], spans[50:60], spans[60:]):
                 await post(session, daemon.url, encode_spans(part).SerializeToString())
         got = await until(lambda: trace_id in scored(backend), 10)
         return f"maxspans: a run span after its trace reached max_spans_per_trace: {'scored' if got else 'NOT scored'}"
-    finally:
-        daemon.stop()
-        await backend.stop()
 
 
 async def json_(repo: Path, tmp: Path) -> str:
-    backend = await CaptureBackend().start()
-    daemon = await Daemon(repo, tmp, "json", base_config(tmp, backend, scorer_file(tmp))).start()
     bodies = {"nesting 700": b'{"resourceSpans":' + b"[" * 700 + b"]" * 700 + b"}",
               "lone-surrogate key": b'{"\\ud800": 1}',
               "1e999 integer": b'{"resourceSpans":[{"scopeSpans":[{"spans":[{"kind":1e999}]}]}]}'}
     small = b'{"\\ud800": 1, "pad": "'
     small += b"x" * (47 - len(small) - 2) + b'"}'  # a malformed 47-byte request
-    try:
+    async with scoring(repo, tmp, "json") as (daemon, _):
         async with aiohttp.ClientSession() as session:
             statuses = {name: await post(session, daemon.url, b, {"Content-Type": "application/json"})
                         for name, b in bodies.items()}
@@ -459,9 +439,6 @@ async def json_(repo: Path, tmp: Path) -> str:
                      if line.startswith("tracescore_errors_total{"))
         return (f"json: statuses {statuses}; a 47-byte malformed request logged {logged} bytes; "
                 f"errors_total after 3 mid-body disconnects {errors:g}")
-    finally:
-        daemon.stop()
-        await backend.stop()
 
 
 SCENARIOS: dict[str, Callable[[Path, Path], Awaitable[str]]] = {
