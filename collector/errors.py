@@ -6,6 +6,8 @@ Tree::
     ├── ConfigError             bad configuration (raised at start, names the key path)
     ├── QueueFull               the daemon is full: a retryable refusal with retry_after_s
     ├── Unavailable             shutting down or not ready: retryable
+    │   └── StorageFault        the store cannot write (a full disk, an I/O error): 503, retryable
+    ├── UnreadableTrace         a buffered trace cannot be read back (dead-lettered alone)
     └── PermanentError          the request can never succeed as sent
         ├── InvalidPayload      malformed body (400 / INVALID_ARGUMENT)
         ├── PayloadTooLarge     body or decompressed body over the limit (413 / RESOURCE_EXHAUSTED)
@@ -62,6 +64,32 @@ class Unavailable(CollectorError):
         >>> Unavailable("draining").retryable
         True
     """
+
+
+class StorageFault(Unavailable):
+    """The store cannot write right now (ENOSPC, EIO): refused retryably, nothing half-written.
+
+    Example:
+        >>> StorageFault("disk full").retryable, to_http(StorageFault("disk full")).status
+        (True, 503)
+    """
+
+
+class UnreadableTrace(CollectorError):
+    """A buffered trace cannot be read back (its stored bytes are missing or corrupt).
+
+    Assembly dead-letters such a trace alone, with this error, and decides the others.
+
+    Example:
+        >>> UnreadableTrace(b"\x01" * 16, "short read").trace_id.hex()[:4]
+        '0101'
+    """
+
+    retryable = False
+
+    def __init__(self, trace_id: bytes, message: str) -> None:
+        super().__init__(f"trace {trace_id.hex()} cannot be read: {message}")
+        self.trace_id = trace_id
 
 
 class PermanentError(CollectorError):

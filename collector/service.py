@@ -38,6 +38,8 @@ from collector.metrics import Metrics
 from collector.receive.consumer import Accepted
 from collector.receive.grpc import GrpcReceiver
 from collector.receive.http import HttpReceiver
+from collector.receive.limits import AcceptErrorFilter, connection_cap, raise_open_file_limit
+from collector.receive.memory import BodyBudget
 from collector.status.reporter import StatusReporter
 from collector.store.redis.status import RedisStatusBoard
 from collector.store.redis.store import RedisStore
@@ -147,6 +149,7 @@ class Service:
                 max_spans_per_trace=a.max_spans_per_trace, max_trace_age=a.max_trace_age,
                 visibility_timeout_s=q.visibility_timeout_s, max_attempts=q.max_attempts,
                 sinks=config.sinks.enabled(),
+                max_buffer_bytes=a.max_buffer_bytes,
             )
         self.sinks = make_senders(config.sinks, self.store.sink_outbox, self.metrics)
         self.signals = ScoreSignals(e)
@@ -159,7 +162,7 @@ class Service:
             self.store, registry, self.metrics, concurrency=w.concurrency,
             max_attempts=q.max_attempts,
             max_attribute_chars=e.max_attribute_chars, on_result=self._on_result,
-            job_timeout_s=w.job_timeout_s, replies=self.store,
+            job_timeout_s=w.job_timeout_s, replies=self.store, lease_s=q.visibility_timeout_s,
             poll_s=0.01 if q.kind == "redis" else 0.5,  # a Redis take waits on the stream
         )
         forward = bool(e.endpoint and e.forward_spans)
@@ -210,14 +213,24 @@ class Service:
         if tls is not None:
             ssl_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
             ssl_context.load_cert_chain(cfg.receiver.tls_cert_file, cfg.receiver.tls_key_file)
+        r = cfg.receiver
+        AcceptErrorFilter().install(asyncio.get_running_loop())
+        cap = connection_cap(r.max_connections, 2, raise_open_file_limit())
+        if cap < r.max_connections:
+            logger.warning("receiver.max_connections lowered to %d per listener to fit the open-file limit", cap)
+        budget = BodyBudget(4 * r.max_body_bytes, retry_after_s=1.0)  # both listeners' bodies in flight
         if cfg.receiver.grpc_endpoint and receives:
             self.grpc = GrpcReceiver(cfg.receiver.grpc_endpoint, pipeline, self.metrics, token=token,
-                                     max_body_bytes=cfg.receiver.max_body_bytes, tls=tls)
+                                     max_body_bytes=cfg.receiver.max_body_bytes, tls=tls, max_connections=cap,
+                                     header_timeout_s=r.header_timeout_s,
+                                     keepalive_timeout_s=r.keepalive_timeout_s, budget=budget)
             await self.grpc.start()
         if cfg.receiver.http_endpoint:
             self.http = HttpReceiver(cfg.receiver.http_endpoint, pipeline, self.metrics, token=token,
                                      max_body_bytes=cfg.receiver.max_body_bytes, ready=self.is_ready,
-                                     ssl_context=ssl_context, status=self.status.group)
+                                     ssl_context=ssl_context, status=self.status.group, max_connections=cap,
+                                     header_timeout_s=r.header_timeout_s, body_timeout_s=r.body_timeout_s,
+                                     keepalive_timeout_s=r.keepalive_timeout_s, budget=budget)
             await self.http.start()
         self._stats_task = asyncio.create_task(self._stats_loop(), name="tracescore-stats")
         self.ready = True

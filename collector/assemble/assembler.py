@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -25,13 +27,14 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from collector._aio import cancel_and_wait, wait_event
 from collector.assemble.decide import RunDecider, ScorerSelection
-from collector.errors import QueueFull, Unavailable
+from collector.errors import QueueFull, Unavailable, UnreadableTrace
 from collector.metrics import Metrics
 from collector.store.interface import JobQueue, TraceBuffer
 from collector.store.split import split_logs, split_traces, summarize_spans
 from collector.types import CANDIDATE, Accepted, AppendResult, TraceChunk
 
 logger = logging.getLogger(__name__)
+_LOG_EVERY_S = 30.0  # a decision failure repeating every tick is logged this often
 
 
 class TraceAssembler:
@@ -176,16 +179,25 @@ class TraceAssembler:
 
     async def _loop(self) -> None:
         wake = self._wake or asyncio.Event()
+        last_logged = -math.inf
         while True:
             try:
                 decided = await self.decide_due()
-            except Exception:
+            except Exception as err:
                 self._metrics.errors.labels(component="assembly").inc()
-                logger.exception("trace decision failed; retrying")
+                if time.monotonic() - last_logged >= _LOG_EVERY_S:  # a failing store fails every tick
+                    last_logged = time.monotonic()
+                    logger.error("trace decision failed; retrying (logged at most every %gs)", _LOG_EVERY_S,
+                                 exc_info=err)
                 decided = 0
             if decided == 0:
                 await wait_event(wake, self._tick)
                 wake.clear()
+
+    async def _discard(self, trace_id: bytes, err: UnreadableTrace) -> None:
+        self._metrics.runs_skipped.labels(reason="trace_unreadable").inc()
+        logger.warning("%s; dead-lettered", err)
+        await self._buffer.discard(trace_id, str(err))
 
     async def decide_due(self) -> int:
         """Decide every trace whose time has come; returns how many were decided.
@@ -197,9 +209,17 @@ class TraceAssembler:
         if not trace_ids:
             return 0
         # Concurrent store calls are group-committed: one transaction per step, not per trace.
-        loaded = await asyncio.gather(*(self._buffer.load(t) for t in trace_ids))
+        results = await asyncio.gather(*(self._buffer.load(t) for t in trace_ids), return_exceptions=True)
+        loaded: list[tuple[bytes, list[TraceChunk]]] = []
+        for trace_id, result in zip(trace_ids, results, strict=True):
+            if isinstance(result, UnreadableTrace):  # dead-lettered alone; the others are decided
+                await self._discard(trace_id, result)
+            elif isinstance(result, BaseException):
+                raise result
+            else:
+                loaded.append((trace_id, result))
         jobs = await asyncio.get_running_loop().run_in_executor(
-            self._pool, lambda: [job for t, c in zip(trace_ids, loaded, strict=True) for job in self._decider.jobs_for(t, c)]
+            self._pool, lambda: [job for t, c in loaded for job in self._decider.jobs_for(t, c)]
         )
         if jobs:
             flags = await self._queue.put(jobs)
@@ -208,5 +228,5 @@ class TraceAssembler:
                 self._metrics.decisions.labels(scorer=job.scorer_id, reason=reason).inc()
             if any(flags) and self._on_jobs is not None:
                 self._on_jobs()
-        await asyncio.gather(*(self._buffer.finish(t) for t in trace_ids))
+        await asyncio.gather(*(self._buffer.finish(t) for t, _ in loaded))
         return len(trace_ids)

@@ -55,8 +55,10 @@ def build(args: argparse.Namespace) -> tuple[Config, ScorerRegistry]:
 def run(args: argparse.Namespace) -> int:
     """Run the daemon; returns the exit code.
     """
+    from collector.receive.memory import limit_malloc_arenas
     from collector.service import Service
 
+    limit_malloc_arenas()  # before any thread starts: large bodies' memory is given back
     try:
         config, registry = build(args)
         service = Service(config, registry, role=getattr(args, "role", "all"))

@@ -51,6 +51,12 @@ class ReceiverConfig(BaseModel):
     retry_after_s: float = Field(default=5.0, gt=0)
     tls_cert_file: str = ""              # PEM; with tls_key_file, both listeners serve TLS
     tls_key_file: str = ""
+    # Per listener: open connections at most (also capped by the process's file limit), and
+    # how long a connection may take to send its request headers, its body, or stay idle.
+    max_connections: int = Field(default=1000, gt=0)
+    header_timeout_s: float = Field(default=10.0, gt=0)
+    body_timeout_s: float = Field(default=60.0, gt=0)
+    keepalive_timeout_s: float = Field(default=60.0, gt=0)
 
     @model_validator(mode="after")
     def _endpoints(self) -> ReceiverConfig:
@@ -111,6 +117,9 @@ class AssemblyConfig(BaseModel):
     max_traces: int = Field(default=100_000, gt=0)
     max_spans_per_trace: int = Field(default=10_000, gt=0)
     max_trace_age: float = Field(default=600.0, gt=0)
+    # Request bodies buffered on disk at most (SQLite store; 0: no cap): beyond it receivers
+    # answer 429, well before the disk fills.
+    max_buffer_bytes: int = Field(default=2 * 1024**3, ge=0)
 
 
 class QueueConfig(BaseModel):
@@ -125,7 +134,9 @@ class QueueConfig(BaseModel):
 
     model_config = _MODEL
     url: str = "sqlite:///.tracescore/queue.db"
-    visibility_timeout_s: float = Field(default=300.0, gt=0)
+    # A job's lease: renewed by its worker every third of it while the job runs, so a dead
+    # worker's jobs are taken over this long after its last renewal.
+    visibility_timeout_s: float = Field(default=20.0, gt=0)
     max_attempts: int = Field(default=5, gt=0)
     max_pending_jobs: int = Field(default=100_000, gt=0)
     retention_s: float = Field(default=7 * 24 * 3600.0, gt=0)
@@ -323,9 +334,6 @@ class Config(BaseModel):
 
     @model_validator(mode="after")
     def _across_sections(self) -> Config:
-        if self.workers.job_timeout_s >= self.queue.visibility_timeout_s:
-            # Otherwise a slow job's lease runs out and a second worker runs it too.
-            raise KeyProblem("workers.job_timeout_s", "must be below queue.visibility_timeout_s")
         listeners = [self.receiver.grpc_endpoint, self.receiver.http_endpoint]
         for key, url in self.sinks.urls().items():  # a sink on our own listener would score its own output
             listener = own_listener(url, listeners)

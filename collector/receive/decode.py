@@ -30,6 +30,7 @@ M = TypeVar("M", bound=Message)
 
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
+_GZIP_MAGIC = b"\x1f\x8b"
 _ID_KEYS = frozenset({"traceId", "spanId", "parentSpanId", "trace_id", "span_id", "parent_span_id"})
 
 
@@ -58,6 +59,9 @@ def media_encoding(content_type: str | None) -> Encoding:
 def decompress(body: bytes, content_encoding: str | None, max_bytes: int) -> bytes:
     """Undo ``gzip`` (or ``deflate``) content encoding, never inflating past ``max_bytes``.
 
+    Every member of a multi-member gzip body is read; bytes after the stream that are
+    not another member are refused.
+
     Raises:
         PayloadTooLarge: when the decompressed body would exceed ``max_bytes``.
         InvalidPayload: when the data is not valid for its encoding.
@@ -71,6 +75,12 @@ def decompress(body: bytes, content_encoding: str | None, max_bytes: int) -> byt
         Traceback (most recent call last):
         ...
         collector.errors.PayloadTooLarge: decompressed body exceeds 100 bytes
+        >>> decompress(gzip.compress(b"a") + gzip.compress(b"b"), "gzip", 100)
+        b'ab'
+        >>> decompress(gzip.compress(b"a") + b"junk", "gzip", 100)
+        Traceback (most recent call last):
+        ...
+        collector.errors.InvalidPayload: 4 bytes of trailing data after the gzip stream
     """
     encoding = (content_encoding or "identity").strip().lower()
     if encoding in ("", "identity"):
@@ -83,19 +93,26 @@ def decompress(body: bytes, content_encoding: str | None, max_bytes: int) -> byt
         wbits = zlib.MAX_WBITS
     else:
         raise UnsupportedMediaType(f"unsupported content encoding {encoding!r}")
-    inflater = zlib.decompressobj(wbits)
-    try:
-        out = inflater.decompress(body, max_bytes + 1)
-        if len(out) > max_bytes or inflater.unconsumed_tail:
+    out = bytearray()
+    rest = body
+    while True:  # one gzip member per turn (RFC 1952: a gzip file is a series of members)
+        inflater = zlib.decompressobj(wbits)
+        try:
+            out += inflater.decompress(rest, max_bytes + 1 - len(out))
+            if len(out) > max_bytes or inflater.unconsumed_tail:
+                raise PayloadTooLarge(f"decompressed body exceeds {max_bytes} bytes")
+            out += inflater.flush()
+        except zlib.error as err:
+            raise InvalidPayload(f"body is not valid {encoding} data: {err}") from None
+        if len(out) > max_bytes:
             raise PayloadTooLarge(f"decompressed body exceeds {max_bytes} bytes")
-        out += inflater.flush()
-    except zlib.error as err:
-        raise InvalidPayload(f"body is not valid {encoding} data: {err}") from None
-    if len(out) > max_bytes:
-        raise PayloadTooLarge(f"decompressed body exceeds {max_bytes} bytes")
-    if not inflater.eof:
-        raise InvalidPayload(f"truncated {encoding} body")
-    return out
+        if not inflater.eof:
+            raise InvalidPayload(f"truncated {encoding} body")
+        rest = inflater.unused_data
+        if not rest:
+            return bytes(out)
+        if encoding != "gzip" or rest[:2] != _GZIP_MAGIC:
+            raise InvalidPayload(f"{len(rest)} bytes of trailing data after the {encoding} stream")
 
 
 def _hex_ids_to_base64(node: Any) -> Any:
@@ -129,24 +146,38 @@ def parse_message(data: bytes, encoding: Encoding, message_type: type[M]) -> M:
         >>> req.resource_spans[0].scope_spans[0].spans[0].trace_id.hex()
         '5b8efff798038103d269b633813fc60c'
     """
+    # The body is the client's: whatever a parser raises on it is the client's error (400),
+    # never an internal one; messages are cut short (they quote the body).
     message = message_type()
     if encoding == "protobuf":
         try:
             message.ParseFromString(data)
-        except (DecodeError, ValueError) as err:
-            raise InvalidPayload(f"body is not a valid protobuf {message_type.__name__}: {err}") from None
+        except (DecodeError, ValueError, RecursionError) as err:
+            raise InvalidPayload(f"body is not a valid protobuf {message_type.__name__}: {_short(err)}") from None
         return message
     try:
         document = json.loads(data)
     except (ValueError, UnicodeDecodeError) as err:
-        raise InvalidPayload(f"body is not valid JSON: {err}") from None
+        raise InvalidPayload(f"body is not valid JSON: {_short(err)}") from None
+    except RecursionError:
+        raise InvalidPayload("body is not valid OTLP/JSON: nested too deeply") from None
     if not isinstance(document, dict):
         raise InvalidPayload("body is not a JSON object")
     try:
         json_format.ParseDict(_hex_ids_to_base64(document), message, ignore_unknown_fields=True)
-    except (json_format.ParseError, ValueError, TypeError) as err:
-        raise InvalidPayload(f"body is not valid OTLP/JSON: {err}") from None
+    except InvalidPayload:
+        raise
+    except RecursionError:
+        raise InvalidPayload("body is not valid OTLP/JSON: nested too deeply") from None
+    except Exception as err:  # ParseError, ValueError, OverflowError, SystemError (lone surrogates)...
+        raise InvalidPayload(f"body is not valid OTLP/JSON: {_short(err)}") from None
     return message
+
+
+def _short(err: BaseException, limit: int = 200) -> str:
+    """An error's message cut to ``limit`` characters (it may quote the body)."""
+    text = str(err) or type(err).__name__
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def encode_message(message: Message, encoding: Encoding) -> bytes:

@@ -1,7 +1,13 @@
 """OTLP/gRPC receiver: ``TraceService/Export`` and ``LogsService/Export`` on ``grpc.aio``.
 
 gRPC handles gzip itself; ``max_receive_message_length`` (= ``max_body_bytes``) bounds
-the message, also after decompression. Requests are parsed here (large ones off the
+the message, also after decompression. The bearer token is checked by a server
+interceptor on the call's metadata, before the message is read: a call without the
+token is refused by a handler that never reads its request, so an unauthenticated 16 MiB
+message costs no memory. A message's bytes count in the body budget shared with the HTTP
+listener while it is decoded (`collector.receive.memory`). Connections are capped
+(``grpc.max_allowed_incoming_connections``), must finish their handshake within the
+header timeout and are closed when idle for the keep-alive timeout. Requests are parsed here (large ones off the
 loop); a body that is not a valid request is INVALID_ARGUMENT. Refusals carry the code from `collector.errors.to_grpc`, and retryable ones
 a ``google.rpc.RetryInfo`` in the trailing metadata, as the OTLP exporters expect.
 """
@@ -9,7 +15,9 @@ a ``google.rpc.RetryInfo`` in the trailing metadata, as the OTLP exporters expec
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
@@ -18,11 +26,12 @@ from google.protobuf.message import Message
 from opentelemetry.proto.collector.logs.v1 import logs_service_pb2
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 
-from collector.errors import CollectorError, grpc_retry_info, to_grpc
+from collector.errors import CollectorError, Unauthenticated, grpc_retry_info, to_grpc
 from collector.metrics import Metrics
 from collector.receive.consumer import TraceConsumer
 from collector.receive.decode import parse_message
 from collector.receive.http import check_bearer
+from collector.receive.memory import BodyBudget, MemoryReturner
 
 logger = logging.getLogger(__name__)
 M = TypeVar("M", bound=Message)
@@ -36,9 +45,6 @@ class _Service:
 
     async def _guard(self, context: grpc.aio.ServicerContext, fn: Any) -> Any:
         try:
-            metadata = dict(context.invocation_metadata() or ())
-            header = metadata.get("authorization")
-            check_bearer(header if isinstance(header, str) else None, self._r.token)
             return await fn()
         except CollectorError as err:
             code = to_grpc(err)
@@ -49,6 +55,32 @@ class _Service:
             self._r.metrics.errors.labels(component="receiver_grpc").inc()
             logger.exception("OTLP/gRPC request failed")
             await context.abort(grpc.StatusCode.INTERNAL, f"internal error: {type(err).__name__}")
+
+
+class _BearerAuth(grpc.aio.ServerInterceptor):
+    """Refuses calls without the bearer token from their metadata, before the message is read."""
+
+    def __init__(self, token: str, metrics: Metrics) -> None:
+        self._token = token
+        self._metrics = metrics
+        # A client-streaming handler: it answers without ever reading the request message.
+        self._deny = grpc.stream_unary_rpc_method_handler(self._refuse)
+
+    async def _refuse(self, requests: Any, context: grpc.aio.ServicerContext) -> None:
+        await context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or invalid bearer token")
+
+    async def intercept_service(
+        self, continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler:
+        metadata = dict(handler_call_details.invocation_metadata or ())  # type: ignore[attr-defined]
+        header = metadata.get("authorization")
+        try:
+            check_bearer(header if isinstance(header, str) else None, self._token)
+        except Unauthenticated:
+            self._metrics.requests_refused.labels(transport="grpc", reason="Unauthenticated").inc()
+            return self._deny
+        return await continuation(handler_call_details)
 
 
 async def _parse(pool: ThreadPoolExecutor, data: bytes, message_type: type[M]) -> M:
@@ -65,8 +97,9 @@ class _TraceService(_Service):
         self, data: bytes, context: grpc.aio.ServicerContext
     ) -> trace_service_pb2.ExportTraceServiceResponse:
         async def work() -> trace_service_pb2.ExportTraceServiceResponse:
-            request = await _parse(self._r.pool, data, trace_service_pb2.ExportTraceServiceRequest)
-            result = await self._r.consumer.consume_traces(request, data)
+            async with self._r.budgeted(len(data)):
+                request = await _parse(self._r.pool, data, trace_service_pb2.ExportTraceServiceRequest)
+                result = await self._r.consumer.consume_traces(request, data)
             self._r.metrics.spans_received.labels(transport="grpc").inc(result.accepted)
             response = trace_service_pb2.ExportTraceServiceResponse()
             if result.rejected:
@@ -83,8 +116,9 @@ class _LogsService(_Service):
         self, data: bytes, context: grpc.aio.ServicerContext
     ) -> logs_service_pb2.ExportLogsServiceResponse:
         async def work() -> logs_service_pb2.ExportLogsServiceResponse:
-            request = await _parse(self._r.pool, data, logs_service_pb2.ExportLogsServiceRequest)
-            result = await self._r.consumer.consume_logs(request)
+            async with self._r.budgeted(len(data)):
+                request = await _parse(self._r.pool, data, logs_service_pb2.ExportLogsServiceRequest)
+                result = await self._r.consumer.consume_logs(request)
             self._r.metrics.log_records_received.labels(transport="grpc").inc(result.accepted)
             response = logs_service_pb2.ExportLogsServiceResponse()
             if result.rejected:
@@ -106,6 +140,10 @@ class GrpcReceiver:
         token: the bearer token required in ``authorization`` metadata, or None.
         max_body_bytes: the largest message accepted (after decompression).
         tls: (certificate chain, private key) PEM bytes to serve TLS, or None.
+        max_connections: open connections at most.
+        header_timeout_s: a connection must finish its handshake within this.
+        keepalive_timeout_s: a connection idle this long is closed.
+        budget: the body bytes in flight, shared with the HTTP listener (default: its own).
 
     Example:
         >>> GrpcReceiver("127.0.0.1:4317", None, Metrics()).port  # type: ignore[arg-type]
@@ -115,8 +153,13 @@ class GrpcReceiver:
     def __init__(
         self, endpoint: str, consumer: TraceConsumer, metrics: Metrics, *, token: str | None = None,
         max_body_bytes: int = 16 * 1024 * 1024, tls: tuple[bytes, bytes] | None = None,
+        max_connections: int = 1000, header_timeout_s: float = 10.0, keepalive_timeout_s: float = 60.0,
+        budget: BodyBudget | None = None,
     ) -> None:
         self.endpoint = endpoint
+        self._limits = (max_connections, header_timeout_s, keepalive_timeout_s)
+        self._budget = budget or BodyBudget(4 * max_body_bytes)
+        self._memory = MemoryReturner()
         self._tls = tls
         self.consumer = consumer
         self.metrics = metrics
@@ -136,12 +179,31 @@ class GrpcReceiver:
         """
         return self._port
 
+    @contextlib.asynccontextmanager
+    async def budgeted(self, size: int) -> AsyncIterator[None]:
+        """Count a message's bytes in the body budget while it is decoded and stored.
+
+        Raises:
+            QueueFull: the budget is spent (RESOURCE_EXHAUSTED with a retry delay).
+        """
+        self._budget.reserve(size)
+        try:
+            yield
+        finally:
+            self._budget.release(size)
+            self._memory.after_request(size)
+
     async def start(self) -> None:
         """Bind and serve.
         """
-        server = grpc.aio.server(options=[
+        max_connections, header_timeout_s, keepalive_timeout_s = self._limits
+        interceptors = [_BearerAuth(self.token, self.metrics)] if self.token else []
+        server = grpc.aio.server(interceptors=interceptors, options=[
             ("grpc.max_receive_message_length", self._max),
             ("grpc.max_send_message_length", 4 * 1024 * 1024),
+            ("grpc.max_allowed_incoming_connections", max_connections),
+            ("grpc.server_handshake_timeout_ms", int(header_timeout_s * 1000)),
+            ("grpc.max_connection_idle_ms", int(keepalive_timeout_s * 1000)),
         ])
         server.add_generic_rpc_handlers((
             grpc.method_handlers_generic_handler(_TRACE_SERVICE, {"Export": grpc.unary_unary_rpc_method_handler(
@@ -163,6 +225,7 @@ class GrpcReceiver:
     async def shutdown(self, timeout: float = 5.0) -> None:  # noqa: ASYNC109 (lifecycle contract)
         """Stop accepting calls, let running ones finish for ``timeout`` s; safe twice.
         """
+        self._memory.cancel()
         if self._server is not None:
             await self._server.stop(grace=timeout)
             self._server = None

@@ -18,6 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 from google.rpc import status_pb2
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceResponse
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
@@ -45,6 +46,8 @@ from collector.receive.decode import (
     media_encoding,
     parse_message,
 )
+from collector.receive.limits import CappedSite, ConnectionGuard
+from collector.receive.memory import BodyBudget, MemoryReturner
 
 logger = logging.getLogger(__name__)
 _OFF_LOOP_BYTES = 4 * 1024 * 1024
@@ -91,6 +94,12 @@ class HttpReceiver:
         ready: returns whether the service is ready (``/readyz``).
         ssl_context: serve HTTPS with this context, or None.
         status: builds the ``/status`` JSON (same bearer token as the OTLP routes); None: no route.
+        max_connections: open connections at most (see `collector.receive.limits.CappedSite`).
+        header_timeout_s: a new connection must send its request headers within this.
+        body_timeout_s: a request's body must arrive within this (else 408).
+        keepalive_timeout_s: an idle keep-alive connection is closed after this.
+        budget: the body bytes in flight, shared with the gRPC listener (default: its own,
+            four bodies).
 
     Example:
         >>> HttpReceiver("127.0.0.1:0", None, Metrics()).port  # type: ignore[arg-type]
@@ -101,10 +110,18 @@ class HttpReceiver:
         self, endpoint: str, consumer: TraceConsumer, metrics: Metrics, *, token: str | None = None,
         max_body_bytes: int = 16 * 1024 * 1024, ready: Callable[[], bool] = lambda: True,
         ssl_context: ssl.SSLContext | None = None,
-        status: Callable[[], Awaitable[dict[str, Any]]] | None = None,
+        status: Callable[[], Awaitable[dict[str, Any]]] | None = None, max_connections: int = 1000,
+        header_timeout_s: float = 10.0, body_timeout_s: float = 60.0, keepalive_timeout_s: float = 60.0,
+        budget: BodyBudget | None = None,
     ) -> None:
         self._ssl = ssl_context
         self._status = status
+        self._max_connections = max_connections
+        self._header_timeout = header_timeout_s
+        self._body_timeout = body_timeout_s
+        self._keepalive_timeout = keepalive_timeout_s
+        self._budget = budget or BodyBudget(4 * max_body_bytes)
+        self._memory = MemoryReturner()
         # Own threads for large decodes: the default executor runs user scorers' sync steps.
         self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="tracescore-http-decode")
         host, _, port = endpoint.rpartition(":")
@@ -129,7 +146,10 @@ class HttpReceiver:
     async def start(self) -> None:
         """Bind and serve.
         """
-        app = web.Application(client_max_size=self._max + 1)
+        refused = self._metrics.requests_refused
+        guard = ConnectionGuard(self._max_connections, self._header_timeout,
+                                on_refused=lambda reason: refused.labels(transport="http", reason=reason).inc())
+        app = web.Application(client_max_size=self._max + 1, middlewares=[guard.middleware])
         app.router.add_post("/v1/traces", self._traces)
         app.router.add_post("/v1/logs", self._logs)
         app.router.add_get("/metrics", self._metrics_route)
@@ -137,9 +157,10 @@ class HttpReceiver:
         app.router.add_get("/readyz", self._readyz)
         if self._status is not None:
             app.router.add_get("/status", self._status_route)
-        self._runner = web.AppRunner(app, auto_decompress=False, access_log=None, handle_signals=False)
+        self._runner = web.AppRunner(app, auto_decompress=False, access_log=None, handle_signals=False,
+                                     keepalive_timeout=self._keepalive_timeout)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self._host, self._port, ssl_context=self._ssl)
+        site = CappedSite(self._runner, self._host, self._port, guard, ssl_context=self._ssl)
         await site.start()
         server = getattr(site, "_server", None)
         sockets = getattr(server, "sockets", None) or []
@@ -150,28 +171,39 @@ class HttpReceiver:
     async def shutdown(self, timeout: float = 5.0) -> None:  # noqa: ASYNC109 (lifecycle contract)
         """Stop listening and finish open requests; safe twice.
         """
+        self._memory.cancel()
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
             await asyncio.to_thread(self._pool.shutdown, True)
 
-    async def _read_body(self, request: web.Request) -> bytes:
+    async def _read_body(self, request: web.Request, reserved: list[int]) -> bytes:
+        """The body, read within ``body_timeout_s``; its bytes are counted in the budget
+        (``reserved[0]``: how many this request holds, for the caller to release)."""
         if request.content_length is not None and request.content_length > self._max:
             raise PayloadTooLarge(f"body exceeds {self._max} bytes")
+        if request.content_length:
+            self._budget.reserve(request.content_length)
+            reserved[0] += request.content_length
         chunks, size = [], 0
-        async for chunk in request.content.iter_chunked(64 * 1024):
-            size += len(chunk)
-            if size > self._max:
-                raise PayloadTooLarge(f"body exceeds {self._max} bytes")
-            chunks.append(chunk)
+        async with asyncio.timeout(self._body_timeout):
+            async for chunk in request.content.iter_chunked(64 * 1024):
+                size += len(chunk)
+                if size > self._max:
+                    raise PayloadTooLarge(f"body exceeds {self._max} bytes")
+                if size > reserved[0]:  # no (or a wrong) Content-Length: count as it arrives
+                    self._budget.reserve(size - reserved[0])
+                    reserved[0] = size
+                chunks.append(chunk)
         return b"".join(chunks)
 
     async def _handle(self, request: web.Request, signal: str) -> web.Response:
         encoding: Encoding = "json"
+        reserved = [0]
         try:
             check_bearer(request.headers.get("Authorization"), self._token)
             encoding = media_encoding(request.headers.get("Content-Type"))
-            body = await self._read_body(request)
+            body = await self._read_body(request, reserved)
             ctype, cenc = request.headers.get("Content-Type"), request.headers.get("Content-Encoding")
             response: Any
             # Only very large (or compressed) bodies are decoded off the loop: the parse holds
@@ -204,10 +236,23 @@ class HttpReceiver:
             return self._reply(200, encode_message(response, encoding), encoding, {})
         except CollectorError as err:
             return self._error(err, encoding)
+        except TimeoutError:  # the body did not arrive in time: a client problem
+            self._metrics.requests_refused.labels(transport="http", reason="body_timeout").inc()
+            logger.debug("OTLP/HTTP body not received within %gs", self._body_timeout)
+            return web.Response(status=408, text="request body not received in time\n",
+                                headers={"Connection": "close"})
+        except (ConnectionError, HttpProcessingError) as err:  # the client went away mid-body
+            self._metrics.requests_refused.labels(transport="http", reason="client_disconnected").inc()
+            logger.debug("OTLP/HTTP client disconnected: %s", err)
+            return web.Response(status=400, text="connection lost\n")
         except Exception as err:  # a bug must not take the listener down
             self._metrics.errors.labels(component="receiver_http").inc()
             logger.exception("OTLP/HTTP request failed")
             return self._error(err, encoding)
+        finally:
+            if reserved[0]:
+                self._budget.release(reserved[0])
+                self._memory.after_request(reserved[0])
 
     def _error(self, err: BaseException, encoding: Encoding) -> web.Response:
         answer = to_http(err)

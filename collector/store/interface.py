@@ -52,6 +52,10 @@ class TraceBuffer(Protocol):
         """Mark a trace decided (its jobs are queued); it stays as context for late runs."""
         ...
 
+    async def discard(self, trace_id: bytes, error: str) -> None:
+        """Dead-letter a trace that cannot be read (`collector.errors.UnreadableTrace`) and forget it."""
+        ...
+
 
 class RequestBuffer(TraceBuffer, Protocol):
     """A trace buffer that stores whole requests as received, with a per-trace summary
@@ -75,6 +79,10 @@ class JobQueue(Protocol):
 
     async def settle(self, leased: LeasedJob, outcome: Settlement) -> None:
         """Finish, retry or dead-letter a leased job."""
+        ...
+
+    async def renew(self, leased: Sequence[LeasedJob]) -> int:
+        """Renew the leases of jobs still running (a heartbeat); returns how many are still held."""
         ...
 
     def depth(self) -> int:

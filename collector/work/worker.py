@@ -24,6 +24,7 @@ from collector._aio import bounded, cancel_and_wait, wait_event
 from collector.metrics import Metrics
 from collector.store.interface import JobQueue, JudgeReplies
 from collector.types import Dead, Done, LeasedJob, Retry, ScoreRecord, Settlement
+from collector.work.heartbeat import LeaseHeartbeat
 from collector.work.record import judge_summary, requests_sent, score_record, truncate_json
 from collector.work.registry import RegisteredScorer, ScorerRegistry
 from collector.work.replies import StoredReplies
@@ -71,6 +72,8 @@ class Worker:
         max_attribute_chars: cut step-result JSON to this many characters.
         job_timeout_s: a run taking longer is cancelled and retried (a transient failure).
         on_result: called after a result reached the outbox (wakes the exporter).
+        lease_s: the queue's lease, renewed for running jobs (`collector.work.heartbeat`).
+        max_take: jobs taken per call at most (bounded read-ahead; default concurrency / 4).
         replies: where each job's judge replies are kept until it settles (the store), so a
             job run again never pays for a judge call twice; None keeps none.
     """
@@ -79,10 +82,12 @@ class Worker:
         self, queue: JobQueue, registry: ScorerRegistry, metrics: Metrics, *,
         concurrency: int = 64, max_attempts: int = 5, max_attribute_chars: int = 4096,
         on_result: Callable[[], None] | None = None, poll_s: float = 0.5, retry_base_s: float = 1.0,
-        job_timeout_s: float = 240.0, replies: JudgeReplies | None = None,
+        job_timeout_s: float = 240.0, replies: JudgeReplies | None = None, lease_s: float = 300.0, max_take: int | None = None,
     ) -> None:
         self._replies = replies
         self._job_timeout = job_timeout_s
+        self._max_take = max_take or max(1, concurrency // 4)
+        self._heartbeat = LeaseHeartbeat(queue, lambda: list(self._inflight.values()), lease_s)
         self._queue = queue
         self._registry = registry
         self._metrics = metrics
@@ -111,6 +116,7 @@ class Worker:
         self._slot_freed = asyncio.Event()
         self._stopping = False
         self._task = asyncio.create_task(self._loop(), name="tracescore-worker")
+        self._heartbeat.start()
 
     async def shutdown(self, timeout: float = 5.0) -> None:  # noqa: ASYNC109 (lifecycle contract)
         """Stop taking jobs, let running ones finish for ``timeout`` s, hand back the rest.
@@ -127,6 +133,7 @@ class Worker:
                 task.cancel()  # once: a second cancel would cut the hand-back short
             if still:
                 await asyncio.wait(still, timeout=HANDBACK_TIMEOUT_S + 1.0)
+        await self._heartbeat.stop()  # after the drain: draining jobs keep their leases
 
     async def _loop(self) -> None:
         wake, freed = self._wake or asyncio.Event(), self._slot_freed or asyncio.Event()
@@ -137,7 +144,7 @@ class Worker:
                 await freed.wait()
                 continue
             try:
-                jobs = await self._queue.take(free)
+                jobs = await self._queue.take(min(free, self._max_take))
             except Exception:
                 self._metrics.errors.labels(component="worker").inc()
                 logger.exception("taking jobs failed")

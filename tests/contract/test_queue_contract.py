@@ -197,13 +197,30 @@ class TestTraceBufferContract:
         assert await store.due(10, now=700.0) == ([], 0)
         assert await store.load(T1) == []
 
+    async def test_an_unreadable_trace_is_dead_lettered_alone(self, make_store: StoreFactory) -> None:
+        store = await make_store(decision_wait=1.0)
+        await store.append([TraceChunk(T1, "spans", b"1", 1, True, True), TraceChunk(T2, "spans", b"2", 1, True, True)],
+                           now=1.0)
+        await store.discard(T1, "row 1: short read")
+        assert await store.load(T1) == [] and [c.data for c in await store.load(T2)] == [b"2"]
+        assert (await store.due(10, now=5.0))[0] == [T2]
+        (dead,) = await store.dead_letters()
+        assert dead["key"] == f"trace/{T1.hex()}"
+        assert dead["error"] == {"type": "UnreadableTrace", "message": "row 1: short read", "scorer_id": ""}
+
     async def test_bounds(self, make_store: StoreFactory) -> None:
         store = await make_store(max_traces=2, max_spans_per_trace=3, max_trace_age=60)
         await store.append([TraceChunk(T1, "spans", b"1", 1, False)], now=1.0)
         await store.append([TraceChunk(T2, "spans", b"2", 1, True)], now=2.0)
+        # Full: the newest trace without a run span goes (a flood evicts its own traces).
         result = await store.append([TraceChunk(T3, "spans", b"3", 1, False)], now=3.0)
-        assert result.evicted_traces == 1 and await store.load(T1) == []
-        result = await store.append([TraceChunk(T3, "spans", b"4", 5, False)], now=4.0)
+        assert result.evicted_traces == 1 and await store.load(T3) == []
+        assert [c.data for c in await store.load(T1)] == [b"1"]
+        result = await store.append([TraceChunk(T1, "spans", b"4", 5, False)], now=4.0)
         assert result.dropped_spans == 5
+        # A run span over the limit is kept (up to twice the limit); children are not.
+        result = await store.append([TraceChunk(T2, "spans", b"5", 3, True)], now=5.0)
+        assert result.dropped_spans == 0
+        assert [c.data for c in await store.load(T2)] == [b"2", b"5"]
         due, expired = await store.due(10, now=100.0)
         assert due == [T2] and expired == 1

@@ -24,6 +24,7 @@ synchronised clocks (NTP); a skew of s seconds moves a decision by s.
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Sequence
@@ -172,3 +173,22 @@ class RedisTraceBuffer:
 
         await retry_unreachable(finish, self._read_backoff, self._claim / 3)
         return [None] * len(trace_ids)
+
+    async def discard(self, trace_id: bytes, error: str) -> None:
+        """Dead-letter a trace that cannot be read (key ``trace/<id>``, with ``error``) and forget it.
+        """
+        tid = trace_id.hex()
+        job = json.dumps({"run": {"trace_id": tid, "span_id": ""}, "scorer_id": ""})
+        reason = json.dumps({"type": "UnreadableTrace", "message": error, "scorer_id": ""})
+
+        async def discard() -> None:
+            async with self._r.pipeline(transaction=True) as pipe:
+                pipe.xadd(self._k.dead, {"key": f"trace/{tid}", "job": job, "error": reason, "attempts": 1,
+                                         "failed_at": time.time()})
+                pipe.delete(self._k.meta(tid), self._k.chunks(tid))
+                pipe.zrem(self._k.traces_open, tid)
+                pipe.zrem(self._k.traces_decided, tid)
+                pipe.zrem(self._k.decide, tid)
+                await pipe.execute()
+
+        await retry_unreachable(discard, self._read_backoff, self._claim / 3)

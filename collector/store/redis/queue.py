@@ -124,6 +124,7 @@ class RedisJobQueue:
         self._reclaim = client.register_script(scripts.RECLAIM)
         self._settle = client.register_script(scripts.SETTLE)
         self._prune_consumers = client.register_script(scripts.PRUNE_CONSUMERS)
+        self._renew = client.register_script(scripts.RENEW)
         self._consumer_idle_ms = int(consumer_idle_s * 1000)
         self._last_prune = time.monotonic()
         self._reclaim_every = min(5.0, max(0.05, visibility_timeout_s / 5))
@@ -207,6 +208,8 @@ class RedisJobQueue:
             )
             if dead:
                 logger.warning("%d jobs dead-lettered after %d deliveries", dead, self._max_attempts)
+            if len(entries) + int(dead) >= limit:
+                self._last_reclaim = 0.0  # a full batch: more may be stalled, look again at the next take
             for entry_id, _key, payload, attempts, deliveries in entries:
                 taken.append(self._leased(_s(entry_id), payload, int(attempts), int(deliveries)))
         if len(taken) >= limit:
@@ -262,6 +265,21 @@ class RedisJobQueue:
             logger.info("lease of job %s lost to another worker; result dropped", job.key)
         elif kind != "retry":
             self.depth_cache = max(0, self.depth_cache - 1 + int(result))
+
+    async def renew(self, leased: Sequence[LeasedJob]) -> int:
+        """Renew the leases of jobs this worker still runs (its heartbeat); returns how many it holds.
+
+        A lease renewed at least once per visibility timeout is never taken over, however
+        long its job runs; a dead worker's leases stop being renewed and are taken over.
+        """
+        args: list[Any] = [GROUP, self.consumer]
+        for job in leased:
+            consumer, entry_id, deliveries = job.lease.split("|")
+            if consumer == self.consumer:
+                args += [entry_id, deliveries]
+        if len(args) == 2:
+            return 0
+        return int(await self._renew(keys=[self._k.jobs], args=args))
 
     async def _settle_many(self, calls: list[tuple[list[str], list[Any]]]) -> list[int]:
         async def run() -> list[Any]:

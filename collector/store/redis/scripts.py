@@ -105,6 +105,21 @@ redis.call('XDEL', KEYS[1], ARGV[2])
 return added
 """
 
+# Renew leases (a worker's heartbeat): reset the idle time of entries still pending for
+# this consumer with this delivery count (XCLAIM JUSTID leaves the delivery count alone).
+# KEYS: jobs; ARGV: group, consumer, then (entry id, deliveries) per job. Returns how many held.
+RENEW = """
+local held = 0
+for i = 3, #ARGV, 2 do
+  local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[i], ARGV[i], 1)
+  if #p == 1 and p[1][2] == ARGV[2] and tostring(p[1][4]) == ARGV[i + 1] then
+    redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[2], 0, ARGV[i], 'JUSTID')
+    held = held + 1
+  end
+end
+return held
+"""
+
 # Remove idle consumers holding no job. KEYS: jobs; ARGV: group, idle ms, own consumer name. Atomic: a consumer that takes a job
 # between the check and the delete cannot exist (deleting one with pending jobs would lose them).
 PRUNE_CONSUMERS = """
@@ -136,23 +151,37 @@ for i = 0, (#KEYS - 3) / 2 - 1 do
   local tid, n = ARGV[a], tonumber(ARGV[a + 1])
   local cand, root = ARGV[a + 2] == '1', ARGV[a + 3] == '1'
   local m = redis.call('HMGET', meta, 'first_seen', 'spans', 'candidate', 'root', 'decide_at')
+  local keep = true
   if not m[1] then
-    while redis.call('ZCARD', KEYS[1]) + redis.call('ZCARD', KEYS[2]) >= max_traces do
+    -- Full: decided traces go first (oldest decision), then the newest trace without a run
+    -- span; a newcomer without one (or, failing a victim, any newcomer) is itself the one.
+    while keep and redis.call('ZCARD', KEYS[1]) + redis.call('ZCARD', KEYS[2]) >= max_traces do
       local old = redis.call('ZPOPMIN', KEYS[2])
-      if #old == 0 then
-        old = redis.call('ZPOPMIN', KEYS[1])
-        if #old == 0 then break end
+      local victim = old[1]
+      if not victim and cand then
+        for _, t in ipairs(redis.call('ZREVRANGE', KEYS[1], 0, 63)) do
+          if redis.call('HGET', prefix .. 'meta:' .. t, 'candidate') ~= '1' then victim = t; break end
+        end
+        if victim then redis.call('ZREM', KEYS[1], victim); evicted = evicted + 1 end
+      end
+      if victim then
+        redis.call('DEL', prefix .. 'meta:' .. victim, prefix .. 'chunks:' .. victim)
+        redis.call('ZREM', KEYS[3], victim)
+      else
+        keep = false
         evicted = evicted + 1
       end
-      redis.call('DEL', prefix .. 'meta:' .. old[1], prefix .. 'chunks:' .. old[1])
-      redis.call('ZREM', KEYS[3], old[1])
     end
-    redis.call('HSET', meta, 'first_seen', ARGV[1], 'spans', 0, 'candidate', 0, 'root', 0)
-    redis.call('ZADD', KEYS[1], ARGV[1], tid)
-    m = {ARGV[1], '0', '0', '0', false}
+    if keep then
+      redis.call('HSET', meta, 'first_seen', ARGV[1], 'spans', 0, 'candidate', 0, 'root', 0)
+      redis.call('ZADD', KEYS[1], ARGV[1], tid)
+      m = {ARGV[1], '0', '0', '0', false}
+    end
   end
-  local spans = tonumber(m[2])
-  if spans + n > max_spans then
+  local spans = tonumber(m[2] or '0')
+  if not keep then
+    -- evicted on arrival (counted above)
+  elseif spans + n > max_spans and not (cand and spans + n <= 2 * max_spans) then
     dropped = dropped + n
   else
     redis.call('RPUSH', chunks, ARGV[a + 4])

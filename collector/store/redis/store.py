@@ -191,6 +191,11 @@ class RedisStore:
         """
         return await self.buffer.load(trace_id)
 
+    async def discard(self, trace_id: bytes, error: str) -> None:
+        """Dead-letter a trace that cannot be read and forget it (see `RedisTraceBuffer.discard`).
+        """
+        await self.buffer.discard(trace_id, error)
+
     async def finish(self, trace_id: bytes) -> None:
         """Mark a trace decided (see `RedisTraceBuffer.finish`).
         """
@@ -215,6 +220,11 @@ class RedisStore:
         """Lease up to ``limit`` jobs (see `RedisJobQueue.take`).
         """
         return await self.queue.take(limit)
+
+    async def renew(self, leased: Sequence[LeasedJob]) -> int:
+        """Renew the leases of running jobs (see `RedisJobQueue.renew`).
+        """
+        return await self.queue.renew(leased)
 
     async def settle(self, leased: LeasedJob, outcome: Settlement) -> None:
         """Settle a leased job atomically with its outbox record (see `RedisJobQueue.settle`).

@@ -21,21 +21,27 @@ restart does not decide a trace again (rows that came after it are decided again
 
 from __future__ import annotations
 
+import errno
+import json
 import sqlite3
+import sys
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from google.protobuf.message import DecodeError
 from opentelemetry.proto.logs.v1.logs_pb2 import LogsData
 from opentelemetry.proto.trace.v1.trace_pb2 import TracesData
 
+from collector.errors import QueueFull, UnreadableTrace
 from collector.store.split import split_logs, split_traces
 from collector.store.sqlite.body_log import BodyLog
 from collector.store.sqlite.index import TraceIndex
 from collector.store.sqlite.schema import pack_summary, summary_entry, unpack_summary
 from collector.types import CANDIDATE, ROOT, AppendResult, SummaryEntry, TraceChunk
 
+_TRANSIENT = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.EINTR})
 _IN_BATCH = 500  # ids per IN (...) statement, far below SQLite's limit on parameters
 _CACHED_REQUESTS = 16  # requests kept cut by trace: a decision batch mostly reads a few
 
@@ -64,6 +70,7 @@ class BufferTables:
     max_traces: int = 100_000
     max_spans: int = 10_000
     max_age: float = 600.0
+    max_bytes: int = 0  # body log bytes on disk at most (0: no cap); over it, requests get 429
     index: TraceIndex = field(init=False)
     log: BodyLog | None = None  # where whole requests' bytes go (None: inside the row)
     stale: bool = True  # the index must be rebuilt from the file before use
@@ -144,6 +151,7 @@ class BufferTables:
         if not self.stale:
             return
         index = self._new_index()
+        index.max_traces = sys.maxsize  # replayed unbounded, then trimmed (see TraceIndex.trim)
         if self.log is not None and self.log.current == 0:
             self.log.open()
         self._segment_of, self._segment_rows = {}, {}
@@ -162,6 +170,8 @@ class BufferTables:
         while decision is not None:
             index.finish(decision[1])
             decision = next(pending, None)
+        index.max_traces = self.max_traces
+        index.trim()
         self.index = index
         self.stale = False
         self._cut.clear()
@@ -203,11 +213,16 @@ class BufferTables:
                 (now, signal, pack_summary(entries), raw),
             ).lastrowid or 0)
         else:
+            if self.max_bytes and self.log.disk_bytes + len(raw) > self.max_bytes:
+                raise QueueFull(f"the trace buffer holds assembly.max_buffer_bytes ({self.max_bytes} bytes)"
+                                " of request bodies")
             writing = self.log.current
-            segment, offset = self.log.append(raw)
-            if segment != writing and not self._segment_rows.get(writing):
-                self._segment_rows.pop(writing, None)  # rolled over a segment no row holds
-                self._doomed.append(writing)
+            try:
+                segment, offset = self.log.append(raw)
+            finally:
+                if self.log.current != writing and not self._segment_rows.get(writing):
+                    self._segment_rows.pop(writing, None)  # rolled over a segment no row holds
+                    self._doomed.append(writing)
             row = int(db.execute(
                 "INSERT INTO received(at, signal, whole, summary, data, segment, offset, length)"
                 " VALUES (?, ?, 1, ?, x'', ?, ?, ?)",
@@ -247,6 +262,16 @@ class BufferTables:
             self.index._remove(trace_id)  # noqa: SLF001 (the index is this class's own)
             self._flush(db)
 
+    def discard(self, db: sqlite3.Connection, trace_id: bytes, error: str, now: float) -> None:
+        """Dead-letter a trace that cannot be read (key ``trace/<id>``) and forget it.
+        """
+        payload = json.dumps({"trace_id": trace_id.hex(), "span_id": ""})
+        db.execute(
+            "INSERT INTO dead_letters(key, payload, error, attempts, failed_at) VALUES (?, ?, ?, 1, ?)",
+            (f"trace/{trace_id.hex()}", payload, json.dumps({"type": "UnreadableTrace", "message": error, "scorer_id": ""}), now),
+        )
+        self.drop(db, trace_id)
+
     def due(self, db: sqlite3.Connection, now: float, limit: int) -> tuple[list[bytes], int]:
         """Traces to decide now, and how many run-less traces expired (and were dropped).
         """
@@ -269,12 +294,18 @@ class BufferTables:
                 if found is None:
                     continue
                 signal, whole, data, segment, offset, length = found
-                if segment is not None and self.log is not None:
-                    data = self.log.read(segment, offset, length)
-                if not whole:
-                    out.append(TraceChunk(trace_id, signal, data, 0, False))
-                    continue
-                cut = self._cut[row] = _cut_by_trace(signal, data)
+                try:
+                    if segment is not None and self.log is not None:
+                        data = self.log.read(segment, offset, length)
+                    if not whole:
+                        out.append(TraceChunk(trace_id, signal, data, 0, False))
+                        continue
+                    cut = _cut_by_trace(signal, data)
+                except (OSError, DecodeError) as err:
+                    if isinstance(err, OSError) and err.errno in _TRANSIENT:
+                        raise  # out of file descriptors or memory: retried, not dead-lettered
+                    raise UnreadableTrace(trace_id, f"row {row}: {err}") from err
+                self._cut[row] = cut
                 while len(self._cut) > _CACHED_REQUESTS:
                     self._cut.popitem(last=False)
             else:

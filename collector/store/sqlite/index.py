@@ -85,27 +85,18 @@ class TraceIndex:
         """Add (trace id, span count, flags) entries that arrived at ``now``, held by ``rows``
         (one row for all, or one per entry).
 
-        Traces evicted to make room are never among those this call adds to (decided
-        traces go first, then the oldest); spans over ``max_spans`` per trace are dropped.
+        Over ``max_traces``, decided traces are evicted first, then the newest undecided
+        traces without a run span, then the newest with one (see `_victims`); spans over
+        ``max_spans`` per trace are dropped, except those of a chunk carrying a run span.
 
         Example:
             >>> index = TraceIndex(max_traces=1)
-            >>> index.add([(b"a" * 16, 1, 0)], now=0.0, rows=1)
+            >>> index.add([(b"a" * 16, 1, CANDIDATE)], now=0.0, rows=1)
             AppendResult(evicted_traces=0, dropped_spans=0)
             >>> index.add([(b"b" * 16, 1, 0)], now=1.0, rows=[2]), list(index.traces), index.freed_rows
-            (AppendResult(evicted_traces=1, dropped_spans=0), [b'bbbbbbbbbbbbbbbb'], [1])
+            (AppendResult(evicted_traces=1, dropped_spans=0), [b'aaaaaaaaaaaaaaaa'], [2])
         """
         traces = self.traces
-        lost = 0
-        fresh: list[bytes] = []
-        if len(traces) + len(entries) > self.max_traces:  # room may have to be made
-            ids = list(dict.fromkeys(e[0] for e in entries))
-            fresh = [t for t in ids if t not in traces]
-            need = len(traces) + len(fresh) - self.max_traces
-            if need > 0:
-                for victim in self._victims(need, set(ids)):
-                    lost += victim not in self.decided
-                    self._remove(victim)
         wait = self.decision_wait
         rootless = max(wait, self.rootless_wait)
         max_spans = self.max_spans
@@ -118,7 +109,9 @@ class TraceIndex:
             if slot is None:
                 slot = traces[trace_id] = self._new_slot(now)
             total = spans[slot] + span_count
-            if total > max_spans:
+            # Over the limit, children are dropped; a chunk carrying a run span is kept
+            # (up to twice the limit: the run span is what the adapters need most).
+            if total > max_spans and not (flags & CANDIDATE and total <= 2 * max_spans):
                 dropped += span_count
                 continue
             spans[slot] = total
@@ -150,11 +143,12 @@ class TraceIndex:
                 push(heap, (at, next(seq), trace_id))
                 if state & _DECIDED:  # a late run: undecided again until its decision
                     self.decided.pop(trace_id, None)
+        lost = 0
         overflow = len(traces) - self.max_traces
-        if overflow > 0:  # more new traces than the buffer holds: the oldest of them go too
-            for trace_id in fresh[:overflow]:
-                self._remove(trace_id)
-            lost += min(overflow, len(fresh))
+        if overflow > 0:
+            for victim in self._victims(overflow):
+                lost += victim not in self.decided
+                self._remove(victim)
         distinct = (rows,) if isinstance(rows, int) else set(rows)
         unheld = [row for row in distinct if row not in refs]
         if unheld:  # no trace kept them (dropped spans, or traces removed above: listed once)
@@ -162,13 +156,42 @@ class TraceIndex:
             self.freed_rows.extend(row for row in unheld if row not in listed)
         return AppendResult(evicted_traces=lost, dropped_spans=dropped)
 
-    def _victims(self, n: int, keep: set[bytes]) -> list[bytes]:
-        out = list(itertools.islice((t for t in self.decided if t not in keep), n))
+    def _victims(self, n: int) -> list[bytes]:
+        """The ``n`` traces to evict: decided ones (oldest decision first), then undecided
+        traces without a run span, then those with one, newest first: a flood of new
+        traces evicts its own, never runs that were accepted before it."""
+        out = list(itertools.islice(self.decided, n))
+        if len(out) < n:
+            flags_of, traces = self._flags, self.traces
+            runless = (t for t in reversed(traces) if not flags_of[traces[t]] & (CANDIDATE | _DECIDED))
+            out += itertools.islice(runless, n - len(out))
         if len(out) < n:
             chosen = set(out)
-            out += itertools.islice(
-                (t for t in self.traces if t not in keep and t not in chosen), n - len(out))
+            out += itertools.islice((t for t in reversed(traces) if t not in chosen), n - len(out))
         return out
+
+    def trim(self) -> int:
+        """Evict down to ``max_traces`` after a replay of the file (which runs unbounded):
+        decided traces first, then the oldest, as a trace evicted before the restart whose
+        request is still held by others comes back as the oldest; returns how many went.
+
+        Example:
+            >>> index = TraceIndex(max_traces=10)
+            >>> index.add([(b"a" * 16, 1, CANDIDATE), (b"b" * 16, 1, CANDIDATE)], now=0.0, rows=1)
+            AppendResult(evicted_traces=0, dropped_spans=0)
+            >>> index.max_traces = 1
+            >>> index.trim(), list(index.traces)
+            (1, [b'bbbbbbbbbbbbbbbb'])
+        """
+        overflow = len(self.traces) - self.max_traces
+        if overflow <= 0:
+            return 0
+        victims = list(itertools.islice(self.decided, overflow))
+        chosen = set(victims)
+        victims += itertools.islice((t for t in self.traces if t not in chosen), overflow - len(victims))
+        for victim in victims:
+            self._remove(victim)
+        return len(victims)
 
     def _remove(self, trace_id: bytes) -> None:
         slot = self.traces.pop(trace_id)

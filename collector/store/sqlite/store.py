@@ -19,19 +19,19 @@ import sqlite3
 import time
 import uuid
 from collections.abc import Sequence
+from pathlib import Path
 
 from collector.store.sqlite.body_log import BodyLog
 from collector.store.sqlite.buffer import BufferTables
+from collector.store.sqlite.faults import WriteHealth
+from collector.store.sqlite.jobs import lease_jobs, put_jobs, renew_leases, settle_job
 from collector.store.sqlite.runner import SqliteRunner
 from collector.store.sqlite.sink_outbox import SqliteSinkOutbox, add_sink_rows
 from collector.types import (
     AppendResult,
     Dead,
-    Done,
     LeasedJob,
     OutboxItem,
-    Retry,
-    RunRecord,
     ScoreJob,
     ScoreRecord,
     Settlement,
@@ -55,9 +55,12 @@ class SqliteStore:
         visibility_timeout_s: how long a taken job stays leased.
         max_attempts: takes of one job before it is dead-lettered.
         sinks: the native score sinks configured: a settled record is written to each one's outbox.
+        max_buffer_bytes: request bodies buffered on disk at most (0: no cap); requests
+            beyond it are refused with `collector.errors.QueueFull` (429) before the disk fills.
 
     Example:
         >>> import asyncio, tempfile, os
+        >>> from collector.types import Done, RunRecord, ScoreJob
         >>> async def demo():
         ...     store = SqliteStore(os.path.join(tempfile.mkdtemp(), "q.db"))
         ...     await store.start()
@@ -84,11 +87,15 @@ class SqliteStore:
         visibility_timeout_s: float = 300.0,
         max_attempts: int = 5,
         sinks: Sequence[str] = (),
+        max_buffer_bytes: int = 0,
     ) -> None:
         self._sinks = tuple(sinks)
-        self._buffer = BufferTables(decision_wait, rootless_wait, max_traces, max_spans_per_trace, max_trace_age)
-        if path not in ("", ":memory:"):  # whole requests' bytes go to segment files beside it
+        self._buffer = BufferTables(decision_wait, rootless_wait, max_traces, max_spans_per_trace, max_trace_age,
+                                    max_buffer_bytes)
+        on_disk = path not in ("", ":memory:")
+        if on_disk:  # whole requests' bytes go to segment files beside it
             self._buffer.log = BodyLog(path + ".bodies")
+        self._health = WriteHealth(str(Path(path).parent) if on_disk else None)
         self._runner = SqliteRunner(path, on_rollback=self._buffer.invalidate,
                                     before_commit=self._buffer.before_commit, after_commit=self._buffer.after_commit)
         self._visibility = visibility_timeout_s
@@ -125,12 +132,20 @@ class SqliteStore:
             finally:
                 await self._runner.close()
 
+    @property
+    def reachable(self) -> bool:
+        """False while the store cannot write (a full or failing disk): ``/readyz`` says 503."""
+        return self._health.healthy
+
     # ----------------------------------------------------------------- trace buffer
     async def append(self, chunks: Sequence[TraceChunk], now: float | None = None) -> AppendResult:
         """Store trace chunks durably; returns what was evicted or dropped.
+
+        Raises:
+            StorageFault: the disk is full or failing (nothing was stored).
         """
         at = time.time() if now is None else now
-        return await self._runner.call(lambda db: self._buffer.append(db, chunks, at))
+        return await self._health.guard(self._runner.call(lambda db: self._buffer.append(db, chunks, at)))
 
     async def append_request(
         self, signal: str, raw: bytes, entries: Sequence[tuple[bytes, int, int]], now: float | None = None,
@@ -138,22 +153,35 @@ class SqliteStore:
         """Store a whole request as received (``TracesData`` or ``LogsData`` encoding) with its
         per-trace summary (`collector.store.split.summarize_spans`); it is cut by trace
         only when one of its traces is decided.
+
+        Raises:
+            StorageFault: the disk is full or failing (nothing was stored).
+            QueueFull: the buffered bodies reached ``max_buffer_bytes``.
         """
         at = time.time() if now is None else now
-        return await self._runner.call(lambda db: self._buffer.append_request(db, signal, raw, entries, at))
+        return await self._health.guard(
+            self._runner.call(lambda db: self._buffer.append_request(db, signal, raw, entries, at)))
 
     async def due(self, limit: int, now: float | None = None) -> tuple[list[bytes], int]:
         """Trace ids ready for a decision, and how many run-less traces expired (dropped).
         """
         at = time.time() if now is None else now
 
-        return await self._runner.call(lambda db: self._buffer.due(db, at, limit))
+        def work(db: sqlite3.Connection) -> tuple[list[bytes], int]:
+            self._health.probe()  # while the disk is full: has space come back?
+            return self._buffer.due(db, at, limit)
+
+        return await self._runner.call(work)
 
     async def load(self, trace_id: bytes) -> list[TraceChunk]:
         """Every chunk stored for a trace, in arrival order.
         """
 
         return await self._runner.call(lambda db: self._buffer.load(db, trace_id))
+
+    async def discard(self, trace_id: bytes, error: str) -> None:
+        """Dead-letter a trace that cannot be read (key ``trace/<id>``, with ``error``) and forget it."""
+        await self._runner.call(lambda db: self._buffer.discard(db, trace_id, error, time.time()))
 
     async def finish(self, trace_id: bytes) -> None:
         """Mark a trace decided; it is kept as context until it ages out or is evicted.
@@ -171,99 +199,32 @@ class SqliteStore:
         return self._depth + self._outbox + self._sink_backlog
 
     async def put(self, jobs: Sequence[ScoreJob]) -> list[bool]:
-        """Queue jobs idempotently; False for a key already queued, done or dead.
-        """
+        """Queue jobs idempotently; False for a key already queued, done or dead."""
         now = time.time()
-
-        def work(db: sqlite3.Connection) -> list[bool]:
-            flags = []
-            for job in jobs:
-                if db.execute("SELECT 1 FROM done WHERE key = ?", (job.key,)).fetchone():
-                    flags.append(False)
-                    continue
-                cur = db.execute(
-                    "INSERT OR IGNORE INTO jobs(key, payload, scorer_id, scorer_version, available_at)"
-                    " VALUES (?, ?, ?, ?, ?)",
-                    (job.key, job.run.to_json(), job.scorer_id, job.scorer_version, now),
-                )
-                flags.append(cur.rowcount == 1)
-            return flags
-
-        flags = await self._runner.call(work)
+        flags = await self._runner.call(lambda db: put_jobs(db, jobs, now))
         self._depth += sum(flags)
         return flags
 
     async def take(self, limit: int) -> list[LeasedJob]:
-        """Lease up to ``limit`` available jobs.
-        """
-        now = time.time()
-        lease = uuid.uuid4().hex
-
-        def work(db: sqlite3.Connection) -> tuple[list[LeasedJob], int]:
-            rows = db.execute(
-                "UPDATE jobs SET lease = ?, lease_until = ?, attempts = attempts + 1"
-                " WHERE id IN (SELECT id FROM jobs WHERE available_at <= ?"
-                " AND (lease_until IS NULL OR lease_until <= ?) ORDER BY id LIMIT ?)"
-                " RETURNING id, key, payload, scorer_id, scorer_version, attempts",
-                (lease, now + self._visibility, now, now, limit),
-            ).fetchall()
-            taken, dead = [], 0
-            for job_id, key, payload, scorer_id, version, attempts in sorted(rows):
-                if attempts > self._max_attempts:
-                    self._dead(db, job_id, key, payload, attempts, "LeaseExpired",
-                               "the job's lease ran out too many times")
-                    dead += 1
-                    continue
-                job = ScoreJob(RunRecord.from_json(payload), scorer_id, version)
-                taken.append(LeasedJob(job, job_id, lease, attempts))
-            return taken, dead
-
-        taken, dead = await self._runner.call(work)
+        """Lease up to ``limit`` available jobs."""
+        now, lease = time.time(), uuid.uuid4().hex
+        taken, dead = await self._runner.call(
+            lambda db: lease_jobs(db, limit, now, lease, self._visibility, self._max_attempts))
         self._depth -= dead
         return taken
 
-    @staticmethod
-    def _dead(
-        db: sqlite3.Connection, job_id: int, key: str, payload: str, attempts: int,
-        error_type: str, message: str, error_json: str | None = None,
-    ) -> None:
-        error = error_json or json.dumps({"type": error_type, "message": message})
-        db.execute(
-            "INSERT INTO dead_letters(key, payload, error, attempts, failed_at) VALUES (?, ?, ?, ?, ?)",
-            (key, payload, error, attempts, time.time()),
-        )
-        db.execute("INSERT OR IGNORE INTO done(key, at) VALUES (?, ?)", (key, time.time()))
-        db.execute("DELETE FROM jobs WHERE id = ?", (job_id,))
-        db.execute("DELETE FROM judge_replies WHERE job_key = ?", (key,))
+    async def renew(self, leased: Sequence[LeasedJob]) -> int:
+        """Renew the leases of running jobs (the worker's heartbeat); returns how many are still held."""
+        until = time.time() + self._visibility
+        return await self._runner.call(lambda db: renew_leases(db, leased, until))
 
     async def settle(self, leased: LeasedJob, outcome: Settlement) -> None:
-        """Complete, retry or dead-letter a leased job (atomically with its outbox record).
-        """
+        """Complete, retry or dead-letter a leased job (atomically with its outbox records)."""
         now = time.time()
+        error = dead_letter_error(leased.job, outcome) if isinstance(outcome, Dead) else ""
 
         def work(db: sqlite3.Connection) -> tuple[int, int]:
-            owned = db.execute(
-                "SELECT key, payload FROM jobs WHERE id = ? AND lease = ?", (leased.job_id, leased.lease)
-            ).fetchone()
-            if owned is None:
-                return 0, 0  # lease lost: another worker owns the job now
-            record = None
-            if isinstance(outcome, Retry):
-                db.execute(
-                    "UPDATE jobs SET lease = NULL, lease_until = NULL, available_at = ?,"
-                    " last_error = ? WHERE id = ?",
-                    (now + outcome.delay_s, outcome.error, leased.job_id),
-                )
-                return 0, 0
-            if isinstance(outcome, Dead):
-                self._dead(db, leased.job_id, owned[0], owned[1], leased.attempt,
-                           outcome.error_type, outcome.message, dead_letter_error(leased.job, outcome))
-                record = outcome.record
-            elif isinstance(outcome, Done):
-                db.execute("INSERT OR IGNORE INTO done(key, at) VALUES (?, ?)", (owned[0], now))
-                db.execute("DELETE FROM jobs WHERE id = ?", (leased.job_id,))
-                db.execute("DELETE FROM judge_replies WHERE job_key = ?", (owned[0],))
-                record = outcome.record
+            left, record = settle_job(db, leased, outcome, error, now)
             added = 0
             if record is not None:
                 added = db.execute(
@@ -271,7 +232,7 @@ class SqliteStore:
                     (record.key, record.to_json(), now),
                 ).rowcount
                 self._sink_backlog += add_sink_rows(db, self._sinks, record, now)
-            return 1, added
+            return int(left), added
 
         removed, added = await asyncio.shield(self._runner.call(work))
         self._depth -= removed

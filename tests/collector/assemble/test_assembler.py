@@ -306,13 +306,13 @@ async def test_spans_over_max_spans_per_trace_are_reported_as_rejected(tmp_path:
     request, _, _ = _agent_request()
     spans = request.resource_spans[0].scope_spans[0].spans
     template = spans[0]
-    for i in range(2):  # three spans of one trace in one request: over the limit of two
-        extra = spans.add()
+    for i in range(4):  # five spans of one trace in one request: over twice the limit of two
+        extra = spans.add()  # (a chunk holding a run span is kept up to twice the limit)
         extra.CopyFrom(template)
         extra.span_id = bytes([9, 9, 9, 9, 9, 9, 9, i + 1])
     accepted = await asm.consume_traces(request)
-    assert (accepted.accepted, accepted.rejected) == (0, 3)
+    assert (accepted.accepted, accepted.rejected) == (0, 5)
     assert "over max_spans_per_trace" in accepted.message
-    assert b'tracescore_spans_dropped_total{reason="max_spans_per_trace"} 3.0' in metrics.render()
+    assert b'tracescore_spans_dropped_total{reason="max_spans_per_trace"} 5.0' in metrics.render()
     await asm.shutdown()
     await store.shutdown()

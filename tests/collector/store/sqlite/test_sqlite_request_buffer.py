@@ -300,15 +300,17 @@ async def test_rows_are_deleted_once_every_trace_they_hold_has_left(tmp_path: Pa
     assert _read(path, count) == [(2,)]
 
     store = await _open(path, **kwargs)
+    await store.finish(T1)  # decided: the first to make room (no loss)
     result = await _append(store, request(_span(T3, 4, "chat d", parent=1)), now=1002.0)  # row 3
-    assert result.evicted_traces == 1  # T1, the oldest; T2 still needs row 1
+    assert result.evicted_traces == 0  # T1 went; T2 still needs row 1
     await store.shutdown()
     assert _read(path, count) == [(3,)]
 
     store = await _open(path, **kwargs)
     assert [c.trace_id for c in await store.load(T2)] == [T2, T2]
+    await store.finish(T2)
     result = await _append(store, request(_span(t4, 5, "chat e")), now=1003.0)  # row 4: T2 goes
-    assert result.evicted_traces == 1
+    assert result.evicted_traces == 0
     assert await store.load(T2) == []
     await store.shutdown()
     assert _read(path, "SELECT id FROM received ORDER BY id") == [(3,), (4,)]

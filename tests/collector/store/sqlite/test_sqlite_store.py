@@ -213,22 +213,22 @@ async def test_a_file_of_the_earlier_layout_is_upgraded_and_keeps_its_traces(tmp
     await store.shutdown()
 
 
-async def test_eviction_spares_the_traces_being_appended_to(tmp_path: Path) -> None:
+async def test_eviction_takes_the_newest_traces_and_spares_runs_accepted_before(tmp_path: Path) -> None:
     store = SqliteStore(str(tmp_path / "q.db"), max_traces=2)
     await store.start()
     await store.append([TraceChunk(T1, "spans", b"1", 1, False)], now=1.0)
-    await store.append([TraceChunk(T2, "spans", b"2", 1, False)], now=2.0)
-    # T1 is the oldest, but this request adds to it: T2 makes room instead.
+    await store.append([TraceChunk(T2, "spans", b"2", 1, True)], now=2.0)  # a run span
+    # T1 is the oldest, but this request adds to it: T3, the newest without a run, goes.
     result = await store.append([TraceChunk(T1, "spans", b"1b", 1, False),
                                  TraceChunk(T3, "spans", b"3", 1, False)], now=3.0)
     assert result.evicted_traces == 1
     assert [c.data for c in await store.load(T1)] == [b"1", b"1b"]
-    assert await store.load(T2) == []
-    # More new traces in one request than the buffer holds: the newest stay.
+    assert await store.load(T3) == []
+    # More new traces in one request than the buffer holds (a flood): they go, not T2's run.
     t4, t5, t6 = b"\x04" * 16, b"\x05" * 16, b"\x06" * 16
     result = await store.append([TraceChunk(t, "spans", t[:1], 1, False) for t in (t4, t5, t6)], now=4.0)
     assert result.evicted_traces == 3
-    assert [bool(await store.load(t)) for t in (T1, T3, t4, t5, t6)] == [False, False, False, True, True]
+    assert [bool(await store.load(t)) for t in (T1, T2, t4, t5, t6)] == [True, True, False, False, False]
     await store.shutdown()
 
 

@@ -176,49 +176,68 @@ def test_decided_traces_are_evicted_in_decision_order() -> None:
     assert list(index.traces) == [B, D, E]
 
 
-def test_full_buffer_without_decided_traces_evicts_the_oldest_and_counts_it() -> None:
+def test_full_buffer_without_decided_traces_evicts_the_newest_and_counts_it() -> None:
     index = TraceIndex(decision_wait=1.0, max_traces=2)
     index.add([(A, 1, BOTH)], now=0.0, rows=1)
+    index.add([(B, 1, BOTH)], now=1.0, rows=2)
+    result = index.add([(C, 1, BOTH)], now=2.0, rows=3)
+    assert result.evicted_traces == 1  # runs accepted before are kept: the newcomer goes
+    assert list(index.traces) == [A, B]
+    assert index.freed_rows == [3]
+    assert index.forgotten == []  # C was undecided: no decision to delete
+    assert index.due(now=100.0, limit=10)[0] == [A, B]
+
+
+def test_a_trace_flood_evicts_its_own_runless_traces_never_accepted_runs() -> None:
+    index = TraceIndex(decision_wait=1.0, max_traces=3)
+    index.add([(A, 1, BOTH)], now=0.0, rows=1)
+    index.add([(B, 1, CANDIDATE)], now=1.0, rows=2)
+    result = index.add([(C, 1, 0), (D, 1, 0), (E, 1, 0)], now=2.0, rows=3)
+    assert result.evicted_traces == 2  # E and D, the newest traces without a run span
+    assert list(index.traces) == [A, B, C]
+    assert index.freed_rows == []  # C still holds the request
+    assert index.due(now=100.0, limit=10)[0] == [A, B]
+
+
+def test_runs_are_kept_over_older_traces_without_a_run_span() -> None:
+    index = TraceIndex(decision_wait=1.0, max_traces=2)
+    index.add([(A, 1, 0)], now=0.0, rows=1)  # the oldest, no run span
     index.add([(B, 1, BOTH)], now=1.0, rows=2)
     result = index.add([(C, 1, BOTH)], now=2.0, rows=3)
     assert result.evicted_traces == 1
     assert list(index.traces) == [B, C]
     assert index.freed_rows == [1]
-    assert index.forgotten == []  # A was undecided: no decision to delete
-    assert index.due(now=100.0, limit=10)[0] == [B, C]
 
 
-def test_eviction_never_takes_a_trace_the_same_call_adds_to() -> None:
-    index = TraceIndex(decision_wait=1.0, max_traces=2)
-    index.add([(A, 1, BOTH)], now=0.0, rows=1)  # the oldest ...
-    index.add([(B, 1, BOTH)], now=1.0, rows=2)
-    index.finish(A)  # ... and decided: the first victim, were it not added to
-    result = index.add([(A, 1, CANDIDATE), (C, 1, BOTH)], now=2.0, rows=3)
-    assert result.evicted_traces == 1  # B, undecided, went instead
-    assert list(index.traces) == [A, C]
-    assert index.rows_of(A) == [1, 3]
-    assert index.freed_rows == [2]
-
-
-def test_more_new_traces_than_max_traces_keeps_the_newest() -> None:
+def test_more_new_traces_than_max_traces_keeps_the_oldest() -> None:
     index = TraceIndex(decision_wait=1.0, max_traces=2)
     index.add([(E, 1, BOTH)], now=0.0, rows=1)
     result = index.add([(A, 1, BOTH), (B, 1, BOTH), (C, 1, BOTH), (D, 1, BOTH)], now=1.0, rows=[2, 3, 4, 5])
-    assert result.evicted_traces == 3  # E, then A and B of this very call
-    assert list(index.traces) == [C, D]
-    assert set(index.freed_rows) == {1, 2, 3}  # (each once: see test_freed_rows_lists_each_row_once)
-    assert index.refs == {4: 1, 5: 1}
+    assert result.evicted_traces == 3  # D, C and B of this very call
+    assert list(index.traces) == [E, A]
+    assert set(index.freed_rows) == {3, 4, 5}  # (each once: see test_freed_rows_lists_each_row_once)
+    assert index.refs == {1: 1, 2: 1}
     assert index.undecided == 2
-    assert index.due(now=10.0, limit=10)[0] == [C, D]
+    assert index.due(now=10.0, limit=10)[0] == [E, A]
 
 
 def test_more_new_traces_than_max_traces_in_one_shared_row_keeps_the_row() -> None:
     index = TraceIndex(decision_wait=1.0, max_traces=2)
     result = index.add([(A, 1, BOTH), (B, 1, BOTH), (C, 1, BOTH)], now=0.0, rows=7)
     assert result.evicted_traces == 1
-    assert list(index.traces) == [B, C]
+    assert list(index.traces) == [A, B]
     assert index.freed_rows == []  # B and C still need the request
     assert index.refs == {7: 2}
+
+
+def test_a_run_span_over_max_spans_is_kept_up_to_twice_the_limit() -> None:
+    index = TraceIndex(decision_wait=1.0, max_spans=5)
+    assert index.add([(A, 5, 0)], now=0.0, rows=1) == AppendResult(0, 0)  # the children filled it
+    assert index.add([(A, 2, 0)], now=0.5, rows=2) == AppendResult(0, 2)  # more children: dropped
+    assert index.add([(A, 1, CANDIDATE | ROOT)], now=1.0, rows=3) == AppendResult(0, 0)  # the run: kept
+    assert index.rows_of(A) == [1, 3]
+    assert index.due(now=2.0, limit=10)[0] == [A]
+    assert index.add([(A, 5, CANDIDATE)], now=3.0, rows=4) == AppendResult(0, 5)  # past twice the limit
 
 
 def test_spans_over_max_spans_are_dropped_and_the_row_not_held() -> None:
@@ -237,7 +256,7 @@ def test_spans_over_max_spans_are_dropped_and_the_row_not_held() -> None:
 
 def test_dropped_spans_of_one_trace_leave_a_shared_row_to_the_others() -> None:
     index = TraceIndex(max_spans=2)
-    result = index.add([(A, 3, BOTH), (B, 1, BOTH)], now=0.0, rows=1)
+    result = index.add([(A, 3, ROOT), (B, 1, BOTH)], now=0.0, rows=1)
     assert result.dropped_spans == 3
     assert index.rows_of(A) == []
     assert index.rows_of(B) == [1]
@@ -319,17 +338,17 @@ def test_freed_rows_as_holders_leave_one_by_one() -> None:
     assert index.forgotten == [A]
     assert index.freed_rows == []
     assert index.refs == {1: 1, 2: 1, 3: 1}
-    index.add([(D, 1, BOTH)], now=3.0, rows=4)  # evicts B (the oldest): rows 1 and 2 go
-    assert sorted(index.freed_rows) == [1, 2]
-    assert list(index.traces) == [C, D]
+    index.add([(D, 1, BOTH)], now=3.0, rows=4)  # evicts D (the newest run): its row goes
+    assert sorted(index.freed_rows) == [4]
+    assert list(index.traces) == [B, C]
 
 
 def test_freed_rows_lists_each_row_once() -> None:
     # Traces of this call evicted by overflow: their rows are freed once, not twice.
     index = TraceIndex(max_traces=1)
     index.add([(A, 1, BOTH), (B, 1, BOTH)], now=0.0, rows=[1, 2])
-    assert list(index.traces) == [B]
-    assert index.freed_rows == [1]
+    assert list(index.traces) == [A]
+    assert index.freed_rows == [2]
 
 
 def test_index_counts_agree_after_churn() -> None:
@@ -361,7 +380,7 @@ def test_a_decided_trace_waiting_for_a_late_run_is_undecided_again() -> None:
     index.add([(first, 1, CANDIDATE)], now=10.0, rows=2)  # a late run span
     assert index.undecided == 1 and index.due(now=15.0, limit=10)[0] == [first]
     index.add([(second, 1, 0)], now=11.0, rows=3)
-    # Full: the late run is not evicted as "decided" (silently); it goes as the oldest, counted.
+    # Full: the late run is not evicted as "decided" (silently), nor before traces with no run.
     assert index.add([(third, 1, 0)], now=12.0, rows=4).evicted_traces == 1
-    assert first not in index.traces and index.forgotten == [first]
-    assert sorted(index.freed_rows) == [1, 2]
+    assert list(index.traces) == [first, second] and index.forgotten == []
+    assert sorted(index.freed_rows) == [4]

@@ -1,0 +1,133 @@
+"""The SQLite store's job queue: the ``jobs``, ``done`` and ``dead_letters`` tables.
+
+Functions of a connection, run on the store's thread inside its transactions (see
+`collector.store.sqlite.runner`): a key in ``done`` (completed or dead-lettered) is never
+queued again; a taken job is leased until ``lease_until``; a job taken more than
+``max_attempts`` times is dead-lettered; a job settled done or dead leaves with its judge
+replies.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Sequence
+
+from collector.types import (
+    Dead,
+    Done,
+    LeasedJob,
+    Retry,
+    RunRecord,
+    ScoreJob,
+    ScoreRecord,
+    Settlement,
+)
+
+
+def put_jobs(db: sqlite3.Connection, jobs: Sequence[ScoreJob], now: float) -> list[bool]:
+    """Queue jobs idempotently; each flag says whether that job was new.
+
+    Example:
+        >>> from collector.store.sqlite.schema import SCHEMA
+        >>> db = sqlite3.connect(":memory:"); _ = db.executescript(SCHEMA)
+        >>> job = ScoreJob(RunRecord(trace_id="ab" * 16, span_id="cd" * 8), "q", "1")
+        >>> put_jobs(db, [job, job], now=0.0)
+        [True, False]
+    """
+    flags = []
+    for job in jobs:
+        if db.execute("SELECT 1 FROM done WHERE key = ?", (job.key,)).fetchone():
+            flags.append(False)
+            continue
+        cur = db.execute(
+            "INSERT OR IGNORE INTO jobs(key, payload, scorer_id, scorer_version, available_at)"
+            " VALUES (?, ?, ?, ?, ?)",
+            (job.key, job.run.to_json(), job.scorer_id, job.scorer_version, now),
+        )
+        flags.append(cur.rowcount == 1)
+    return flags
+
+
+def lease_jobs(
+    db: sqlite3.Connection, limit: int, now: float, lease: str, visibility_s: float, max_attempts: int,
+) -> tuple[list[LeasedJob], int]:
+    """Lease up to ``limit`` available jobs; returns them and how many were dead-lettered
+    instead (taken more than ``max_attempts`` times).
+
+    Example:
+        >>> from collector.store.sqlite.schema import SCHEMA
+        >>> db = sqlite3.connect(":memory:"); _ = db.executescript(SCHEMA)
+        >>> _ = put_jobs(db, [ScoreJob(RunRecord(trace_id="ab" * 16, span_id="cd" * 8), "q")], now=0.0)
+        >>> taken, dead = lease_jobs(db, 10, now=1.0, lease="l", visibility_s=5.0, max_attempts=3)
+        >>> [(j.job.scorer_id, j.attempt) for j in taken], dead
+        ([('q', 1)], 0)
+        >>> lease_jobs(db, 10, now=2.0, lease="m", visibility_s=5.0, max_attempts=3)  # still leased
+        ([], 0)
+    """
+    rows = db.execute(
+        "UPDATE jobs SET lease = ?, lease_until = ?, attempts = attempts + 1"
+        " WHERE id IN (SELECT id FROM jobs WHERE available_at <= ?"
+        " AND (lease_until IS NULL OR lease_until <= ?) ORDER BY id LIMIT ?)"
+        " RETURNING id, key, payload, scorer_id, scorer_version, attempts",
+        (lease, now + visibility_s, now, now, limit),
+    ).fetchall()
+    taken, dead = [], 0
+    for job_id, key, payload, scorer_id, version, attempts in sorted(rows):
+        if attempts > max_attempts:
+            dead_letter(db, job_id, key, payload, attempts,
+                        json.dumps({"type": "LeaseExpired", "message": "the job's lease ran out too many times"}))
+            dead += 1
+            continue
+        taken.append(LeasedJob(ScoreJob(RunRecord.from_json(payload), scorer_id, version), job_id, lease, attempts))
+    return taken, dead
+
+
+def renew_leases(db: sqlite3.Connection, leased: Sequence[LeasedJob], until: float) -> int:
+    """Extend the leases of running jobs to ``until``; returns how many are still held."""
+    return sum(db.execute("UPDATE jobs SET lease_until = ? WHERE id = ? AND lease = ?",
+                          (until, j.job_id, j.lease)).rowcount for j in leased)
+
+
+def dead_letter(db: sqlite3.Connection, job_id: int, key: str, payload: str, attempts: int, error: str) -> None:
+    """Move a job to the dead letters (``error``: its error JSON); its key is never queued again."""
+    db.execute(
+        "INSERT INTO dead_letters(key, payload, error, attempts, failed_at) VALUES (?, ?, ?, ?, ?)",
+        (key, payload, error, attempts, time.time()),
+    )
+    _forget(db, job_id, key)
+
+
+def settle_job(
+    db: sqlite3.Connection, leased: LeasedJob, outcome: Settlement, error: str, now: float,
+) -> tuple[bool, ScoreRecord | None]:
+    """Finish, hand back or dead-letter a leased job (``error``: the dead letter's error JSON).
+
+    Returns whether the job left the queue, and the record to put in the outbox (None when
+    there is none, or when the lease was lost: another worker owns the job now).
+    """
+    owned = db.execute(
+        "SELECT key, payload FROM jobs WHERE id = ? AND lease = ?", (leased.job_id, leased.lease)
+    ).fetchone()
+    if owned is None:
+        return False, None
+    key, payload = owned
+    if isinstance(outcome, Retry):
+        db.execute(
+            "UPDATE jobs SET lease = NULL, lease_until = NULL, available_at = ?, last_error = ? WHERE id = ?",
+            (now + outcome.delay_s, outcome.error, leased.job_id),
+        )
+        return False, None
+    if isinstance(outcome, Dead):
+        dead_letter(db, leased.job_id, key, payload, leased.attempt, error)
+    elif isinstance(outcome, Done):
+        _forget(db, leased.job_id, key)
+    return True, outcome.record
+
+
+def _forget(db: sqlite3.Connection, job_id: int, key: str) -> None:
+    """A job left for good: its key is done, its row and its judge replies go."""
+    db.execute("INSERT OR IGNORE INTO done(key, at) VALUES (?, ?)", (key, time.time()))
+    db.execute("DELETE FROM jobs WHERE id = ?", (job_id,))
+    db.execute("DELETE FROM judge_replies WHERE job_key = ?", (key,))
