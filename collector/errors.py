@@ -57,6 +57,18 @@ class QueueFull(CollectorError):
         self.retry_after_s = retry_after_s
 
 
+def forward_backlog_full(held: int, limit: int, retry_after_s: float) -> QueueFull:
+    """The refusal of a request that would take the forward backlog (held bytes) over its limit.
+
+    Example:
+        >>> err = forward_backlog_full(900, 1000, 2.0)
+        >>> str(err), err.retry_after_s
+        ('the forward backlog is full (900 of export.max_forward_backlog_bytes = 1000 bytes): the export endpoint is down or not keeping up', 2.0)
+    """
+    return QueueFull(f"the forward backlog is full ({held} of export.max_forward_backlog_bytes = {limit} bytes):"
+                     " the export endpoint is down or not keeping up", retry_after_s=retry_after_s)
+
+
 class Unavailable(CollectorError):
     """The daemon cannot take data right now (starting or draining).
 

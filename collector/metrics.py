@@ -116,8 +116,12 @@ class Metrics:
         self.sink_backlog = Gauge(
             "tracescore_sink_backlog_records", "Scores waiting for a native sink, by sink.", ["sink"], registry=r)
         self.forwarded = Counter(
-            "tracescore_forwarded_requests", "Requests forwarded to the export endpoint, by outcome.",
+            "tracescore_forwarded_requests", "Received requests passed on to the export endpoint, by signal "
+            "and outcome (sent, retried: kept for another attempt, rejected: refused for good).",
             ["signal", "outcome"], registry=r)
+        self.forward_backlog_bytes = Gauge(
+            "tracescore_forward_backlog_bytes", "Bytes of received requests waiting to be forwarded "
+            "(bounded by export.max_forward_backlog_bytes).", registry=r)
         self.scores = Histogram(
             "tracescore_score", "Score values, by scorer.", ["scorer"], buckets=SCORE_BUCKETS, registry=r)
         self.backlog = Gauge(

@@ -53,7 +53,8 @@ logger = logging.getLogger(__name__)
 
 
 class Pipeline:
-    """The `TraceConsumer` receivers call: durable assembly first, then best-effort forwarding.
+    """The `TraceConsumer` receivers call: assembly stores each request durably (and, with
+    forwarding on, in the forward log in the same step), then the forwarder is woken.
     """
 
     def __init__(self, assembler: TraceAssembler, forwarder: Forwarder | None) -> None:
@@ -61,19 +62,19 @@ class Pipeline:
         self._forwarder = forwarder
 
     async def consume_traces(self, request: ExportTraceServiceRequest, raw: bytes | None = None) -> Accepted:
-        """Buffer a trace request, then queue it for forwarding (``raw``: its protobuf encoding, if known).
+        """Store a trace request (``raw``: its protobuf encoding, if known) for scoring and forwarding.
         """
         result = await self._assembler.consume_traces(request, raw)
         if self._forwarder is not None:
-            self._forwarder.offer("traces", raw if raw is not None else request.SerializeToString())
+            self._forwarder.notify()
         return result
 
     async def consume_logs(self, request: ExportLogsServiceRequest) -> Accepted:
-        """Buffer a logs request, then queue it for forwarding.
+        """Store a logs request for scoring and forwarding.
         """
         result = await self._assembler.consume_logs(request)
         if self._forwarder is not None:
-            self._forwarder.offer("logs", request.SerializeToString())
+            self._forwarder.notify()
         return result
 
 
@@ -132,6 +133,8 @@ class Service:
         self._adapters = adapters
         self.ready = False
         q, a, w, e = config.queue, config.assembly, config.workers, config.export
+        # Received spans pass through the store's forward log to the export endpoint.
+        self.forwarding = bool(e.endpoint and e.forward_spans)
         self.store: SqliteStore | RedisStore
         if q.kind == "redis":
             self.store = RedisStore(
@@ -140,7 +143,8 @@ class Service:
                 max_spans_per_trace=a.max_spans_per_trace, max_trace_age=a.max_trace_age,
                 visibility_timeout_s=q.visibility_timeout_s, max_attempts=q.max_attempts,
                 idempotency_ttl_s=q.retention_s, export_lease_s=max(5.0, 3 * e.timeout_s + 2),
-                sinks=config.sinks.enabled(),
+                sinks=config.sinks.enabled(), forward=self.forwarding,
+                max_forward_bytes=e.max_forward_backlog_bytes, retry_after_s=config.receiver.retry_after_s,
             )
         else:
             self.store = SqliteStore(
@@ -149,14 +153,15 @@ class Service:
                 max_spans_per_trace=a.max_spans_per_trace, max_trace_age=a.max_trace_age,
                 visibility_timeout_s=q.visibility_timeout_s, max_attempts=q.max_attempts,
                 sinks=config.sinks.enabled(),
-                max_buffer_bytes=a.max_buffer_bytes,
+                max_buffer_bytes=a.max_buffer_bytes, forward=self.forwarding,
+                max_forward_bytes=e.max_forward_backlog_bytes, retry_after_s=config.receiver.retry_after_s,
             )
         self.sinks = make_senders(config.sinks, self.store.sink_outbox, self.metrics)
         self.signals = ScoreSignals(e)
         self.exporter = ScoreExporter(
             self.store, make_span_exporter(e), self.metrics, max_batch=e.max_batch,
             max_backoff_s=e.max_backoff_s, on_exported=self.signals.exported if self.signals.enabled else None,
-            span_time=e.span_time,
+            span_time=e.span_time, forwarded=self.store.forward_log if self.forwarding else None,
         )
         self.worker = Worker(
             self.store, registry, self.metrics, concurrency=w.concurrency,
@@ -165,12 +170,7 @@ class Service:
             job_timeout_s=w.job_timeout_s, replies=self.store, lease_s=q.visibility_timeout_s,
             poll_s=0.01 if q.kind == "redis" else 0.5,  # a Redis take waits on the stream
         )
-        forward = bool(e.endpoint and e.forward_spans)
-        if forward and config.exports_to_itself:
-            logger.warning("export.endpoint %s is this daemon's own receiver: received spans are not "
-                           "forwarded (they would come back for ever); scores are sent there", e.endpoint)
-            forward = False
-        self.forwarder = Forwarder(e, self.metrics) if forward else None
+        self.forwarder = Forwarder(e, self.store.forward_log, self.metrics) if self.forwarding else None
         board = RedisStatusBoard(self.store.client, self.store.keys) if isinstance(self.store, RedisStore) else None
         store_name = (f"{q.display_url} {q.key_prefix}" if q.kind == "redis"
                       else f"sqlite:{q.sqlite_path}@{socket.gethostname()}")
@@ -193,6 +193,7 @@ class Service:
             self.store, self.store, self.registry, self.metrics, adapters,
             max_pending_jobs=cfg.queue.max_pending_jobs, retry_after_s=cfg.receiver.retry_after_s,
             tick_s=min(0.5, max(0.02, cfg.assembly.decision_wait / 4)), on_jobs=self.worker.notify,
+            forward_log=self.store.forward_log if self.forwarding else None,
         )
         receives, works = self.role in ("all", "receiver"), self.role in ("all", "worker")
         await self.store.start()
@@ -267,8 +268,8 @@ class Service:
                 self.metrics.outbox_records.set(stats.outbox)
                 self.metrics.traces_buffered.set(stats.traces)
                 self.metrics.backlog.labels(backlog="outbox", destination="otlp").set(stats.outbox)
-                forward = self.forwarder.backlog() if self.forwarder is not None else 0
-                self.metrics.backlog.labels(backlog="forward", destination="otlp").set(forward)
+                self.metrics.backlog.labels(backlog="forward", destination="otlp").set(stats.forward_requests)
+                self.metrics.forward_backlog_bytes.set(stats.forward_bytes)
                 await self.status.refresh(stats)
             except Exception:
                 logger.debug("stats refresh failed", exc_info=True)

@@ -45,10 +45,6 @@ class TraceChunk:
     protobuf holding only that trace's spans or log records, with their resource and scope.
     ``has_run_candidate``: a span may be a run or LLM span; ``has_root``: a span without a
     parent (a trace's root usually ends, and is exported, last).
-
-    Example:
-        >>> TraceChunk(b"\\x01" * 16, "spans", b"", span_count=0, has_run_candidate=False).signal
-        'spans'
     """
 
     trace_id: bytes
@@ -61,12 +57,7 @@ class TraceChunk:
 
 @dataclass(frozen=True)
 class AppendResult:
-    """What a buffer append had to give up to stay within its bounds.
-
-    Example:
-        >>> AppendResult(evicted_traces=1, dropped_spans=0).evicted_traces
-        1
-    """
+    """What a buffer append had to give up to stay within its bounds."""
 
     evicted_traces: int = 0
     dropped_spans: int = 0
@@ -74,12 +65,7 @@ class AppendResult:
 
 @dataclass(frozen=True)
 class Accepted:
-    """How much of a request was taken: items accepted and rejected (OTLP partial success).
-
-    Example:
-        >>> Accepted(10, 2, "2 spans have invalid ids").rejected
-        2
-    """
+    """How much of a request was taken: items accepted and rejected (OTLP partial success)."""
 
     accepted: int
     rejected: int = 0
@@ -109,6 +95,7 @@ class RunRecord:
     response_id: str | None = None
     agent: str | None = None
     resource: dict[str, Any] = field(default_factory=dict)  # the scored span's resource attributes
+    forward_mark: int = 0  # the forward log's head when the run was decided (0: not forwarding)
 
     @property
     def run_id(self) -> str:
@@ -221,6 +208,7 @@ class ScoreRecord:
     resource: dict[str, Any] = field(default_factory=dict)  # the scored span's resource attributes
     scored_end_ns: int = 0  # when the scored span ended (0: unknown, records queued before it was kept)
     llm_judged: bool = False  # the scorer has prompt (LLM judge) steps
+    forward_mark: int = 0  # exported once the forward log was sent through this position (0: at once)
 
     def to_json(self) -> str:
         """Serialise to a JSON string.
@@ -321,6 +309,8 @@ class StoreStats:
     dead: int
     outbox: int
     traces: int
+    forward_requests: int = 0  # received requests not forwarded yet
+    forward_bytes: int = 0  # their bytes
 
 
 def dead_letter_error(job: ScoreJob, outcome: Dead) -> str:

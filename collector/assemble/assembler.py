@@ -20,6 +20,7 @@ import math
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from typing import Any
 
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
@@ -29,7 +30,7 @@ from collector._aio import cancel_and_wait, wait_event
 from collector.assemble.decide import RunDecider, ScorerSelection
 from collector.errors import QueueFull, Unavailable, UnreadableTrace
 from collector.metrics import Metrics
-from collector.store.interface import JobQueue, TraceBuffer
+from collector.store.interface import ForwardLog, JobQueue, TraceBuffer
 from collector.store.split import split_logs, split_traces, summarize_spans
 from collector.types import CANDIDATE, Accepted, AppendResult, TraceChunk
 
@@ -57,9 +58,12 @@ class TraceAssembler:
     def __init__(
         self, buffer: TraceBuffer, queue: JobQueue, registry: ScorerSelection, metrics: Metrics,
         adapters: Any, *, max_pending_jobs: int = 100_000, retry_after_s: float = 5.0,
-        tick_s: float = 0.5, on_jobs: Callable[[], None] | None = None,
+        tick_s: float = 0.5, on_jobs: Callable[[], None] | None = None, forward_log: ForwardLog | None = None,
     ) -> None:
         self._buffer = buffer
+        # Forwarding on: every request stored goes into the forward log in the same step, and
+        # jobs carry the log's head at decision time (their scores are exported after it).
+        self._forward_log = forward_log
         self._queue = queue
         self._decider = RunDecider(adapters, registry, metrics)
         self._metrics = metrics
@@ -143,7 +147,10 @@ class TraceAssembler:
             chunks, rejected = split_traces(resource_spans, is_candidate, raw)
         dropped = 0
         if chunks:
-            dropped = await self._append(chunks)
+            forward = None
+            if self._forward_log is not None:
+                forward = ("traces", raw if raw is not None else request.SerializeToString())
+            dropped = self._count(await self._buffer.append(chunks, forward=forward))
             if any(c.has_run_candidate for c in chunks) and self._wake is not None:
                 self._wake.set()
         return self._accepted(total, rejected, dropped)
@@ -162,7 +169,8 @@ class TraceAssembler:
         if entries:
             buffer: Any = self._buffer
             body = raw if raw is not None else request.SerializeToString()
-            dropped = self._count(await buffer.append_request("spans", body, entries))
+            dropped = self._count(await buffer.append_request("spans", body, entries,
+                                                              forward=self._forward_log is not None))
             if self._wake is not None and any(flags & CANDIDATE for _, _, flags in entries):
                 self._wake.set()
         return self._accepted(total, rejected, dropped)
@@ -173,7 +181,9 @@ class TraceAssembler:
         self._admit()
         total = sum(len(sl.log_records) for rl in request.resource_logs for sl in rl.scope_logs)
         chunks = split_logs(request.resource_logs)
-        if chunks:
+        if self._forward_log is not None:  # logs not linked to a trace are forwarded too
+            await self._buffer.append(chunks, forward=("logs", request.SerializeToString()))
+        elif chunks:
             await self._append(chunks)
         return Accepted(total)
 
@@ -221,6 +231,10 @@ class TraceAssembler:
         jobs = await asyncio.get_running_loop().run_in_executor(
             self._pool, lambda: [job for t, c in loaded for job in self._decider.jobs_for(t, c)]
         )
+        if jobs and self._forward_log is not None:
+            # Every span loaded above is in the forward log at or before its head now.
+            mark = (await self._forward_log.forward_state()).head
+            jobs = [replace(job, run=replace(job.run, forward_mark=mark)) for job in jobs]
         if jobs:
             flags = await self._queue.put(jobs)
             for job, new in zip(jobs, flags, strict=True):

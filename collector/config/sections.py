@@ -225,7 +225,7 @@ class ExportConfig(BaseModel):
     score_logs: bool = False
     score_metrics: bool = False
     metrics_interval_s: float = Field(default=60.0, gt=0)
-    forward_queue_size: int = Field(default=1024, gt=0)
+    max_forward_backlog_bytes: int = Field(default=1 << 30, gt=0)  # received, not yet forwarded; over it: 429
     span_time: Literal["anchored", "actual"] = "anchored"  # evaluation spans: at the scored span's end, or when scored
 
     @field_validator("endpoint")

@@ -1,10 +1,19 @@
-"""Pass-through forwarding of received OTLP requests to the export endpoint, unchanged.
+"""Pass-through forwarding of received OTLP requests to the export endpoint, unchanged,
+from the store's forward log (`collector.store.interface.ForwardLog`).
 
-Ingest never waits on forwarding: `Forwarder.offer` puts the serialised request on a
-bounded queue and returns at once; a full queue drops the request (counted). A sender
-task posts each request (OTLP/gRPC or OTLP/HTTP protobuf) with a few retries and
-backoff; what still fails is dropped and counted. Forwarding is best effort by design:
-the daemon's own durability covers scoring, not the pass-through copy.
+A receiver answers success only after the request is in the forward log (written with
+the trace buffer), so a backend outage, a restart or a crash loses nothing: the
+`Forwarder` reads the oldest requests, sends them in order and releases them only once
+the endpoint accepted them; on a retryable failure (connection refused, timeout, HTTP
+429/502/503/504, gRPC UNAVAILABLE and the like) it sends the same requests again after a
+backoff (``0.5 s`` doubling up to ``export.max_backoff_s``, with jitter). Consecutive
+requests of one signal go out as one: an OTLP export request is a repeated field, so
+their encodings, concatenated, are one valid request holding all of them in order.
+
+A request the endpoint refuses for good (HTTP 400/413 and other codes the OTLP
+specification says not to retry; gRPC INVALID_ARGUMENT and the like) would block
+everything behind it: a merged batch so refused is sent again request by request, and
+each request refused alone is dropped, counted (``outcome="rejected"``) and logged.
 """
 
 from __future__ import annotations
@@ -13,79 +22,90 @@ import asyncio
 import logging
 import random
 import time
-from typing import Literal
+from collections.abc import Sequence
 
 import aiohttp
 import grpc
-from opentelemetry.proto.collector.logs.v1 import logs_service_pb2, logs_service_pb2_grpc
-from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
 
-from collector._aio import cancel_and_wait
+from collector._aio import cancel_and_wait, wait_event
 from collector.config import ExportConfig
 from collector.export.scores import http_url
 from collector.metrics import Metrics
+from collector.store.interface import ForwardItem, ForwardLog
 
 logger = logging.getLogger(__name__)
 
-Signal = Literal["traces", "logs"]
 _RETRYABLE_HTTP = frozenset({429, 502, 503, 504})
 _RETRYABLE_GRPC = frozenset({
     grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.DEADLINE_EXCEEDED,
-    grpc.StatusCode.ABORTED, grpc.StatusCode.CANCELLED,
+    grpc.StatusCode.ABORTED, grpc.StatusCode.CANCELLED, grpc.StatusCode.OUT_OF_RANGE,
+    grpc.StatusCode.DATA_LOSS,
 })
+_GRPC_METHODS = {"traces": "/opentelemetry.proto.collector.trace.v1.TraceService/Export",
+                 "logs": "/opentelemetry.proto.collector.logs.v1.LogsService/Export"}
+MAX_BATCH_BYTES = 2 * 1024 * 1024  # below gRPC's default 4 MiB receive limit of most backends
+MAX_BATCH_REQUESTS = 512
+
+Sent = bool | None
+"""One send's outcome: None accepted, True refused retryably, False refused for good."""
+
+
+def merge(items: Sequence[ForwardItem]) -> list[tuple[str, list[ForwardItem]]]:
+    """Cut requests, in order, into runs of one signal (each run is sent as one request).
+
+    Example:
+        >>> items = [ForwardItem(1, "traces", b"a"), ForwardItem(2, "traces", b"b"), ForwardItem(3, "logs", b"c")]
+        >>> [(signal, [i.position for i in run]) for signal, run in merge(items)]
+        [('traces', [1, 2]), ('logs', [3])]
+    """
+    runs: list[tuple[str, list[ForwardItem]]] = []
+    for item in items:
+        if runs and runs[-1][0] == item.signal:
+            runs[-1][1].append(item)
+        else:
+            runs.append((item.signal, [item]))
+    return runs
 
 
 class Forwarder:
-    """Forwards raw OTLP protobuf request bodies to the configured endpoint.
+    """Sends the forward log to the configured endpoint (OTLP/gRPC or OTLP/HTTP protobuf).
 
     Args:
-        cfg: the ``[export]`` section (endpoint, protocol, headers, queue size, timeout).
+        cfg: the ``[export]`` section (endpoint, protocol, headers, timeout, max backoff).
+        log: the store's forward log.
         metrics: the service's instruments.
-        max_tries: sends per request before it is dropped.
-        senders: requests in flight to the endpoint at most.
-
-    Example:
-        >>> import asyncio
-        >>> fwd = Forwarder(ExportConfig(endpoint="http://127.0.0.1:1", forward_queue_size=1), Metrics())
-        >>> fwd.offer("traces", b""), fwd.offer("traces", b"")
-        (True, False)
+        poll_s: how often an idle forwarder looks at the log (`notify` wakes it sooner).
+        backoff_s: the first retry delay after a failed send.
     """
 
-    def __init__(self, cfg: ExportConfig, metrics: Metrics, *, max_tries: int = 3, senders: int = 8) -> None:
+    def __init__(self, cfg: ExportConfig, log: ForwardLog, metrics: Metrics, *, poll_s: float = 0.2,
+                 backoff_s: float = 0.5) -> None:
         self._cfg = cfg
+        self._log = log
         self._metrics = metrics
-        self._max_tries = max_tries
-        self._senders = senders
-        self._queue: asyncio.Queue[tuple[Signal, bytes]] = asyncio.Queue(cfg.forward_queue_size)
-        self._tasks: list[asyncio.Task[None]] = []
-        self._last_warning = 0.0
-        self._unreported = 0
+        self._poll = poll_s
+        self._backoff = backoff_s
+        self._failures = 0
+        self._headers = cfg.header_values()
         self._channel: grpc.aio.Channel | None = None
         self._session: aiohttp.ClientSession | None = None
-        self._headers = cfg.header_values()
+        self._task: asyncio.Task[None] | None = None
+        self._wake: asyncio.Event | None = None
+        self._stop = asyncio.Event()  # cuts a backoff wait short (new requests do not)
+        self._stopping = False
+        self._last_warning = 0.0
 
-    def offer(self, signal: Signal, body: bytes) -> bool:
-        """Queue a serialised request for forwarding; False (and counted) when the queue is full.
-        """
-        try:
-            self._queue.put_nowait((signal, body))
-        except asyncio.QueueFull:
-            self._metrics.forwarded.labels(signal=signal, outcome="dropped_full").inc()
-            return False
-        return True
-
-    def backlog(self) -> int:
-        """Requests waiting to be forwarded.
+    def notify(self) -> None:
+        """Wake the forwarding loop (a request was added).
 
         Example:
-            >>> Forwarder(ExportConfig(endpoint="http://127.0.0.1:1"), Metrics()).backlog()
-            0
+            >>> Forwarder(ExportConfig(endpoint="http://127.0.0.1:1"), None, Metrics()).notify()  # type: ignore[arg-type]
         """
-        return self._queue.qsize()
+        if self._wake is not None:
+            self._wake.set()
 
     async def start(self) -> None:
-        """Open the client and start sending.
-        """
+        """Open the client and start sending (requests left by a previous process go first)."""
         if self._cfg.protocol == "grpc":
             target = self._cfg.endpoint.split("://", 1)[-1].rstrip("/")
             if self._cfg.endpoint.startswith("https://"):
@@ -93,23 +113,27 @@ class Forwarder:
             else:
                 self._channel = grpc.aio.insecure_channel(target)
         else:
-            self._session = aiohttp.ClientSession(
-                timeout=aiohttp.ClientTimeout(total=self._cfg.timeout_s), auto_decompress=True
-            )
-        self._tasks = [asyncio.create_task(self._loop(), name=f"tracescore-forward-{i}")
-                       for i in range(self._senders)]
+            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self._cfg.timeout_s))
+        self._wake = asyncio.Event()
+        self._task = asyncio.create_task(self._loop(), name="tracescore-forward")
 
     async def shutdown(self, timeout: float = 5.0) -> None:  # noqa: ASYNC109 (lifecycle contract)
-        """Send what is queued for up to ``timeout`` seconds, then close; safe twice.
-        """
-        if self._tasks:
+        """Send what the log holds for up to ``timeout`` seconds, then close (the rest stays in
+        the log, for the next start); safe twice."""
+        if self._task is not None:
+            self._stopping = True
+            self._stop.set()
+            self.notify()
             try:
                 async with asyncio.timeout(timeout):
-                    await self._queue.join()
+                    await self._task
+                    while await self.forward_batch() > 0:
+                        pass
             except TimeoutError:
-                logger.warning("dropping %d requests not forwarded before shutdown", self._queue.qsize())
-            await cancel_and_wait(self._tasks)
-            self._tasks = []
+                state = await self._log.forward_state()
+                logger.info("%d received requests not forwarded yet are sent after the restart", state.requests)
+            await cancel_and_wait([self._task])
+            self._task = None
         if self._channel is not None:
             await self._channel.close()
             self._channel = None
@@ -118,57 +142,84 @@ class Forwarder:
             self._session = None
 
     async def _loop(self) -> None:
-        while True:
-            signal, body = await self._queue.get()
+        wake = self._wake or asyncio.Event()
+        while not self._stopping:
             try:
-                outcome = await self._send_with_retries(signal, body)
+                sent = await self.forward_batch()
             except Exception:
+                self._metrics.errors.labels(component="forward").inc()
                 logger.exception("forwarding failed unexpectedly")
-                outcome = "dropped_error"
-            finally:
-                self._queue.task_done()
-            self._metrics.forwarded.labels(signal=signal, outcome=outcome).inc()
+                sent = -1
+            if sent < 0:
+                self._failures += 1
+                delay = min(self._cfg.max_backoff_s, self._backoff * 2 ** (self._failures - 1))
+                await wait_event(self._stop, delay * random.uniform(0.8, 1.2))
+            elif sent == 0 and not self._stopping:
+                await wait_event(wake, self._poll)
+                wake.clear()
 
-    async def _send_with_retries(self, signal: Signal, body: bytes) -> str:
-        delay = 0.2
-        for attempt in range(1, self._max_tries + 1):
-            retry = await self._send(signal, body)
-            if retry is None:
-                return "sent"
-            if not retry or attempt == self._max_tries:
+    async def forward_batch(self) -> int:
+        """Send the oldest requests of the log once; returns how many left it (0: none
+        waited, -1: the endpoint did not take them, they wait for the next attempt)."""
+        items = await self._log.forward_pending(MAX_BATCH_BYTES, MAX_BATCH_REQUESTS)
+        if not items:
+            return 0
+        through, done = None, 0
+        for signal, run in merge(items):
+            outcome = await self._send(signal, b"".join(item.body for item in run))
+            if outcome is False and len(run) > 1:  # find the request refused: send them one by one
+                outcome = await self._send_each(signal, run)
+            elif outcome is False:
+                self._rejected(signal, run)
+            if outcome:
+                self._metrics.forwarded.labels(signal=signal, outcome="retried").inc(len(run))
+                self._warn_retry(signal)
                 break
-            await asyncio.sleep(delay * random.uniform(0.8, 1.2))
-            delay *= 2
-        self._warn_dropped(signal)
-        return "dropped_error"
+            if outcome is None:
+                self._metrics.forwarded.labels(signal=signal, outcome="sent").inc(len(run))
+            through, done = run[-1].position, done + len(run)
+        if through is not None:
+            await self._log.forward_release(through)
+            self._failures = 0
+        return done if done else -1
 
-    def _warn_dropped(self, signal: Signal) -> None:
-        # Rate-limited: a backend outage would otherwise log once per request.
-        self._unreported += 1
+    async def _send_each(self, signal: str, run: list[ForwardItem]) -> Sent:
+        """Send a refused batch request by request: drop those refused alone (None when every
+        one was accepted or dropped; True when one met a retryable failure: the batch is retried)."""
+        for item in run:
+            outcome = await self._send(signal, item.body)
+            if outcome:
+                return True
+            if outcome is False:
+                self._rejected(signal, [item])
+        return None
+
+    def _rejected(self, signal: str, run: list[ForwardItem]) -> None:
+        self._metrics.forwarded.labels(signal=signal, outcome="rejected").inc(len(run))
+        logger.error("the export endpoint refused %d forwarded %s request(s) for good (positions %d..%d);"
+                     " dropped", len(run), signal, run[0].position, run[-1].position)
+
+    def _warn_retry(self, signal: str) -> None:
+        # Rate-limited: a backend outage would otherwise log once per attempt.
         now = time.monotonic()
         if now - self._last_warning >= 10.0:
-            logger.warning("dropped %d forwarded requests the export endpoint did not accept (last: %s)",
-                           self._unreported, signal)
-            self._last_warning, self._unreported = now, 0
+            self._last_warning = now
+            logger.warning("the export endpoint did not take forwarded %s; kept and retried (backoff up to %gs)",
+                           signal, self._cfg.max_backoff_s)
 
-    async def _send(self, signal: Signal, body: bytes) -> bool | None:
-        """Send once: None on success, else whether a retry may help."""
+    async def _send(self, signal: str, body: bytes) -> Sent:
+        """Send one request body once (see `Sent`)."""
         if self._channel is not None:
             metadata = tuple((k.lower(), v) for k, v in self._headers.items())
+            export = self._channel.unary_unary(_GRPC_METHODS[signal])  # bytes in, bytes out
             try:
-                if signal == "traces":
-                    await trace_service_pb2_grpc.TraceServiceStub(self._channel).Export(
-                        trace_service_pb2.ExportTraceServiceRequest.FromString(body),
-                        metadata=metadata, timeout=self._cfg.timeout_s)
-                else:
-                    await logs_service_pb2_grpc.LogsServiceStub(self._channel).Export(
-                        logs_service_pb2.ExportLogsServiceRequest.FromString(body),
-                        metadata=metadata, timeout=self._cfg.timeout_s)
+                await export(body, metadata=metadata, timeout=self._cfg.timeout_s)
             except grpc.aio.AioRpcError as err:
-                return err.code() in _RETRYABLE_GRPC
+                too_large = err.code() is grpc.StatusCode.RESOURCE_EXHAUSTED and "larger than" in (err.details() or "")
+                return err.code() in _RETRYABLE_GRPC and not too_large
             return None
         if self._session is None:
-            return False
+            return True
         url = http_url(self._cfg.endpoint, f"/v1/{signal}")
         headers = {**self._headers, "Content-Type": "application/x-protobuf"}
         try:
@@ -177,5 +228,5 @@ class Forwarder:
                 if 200 <= resp.status < 300:
                     return None
                 return resp.status in _RETRYABLE_HTTP
-        except (aiohttp.ClientError, TimeoutError):
+        except (aiohttp.ClientError, TimeoutError, OSError):
             return True

@@ -27,7 +27,7 @@ from collector._aio import cancel_and_wait, wait_event
 from collector.config import ExportConfig
 from collector.export.evaluation import SpanTime, build_span
 from collector.metrics import Metrics
-from collector.store.interface import Outbox
+from collector.store.interface import ForwardLog, Outbox
 from collector.types import ScoreRecord
 
 logger = logging.getLogger(__name__)
@@ -105,13 +105,19 @@ class ScoreExporter:
             (the optional log and metric copies).
         backoff_s: first retry delay after a failed export (doubles up to ``max_backoff_s``).
         span_time: ``anchored`` or ``actual`` (see `collector.export.evaluation`).
+        forwarded: the forward log, when received spans are forwarded: a record waits until
+            the log was sent through its ``forward_mark`` (the run's own spans went first).
+        hold_s: how long such a record waits before it is looked at again.
     """
 
     def __init__(
         self, outbox: Outbox, exporter: SpanExporter | None, metrics: Metrics, *,
         max_batch: int = 256, backoff_s: float = 0.5, max_backoff_s: float = 30.0, poll_s: float = 0.5,
         on_exported: Callable[[list[ScoreRecord]], None] | None = None, span_time: SpanTime = "anchored",
+        forwarded: ForwardLog | None = None, hold_s: float = 1.0,
     ) -> None:
+        self._forwarded = forwarded
+        self._hold = hold_s
         self._span_time: SpanTime = span_time
         self._on_exported = on_exported
         # Own thread: the default executor runs user scorers' sync steps, which must not delay exports.
@@ -186,6 +192,12 @@ class ScoreExporter:
         """Export one batch; returns records exported (0: nothing due, -1: the export failed).
         """
         items = list(await self._outbox.pending(self._max_batch))
+        if items and self._forwarded is not None:
+            state = await self._forwarded.forward_state()
+            early = [item.item_id for item in items if not state.caught_up(item.record.forward_mark)]
+            if early:  # the run's own spans are still on their way to the backend
+                await self._outbox.defer(early, self._hold)
+                items = [item for item in items if state.caught_up(item.record.forward_mark)]
         if not items:
             return 0
         ids = [item.item_id for item in items]

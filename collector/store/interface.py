@@ -9,6 +9,9 @@
 * `SinkOutbox` (export's native sinks): the same records, once per configured sink.
 * `Store`: all of the above plus the lifecycle, gauges, retention and dead letters that
   `collector.service` uses; `SqliteStore` and `RedisStore` are the two backends.
+* `ForwardLog` (export's `collector.export.forward.Forwarder`): received requests kept, in
+  order, until the export endpoint accepted them; written in the same step as the trace
+  buffer (``forward=`` on `TraceBuffer.append` and `RequestBuffer.append_request`).
 * `JudgeReplies` (workers): the judge replies a job's scorer received, kept until the job
   settles, so a job run again (handed back, or after a crash) never pays for them twice.
 * `DeadLetterAdmin` (``tracescore dead-letters``): list, replay and purge dead letters from
@@ -18,6 +21,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 from collector.types import (
@@ -33,11 +37,50 @@ from collector.types import (
 )
 
 
+@dataclass(frozen=True)
+class ForwardItem:
+    """One received request in the forward log, waiting to be passed on unchanged.
+
+    ``position`` orders the log (it only grows); ``signal`` is ``traces`` or ``logs``;
+    ``body`` is the request's protobuf encoding as received.
+
+    Example:
+        >>> ForwardItem(7, "traces", b"\x0a\x00").position
+        7
+    """
+
+    position: int
+    signal: str
+    body: bytes
+
+
+@dataclass(frozen=True)
+class ForwardState:
+    """Where the forward log stands: ``head`` is the last position appended, ``sent`` the
+    last position the backend accepted (everything at or before it left the log).
+
+    Example:
+        >>> state = ForwardState(head=9, sent=4, requests=5, bytes=500)
+        >>> state.requests, state.caught_up(4), state.caught_up(5)
+        (5, True, False)
+    """
+
+    head: int
+    sent: int
+    requests: int
+    bytes: int
+
+    def caught_up(self, mark: int) -> bool:
+        """Whether everything appended up to ``mark`` was forwarded."""
+        return mark <= self.sent
+
+
 class TraceBuffer(Protocol):
     """Durable per-trace span storage: what assembly appends to and decides from."""
 
-    async def append(self, chunks: Sequence[TraceChunk]) -> AppendResult:
-        """Store chunks durably, evicting or dropping over the bounds (said in the result)."""
+    async def append(self, chunks: Sequence[TraceChunk], *, forward: tuple[str, bytes] | None = None) -> AppendResult:
+        """Store chunks durably, evicting or dropping over the bounds (said in the result);
+        ``forward``: (signal, request body) to add to the forward log in the same step."""
         ...
 
     async def due(self, limit: int) -> tuple[list[bytes], int]:
@@ -61,8 +104,11 @@ class RequestBuffer(TraceBuffer, Protocol):
     """A trace buffer that stores whole requests as received, with a per-trace summary
     (`collector.types.SummaryEntry`), and cuts them by trace only when loading."""
 
-    async def append_request(self, signal: str, raw: bytes, entries: Sequence[SummaryEntry]) -> AppendResult:
-        """Store one whole request (``TracesData`` or ``LogsData`` encoding) and its summary."""
+    async def append_request(
+        self, signal: str, raw: bytes, entries: Sequence[SummaryEntry], *, forward: bool = False,
+    ) -> AppendResult:
+        """Store one whole request (``TracesData`` or ``LogsData`` encoding) and its summary;
+        ``forward``: add it to the forward log too, in the same step."""
         ...
 
 
@@ -128,6 +174,29 @@ class SinkOutbox(Protocol):
         ...
 
 
+class ForwardLog(Protocol):
+    """Received requests waiting to be forwarded unchanged, in the order received; bounded
+    in bytes (a full log refuses new requests with `collector.errors.QueueFull`)."""
+
+    async def forward_append(self, signal: str, body: bytes) -> None:
+        """Add one request (``traces`` or ``logs``) to the log, durably."""
+        ...
+
+    async def forward_pending(self, max_bytes: int, limit: int) -> Sequence[ForwardItem]:
+        """The oldest requests not forwarded yet, in order: up to ``limit`` of them and about
+        ``max_bytes`` (always at least one when any wait). Empty while another process
+        of a shared store is the one forwarding."""
+        ...
+
+    async def forward_release(self, through: int) -> None:
+        """Forget every request up to position ``through`` (the backend accepted them)."""
+        ...
+
+    async def forward_state(self) -> ForwardState:
+        """Head, sent position and backlog of the log."""
+        ...
+
+
 class JudgeReplies(Protocol):
     """Judge replies per job, kept until the job is settled done or dead."""
 
@@ -141,7 +210,12 @@ class JudgeReplies(Protocol):
 
 
 class Store(TraceBuffer, JobQueue, Outbox, JudgeReplies, Protocol):
-    """A whole store backend: the three roles plus lifecycle, gauges, retention, dead letters."""
+    """A whole store backend: the roles above plus lifecycle, gauges, retention, dead letters."""
+
+    @property
+    def forward_log(self) -> ForwardLog:
+        """The forward log (empty, and never written, when the store was made without forwarding)."""
+        ...
 
     async def start(self) -> None:
         """Open the store; leases and traces left by a previous process become available again."""

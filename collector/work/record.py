@@ -178,5 +178,5 @@ def score_record(
         preprocess_json=truncate_json(getattr(result, "preprocess_step_result", None), max_chars),
         analyze_json=truncate_json(getattr(result, "analyze_step_result", None), max_chars),
         service=run.service, resource=dict(run.resource), scored_end_ns=run.end_ns,
-        llm_judged=is_llm_judged(entry.scorer, models),
+        llm_judged=is_llm_judged(entry.scorer, models), forward_mark=run.forward_mark,
     )

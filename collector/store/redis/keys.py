@@ -25,6 +25,11 @@ Layout (``P`` is the prefix)::
     P sink:{name}:data  hash       item id -> ScoreRecord JSON
     P sink:{name}:attempts hash    item id -> failed attempts
     P sink:{name}:waiting  hash    item id -> when the backend first did not know the span
+    P forward           stream     received requests to forward: s (signal), b (body); id <seq>-0
+    P forward:seq       string     the last forward position (INCR)
+    P forward:sent      string     the last position the export endpoint accepted
+    P forward:bytes     string     bytes of the requests in the stream
+    P forward:leader    string     the receiver that forwards (a lease, PX)
 """
 
 from __future__ import annotations
@@ -152,6 +157,37 @@ class RedisKeys:
             'p:outbox:attempts'
         """
         return self.prefix + "outbox:attempts"
+
+    @property
+    def forward(self) -> str:
+        """The forward log stream.
+
+        Example:
+            >>> keys = RedisKeys("p:")
+            >>> keys.forward, keys.forward_seq, keys.forward_sent, keys.forward_bytes, keys.forward_leader
+            ('p:forward', 'p:forward:seq', 'p:forward:sent', 'p:forward:bytes', 'p:forward:leader')
+        """
+        return self.prefix + "forward"
+
+    @property
+    def forward_seq(self) -> str:
+        """The forward position counter (see `forward`)."""
+        return self.prefix + "forward:seq"
+
+    @property
+    def forward_sent(self) -> str:
+        """The last forward position the export endpoint accepted (see `forward`)."""
+        return self.prefix + "forward:sent"
+
+    @property
+    def forward_bytes(self) -> str:
+        """Bytes waiting in the forward stream (see `forward`)."""
+        return self.prefix + "forward:bytes"
+
+    @property
+    def forward_leader(self) -> str:
+        """The forwarding lease (see `forward`)."""
+        return self.prefix + "forward:leader"
 
     @property
     def outbox_seq(self) -> str:

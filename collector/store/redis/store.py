@@ -25,6 +25,7 @@ from collector._aio import cancel_and_wait
 from collector.errors import ConfigError
 from collector.store.redis.buffer import RedisTraceBuffer
 from collector.store.redis.conn import UNREACHABLE, connect
+from collector.store.redis.forward import RedisForwardLog
 from collector.store.redis.keys import GROUP, RedisKeys
 from collector.store.redis.outbox import RedisOutbox
 from collector.store.redis.queue import RedisJobQueue
@@ -65,6 +66,9 @@ class RedisStore:
         refresh_s: how often `depth` is refreshed from Redis.
         block_ms: how long a worker's `take` waits on the stream for new jobs.
         sinks: the native score sinks configured: a settled record is queued for each one too.
+        forward: keep received requests in the forward log (`forward_log`) until forwarded.
+        max_forward_bytes: the forward log's bound; beyond it requests are refused (429).
+        retry_after_s: the retry delay told with such a refusal.
 
     Example:
         >>> import asyncio, uuid
@@ -89,10 +93,14 @@ class RedisStore:
         rootless_wait: float = 30.0, max_traces: int = 100_000, max_spans_per_trace: int = 10_000,
         max_trace_age: float = 600.0, visibility_timeout_s: float = 300.0, max_attempts: int = 5,
         idempotency_ttl_s: float = 7 * 86400.0, export_lease_s: float = 60.0, refresh_s: float = 0.25,
-        block_ms: int = 500, sinks: Sequence[str] = (),
+        block_ms: int = 500, sinks: Sequence[str] = (), forward: bool = False,
+        max_forward_bytes: int = 1 << 30, retry_after_s: float = 5.0,
     ) -> None:
         self.keys = RedisKeys(key_prefix)
         self.client = connect(url)
+        self.forward_log = RedisForwardLog(self.client, self.keys, max_bytes=max_forward_bytes,
+                                           retry_after_s=retry_after_s, enabled=forward)
+        self._forwarding = forward
         self.buffer = RedisTraceBuffer(
             self.client, self.keys, decision_wait=decision_wait, rootless_wait=rootless_wait,
             max_traces=max_traces, max_spans_per_trace=max_spans_per_trace, max_trace_age=max_trace_age,
@@ -176,9 +184,18 @@ class RedisStore:
                 logger.exception("refreshing the queue depth failed")
 
     # ----------------------------------------------------------------- trace buffer
-    async def append(self, chunks: Sequence[TraceChunk], now: float | None = None) -> AppendResult:
-        """Store trace chunks durably (see `RedisTraceBuffer.append`).
+    async def append(
+        self, chunks: Sequence[TraceChunk], now: float | None = None, *, forward: tuple[str, bytes] | None = None,
+    ) -> AppendResult:
+        """Store trace chunks durably (see `RedisTraceBuffer.append`); ``forward``: (signal,
+        request body) for the forward log, added first (a full log refuses the request
+        before anything is buffered; a failed append after it makes the client retry, and
+        the request is forwarded twice: at least once).
         """
+        if forward is not None and self._forwarding:
+            await self.forward_log.forward_append(*forward)
+        if not chunks:
+            return AppendResult()
         return await self.buffer.append(chunks, now)
 
     async def due(self, limit: int, now: float | None = None) -> tuple[list[bytes], int]:
@@ -286,14 +303,17 @@ class RedisStore:
             pipe.xlen(k.dead)
             pipe.zcard(k.outbox)
             pipe.zcard(k.traces_open)
-            jobs, delayed, dead, outbox, traces = await pipe.execute()
+            pipe.xlen(k.forward)
+            pipe.get(k.forward_bytes)
+            jobs, delayed, dead, outbox, traces, forward, forward_bytes = await pipe.execute()
         try:
             summary = await self.client.xpending(k.jobs, GROUP)
             in_flight = int(summary["pending"])
         except Exception:
             in_flight = 0  # no group yet
         return StoreStats(queued=max(0, int(jobs) - in_flight) + int(delayed), in_flight=in_flight,
-                          dead=int(dead), outbox=int(outbox), traces=int(traces))
+                          dead=int(dead), outbox=int(outbox), traces=int(traces),
+                          forward_requests=int(forward), forward_bytes=int(forward_bytes or 0))
 
     def sink_outbox(self, sink: str) -> RedisSinkOutbox:
         """The outbox of one configured sink (shared by every replica of the deployment).

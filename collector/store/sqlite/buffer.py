@@ -35,8 +35,10 @@ from opentelemetry.proto.logs.v1.logs_pb2 import LogsData
 from opentelemetry.proto.trace.v1.trace_pb2 import TracesData
 
 from collector.errors import QueueFull, UnreadableTrace
+from collector.store.interface import ForwardItem
 from collector.store.split import split_logs, split_traces
 from collector.store.sqlite.body_log import BodyLog
+from collector.store.sqlite.forward import ForwardTables
 from collector.store.sqlite.index import TraceIndex
 from collector.store.sqlite.schema import pack_summary, summary_entry, unpack_summary
 from collector.types import CANDIDATE, ROOT, AppendResult, SummaryEntry, TraceChunk
@@ -73,6 +75,7 @@ class BufferTables:
     max_bytes: int = 0  # body log bytes on disk at most (0: no cap); over it, requests get 429
     index: TraceIndex = field(init=False)
     log: BodyLog | None = None  # where whole requests' bytes go (None: inside the row)
+    forward: ForwardTables | None = None  # the forward log, written with the rows it forwards
     stale: bool = True  # the index must be rebuilt from the file before use
     _cut: OrderedDict[int, dict[bytes, list[TraceChunk]]] = field(default_factory=OrderedDict)
     _segment_of: dict[int, int] = field(default_factory=dict)  # row -> body log segment
@@ -170,6 +173,9 @@ class BufferTables:
         while decision is not None:
             index.finish(decision[1])
             decision = next(pending, None)
+        if self.forward is not None:  # requests not forwarded yet hold their segments too
+            for segment, rows in self.forward.reload(db).items():
+                self._segment_rows[segment] = self._segment_rows.get(segment, 0) + rows
         index.max_traces = self.max_traces
         index.trim()
         self.index = index
@@ -183,10 +189,45 @@ class BufferTables:
         self._segment_of[row] = segment
         self._segment_rows[segment] = self._segment_rows.get(segment, 0) + 1
 
-    def append(self, db: sqlite3.Connection, chunks: Sequence[TraceChunk], now: float) -> AppendResult:
-        """Store chunks as they are, one row each, evicting and dropping over the bounds.
+    def let_go(self, segment: int, rows: int) -> None:
+        """``rows`` rows (of this table or the forward log) no longer point into ``segment``:
+        it is deleted once none does and it is not the one being written."""
+        left = self._segment_rows.get(segment, 0) - rows
+        self._segment_rows[segment] = left
+        if left <= 0 and self.log is not None and segment != self.log.current:
+            del self._segment_rows[segment]
+            self._doomed.append(segment)
+
+    def forward_append(self, db: sqlite3.Connection, signal: str, body: bytes) -> None:
+        """Add a request to the forward log by itself (its bytes in the row).
         """
         self._fresh(db)
+        if self.forward is not None:
+            self.forward.add(db, signal, body, None)
+
+    def forward_pending(self, db: sqlite3.Connection, max_bytes: int, limit: int) -> list[ForwardItem]:
+        """The oldest requests of the forward log (see `ForwardTables.pending`).
+        """
+        self._fresh(db)
+        return self.forward.pending(db, self.log, max_bytes, limit) if self.forward is not None else []
+
+    def forward_release(self, db: sqlite3.Connection, through: int) -> None:
+        """Forget forwarded requests up to ``through`` (their segments may go).
+        """
+        self._fresh(db)
+        if self.forward is not None:
+            self.forward.release(db, through, self.let_go)
+
+    def append(
+        self, db: sqlite3.Connection, chunks: Sequence[TraceChunk], now: float,
+        forward: tuple[str, bytes] | None = None,
+    ) -> AppendResult:
+        """Store chunks as they are, one row each, evicting and dropping over the bounds;
+        ``forward``: (signal, request body) for the forward log, in the same transaction.
+        """
+        self._fresh(db)
+        if forward is not None and self.forward is not None:
+            self.forward.room(len(forward[1]))
         entries: list[SummaryEntry] = []
         rows: list[int] = []
         for chunk in chunks:
@@ -197,16 +238,25 @@ class BufferTables:
                 (now, chunk.signal, summary_entry(*entry), chunk.data),
             ).lastrowid or 0))
             entries.append(entry)
-        result = self.index.add(entries, now, rows)
+        result = self.index.add(entries, now, rows) if chunks else AppendResult()
         self._flush(db)
+        if forward is not None and self.forward is not None:
+            self.forward.add(db, forward[0], forward[1], None)
         return result
 
     def append_request(
         self, db: sqlite3.Connection, signal: str, raw: bytes, entries: Sequence[SummaryEntry], now: float,
+        forward: str | None = None,
     ) -> AppendResult:
-        """Store a whole request (``TracesData`` or ``LogsData`` encoding) and its summary.
+        """Store a whole request (``TracesData`` or ``LogsData`` encoding) and its summary;
+        ``forward``: the signal under which the forward log takes it too (same bytes, same
+        transaction).
         """
         self._fresh(db)
+        forwards = self.forward if forward is not None else None
+        if forwards is not None:
+            forwards.room(len(raw))
+        where: tuple[int, int] | None = None
         if self.log is None:
             row = int(db.execute(
                 "INSERT INTO received(at, signal, whole, summary, data) VALUES (?, ?, 1, ?, ?)",
@@ -229,6 +279,11 @@ class BufferTables:
                 (now, signal, pack_summary(entries), segment, offset, len(raw)),
             ).lastrowid or 0)
             self._hold(row, segment)
+            where = (segment, offset)
+        if forwards is not None and forward is not None:
+            forwards.add(db, forward, raw, where)
+            if where is not None:
+                self._segment_rows[where[0]] = self._segment_rows.get(where[0], 0) + 1
         result = self.index.add(entries, now, row)
         self._flush(db)
         return result
@@ -245,11 +300,7 @@ class BufferTables:
                 self._cut.pop(row, None)
                 segment = self._segment_of.pop(row, None)
                 if segment is not None:
-                    left = self._segment_rows[segment] - 1
-                    self._segment_rows[segment] = left
-                    if not left and self.log is not None and segment != self.log.current:
-                        del self._segment_rows[segment]
-                        self._doomed.append(segment)
+                    self.let_go(segment, 1)
         for i in range(0, len(forgotten), _IN_BATCH):
             ids = forgotten[i:i + _IN_BATCH]
             db.execute(f"DELETE FROM decided WHERE trace_id IN ({','.join('?' * len(ids))})", ids)

@@ -78,6 +78,15 @@ CREATE TABLE IF NOT EXISTS sink_outbox (
     UNIQUE(sink, key)
 );
 CREATE INDEX IF NOT EXISTS sink_outbox_due ON sink_outbox(sink, available_at);
+-- The forward log (collector.store.sqlite.forward): requests to pass on, in order received.
+CREATE TABLE IF NOT EXISTS forward (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    signal TEXT NOT NULL,  -- traces or logs
+    data BLOB NOT NULL,  -- empty when the bytes are in the body log:
+    segment INTEGER,  -- its segment,
+    offset INTEGER,  -- where they start
+    length INTEGER NOT NULL  -- and how many
+);
 """
 
 

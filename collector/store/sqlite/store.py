@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import sqlite3
 import time
 import uuid
@@ -24,6 +25,7 @@ from pathlib import Path
 from collector.store.sqlite.body_log import BodyLog
 from collector.store.sqlite.buffer import BufferTables
 from collector.store.sqlite.faults import WriteHealth
+from collector.store.sqlite.forward import ForwardTables, SqliteForwardLog
 from collector.store.sqlite.jobs import lease_jobs, put_jobs, renew_leases, settle_job
 from collector.store.sqlite.runner import SqliteRunner
 from collector.store.sqlite.sink_outbox import SqliteSinkOutbox, add_sink_rows
@@ -39,6 +41,8 @@ from collector.types import (
     TraceChunk,
     dead_letter_error,
 )
+
+logger = logging.getLogger(__name__)
 
 
 class SqliteStore:
@@ -57,6 +61,9 @@ class SqliteStore:
         sinks: the native score sinks configured: a settled record is written to each one's outbox.
         max_buffer_bytes: request bodies buffered on disk at most (0: no cap); requests
             beyond it are refused with `collector.errors.QueueFull` (429) before the disk fills.
+        forward: keep received requests in the forward log (`forward_log`) until forwarded.
+        max_forward_bytes: the forward log's bound; beyond it requests are refused (429).
+        retry_after_s: the retry delay told with such a refusal.
 
     Example:
         >>> import asyncio, tempfile, os
@@ -88,16 +95,22 @@ class SqliteStore:
         max_attempts: int = 5,
         sinks: Sequence[str] = (),
         max_buffer_bytes: int = 0,
+        forward: bool = False,
+        max_forward_bytes: int = 1 << 30,
+        retry_after_s: float = 5.0,
     ) -> None:
         self._sinks = tuple(sinks)
         self._buffer = BufferTables(decision_wait, rootless_wait, max_traces, max_spans_per_trace, max_trace_age,
                                     max_buffer_bytes)
+        if forward:
+            self._buffer.forward = ForwardTables(max_forward_bytes, retry_after_s)
         on_disk = path not in ("", ":memory:")
         if on_disk:  # whole requests' bytes go to segment files beside it
             self._buffer.log = BodyLog(path + ".bodies")
         self._health = WriteHealth(str(Path(path).parent) if on_disk else None)
         self._runner = SqliteRunner(path, on_rollback=self._buffer.invalidate,
                                     before_commit=self._buffer.before_commit, after_commit=self._buffer.after_commit)
+        self.forward_log = SqliteForwardLog(self._runner, self._buffer)
         self._visibility = visibility_timeout_s
         self._max_attempts = max_attempts
         self._depth = 0
@@ -116,6 +129,11 @@ class SqliteStore:
         self._depth, self._outbox = stats.queued + stats.in_flight, stats.outbox
         self._sink_backlog = await self._runner.call(
             lambda db: int(db.execute("SELECT count(*) FROM sink_outbox").fetchone()[0]))
+        if self._buffer.forward is None:  # forwarding was turned off: what waited is not sent
+            dropped = await self._runner.call(lambda db: db.execute("DELETE FROM forward").rowcount)
+            if dropped:
+                logger.warning("forwarding is off: %d received requests left unforwarded by the previous"
+                               " process are not sent", dropped)
         await self._runner.call(self._buffer.reload)
 
     async def shutdown(self, timeout: float = 5.0) -> None:  # noqa: ASYNC109 (lifecycle contract)
@@ -138,29 +156,35 @@ class SqliteStore:
         return self._health.healthy
 
     # ----------------------------------------------------------------- trace buffer
-    async def append(self, chunks: Sequence[TraceChunk], now: float | None = None) -> AppendResult:
-        """Store trace chunks durably; returns what was evicted or dropped.
+    async def append(
+        self, chunks: Sequence[TraceChunk], now: float | None = None, *, forward: tuple[str, bytes] | None = None,
+    ) -> AppendResult:
+        """Store trace chunks durably; returns what was evicted or dropped. ``forward``:
+        (signal, request body) for the forward log, in the same transaction.
 
         Raises:
             StorageFault: the disk is full or failing (nothing was stored).
+            QueueFull: the forward log is full.
         """
         at = time.time() if now is None else now
-        return await self._health.guard(self._runner.call(lambda db: self._buffer.append(db, chunks, at)))
+        return await self._health.guard(self._runner.call(lambda db: self._buffer.append(db, chunks, at, forward)))
 
     async def append_request(
         self, signal: str, raw: bytes, entries: Sequence[tuple[bytes, int, int]], now: float | None = None,
+        *, forward: bool = False,
     ) -> AppendResult:
         """Store a whole request as received (``TracesData`` or ``LogsData`` encoding) with its
         per-trace summary (`collector.store.split.summarize_spans`); it is cut by trace
-        only when one of its traces is decided.
+        only when one of its traces is decided. ``forward``: the forward log takes it too.
 
         Raises:
             StorageFault: the disk is full or failing (nothing was stored).
-            QueueFull: the buffered bodies reached ``max_buffer_bytes``.
+            QueueFull: the buffered bodies reached ``max_buffer_bytes``, or the forward log is full.
         """
         at = time.time() if now is None else now
+        as_signal = ("logs" if signal == "logs" else "traces") if forward else None
         return await self._health.guard(
-            self._runner.call(lambda db: self._buffer.append_request(db, signal, raw, entries, at)))
+            self._runner.call(lambda db: self._buffer.append_request(db, signal, raw, entries, at, as_signal)))
 
     async def due(self, limit: int, now: float | None = None) -> tuple[list[bytes], int]:
         """Trace ids ready for a decision, and how many run-less traces expired (dropped).
@@ -301,6 +325,8 @@ class SqliteStore:
                 dead=one("SELECT count(*) FROM dead_letters"),
                 outbox=one("SELECT count(*) FROM outbox"),
                 traces=self._buffer.reload(db) if self._buffer.stale else self._buffer.count,
+                forward_requests=self._buffer.forward.requests if self._buffer.forward else 0,
+                forward_bytes=self._buffer.forward.size if self._buffer.forward else 0,
             )
 
         stats = await self._runner.call(work)

@@ -1,87 +1,207 @@
-"""Forwarding: unchanged bodies, retries on retryable answers, counted drops, never blocking."""
+"""Forwarding from the store's forward log: bodies unchanged and in order, kept through
+retryable failures and restarts, a request refused for good dropped alone (counted), and
+the endpoint's own protocols (OTLP/HTTP and OTLP/gRPC servers on loopback)."""
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 
+import grpc
 import pytest
 from aiohttp import web
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord, ResourceLogs, ScopeLogs
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
 
 from collector.config import ExportConfig
 from collector.export.forward import Forwarder
 from collector.metrics import Metrics
+from collector.store.sqlite.store import SqliteStore
 
 
 class Backend:
-    """An OTLP/HTTP endpoint answering from a script of status codes, then 200."""
+    """An OTLP/HTTP endpoint answering from a script of status codes (then 200), refusing
+    with 400 any request holding a span named ``bad``."""
 
     def __init__(self) -> None:
         self.script: list[int] = []
-        self.bodies: list[tuple[str, bytes, str]] = []
+        self.names: list[str] = []  # span names accepted, in arrival order
+        self.logs: list[bytes] = []
+        self.keys: set[str] = set()
 
-    async def handle(self, request: web.Request) -> web.Response:
-        body = await request.read()
-        status = self.script.pop(0) if self.script else 200
+    async def traces(self, request: web.Request) -> web.Response:
+        body = ExportTraceServiceRequest.FromString(await request.read())
+        names = [s.name for rs in body.resource_spans for ss in rs.scope_spans for s in ss.spans]
+        status = self.script.pop(0) if self.script else (400 if "bad" in names else 200)
         if status == 200:
-            self.bodies.append((request.path, body, request.headers.get("X-Key", "")))
+            self.names += names
+            self.keys.add(request.headers.get("X-Key", ""))
         return web.Response(status=status, body=b"", content_type="application/x-protobuf")
+
+    async def logs_route(self, request: web.Request) -> web.Response:
+        self.logs.append(await request.read())
+        return web.Response(body=b"", content_type="application/x-protobuf")
+
+
+async def serve(state: Backend, port: int = 0) -> tuple[web.AppRunner, int]:
+    app = web.Application()
+    app.router.add_post("/v1/traces", state.traces)
+    app.router.add_post("/v1/logs", state.logs_route)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", port)
+    await site.start()
+    return runner, site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
 
 
 @pytest.fixture
 async def backend() -> AsyncIterator[tuple[Backend, str]]:
     state = Backend()
-    app = web.Application()
-    app.router.add_post("/v1/traces", state.handle)
-    app.router.add_post("/v1/logs", state.handle)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    runner, port = await serve(state)
     yield state, f"http://127.0.0.1:{port}"
     await runner.cleanup()
 
 
-def _body(name: str) -> bytes:
-    span = Span(trace_id=b"\x01" * 16, span_id=b"\x02" * 8, name=name)
-    return ExportTraceServiceRequest(
-        resource_spans=[ResourceSpans(scope_spans=[ScopeSpans(spans=[span])])]).SerializeToString()
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[SqliteStore]:
+    opened = SqliteStore(str(tmp_path / "q.db"), forward=True)
+    await opened.start()
+    yield opened
+    await opened.shutdown()
 
 
-async def _until(check: object, what: str) -> None:
-    deadline = time.monotonic() + 10
-    while not check():  # type: ignore[operator]
+def body(*names: str) -> bytes:
+    spans = [Span(trace_id=b"\x01" * 16, span_id=bytes([i + 1]) * 8, name=n) for i, n in enumerate(names)]
+    return ExportTraceServiceRequest(resource_spans=[ResourceSpans(scope_spans=[ScopeSpans(spans=spans)])]
+                                     ).SerializeToString()
+
+
+async def until(check: Callable[[], bool], what: str, timeout: float = 10.0) -> None:  # noqa: ASYNC109
+    deadline = time.monotonic() + timeout
+    while not check():
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         await asyncio.sleep(0.01)
 
 
-async def test_http_forwarding_retries_and_keeps_bodies(backend: tuple[Backend, str]) -> None:
+def http(url: str, **options: object) -> ExportConfig:
+    return ExportConfig(endpoint=url, protocol="http/protobuf", timeout_s=2.0, max_backoff_s=0.2, **options)
+
+
+async def test_requests_arrive_unchanged_in_order_and_leave_the_log(
+    backend: tuple[Backend, str], store: SqliteStore,
+) -> None:
     state, url = backend
-    state.script = [503]
+    for n in range(20):
+        await store.forward_log.forward_append("traces", body(f"s{n}"))
+    logs = ExportLogsServiceRequest(resource_logs=[ResourceLogs(scope_logs=[ScopeLogs(
+        log_records=[LogRecord(body=None)])])]).SerializeToString()
+    await store.forward_log.forward_append("logs", logs)
     metrics = Metrics()
-    fwd = Forwarder(ExportConfig(endpoint=url, protocol="http/protobuf", headers={"X-Key": "k"}), metrics)
+    fwd = Forwarder(http(url, headers={"X-Key": "k"}), store.forward_log, metrics)
     await fwd.start()
-    assert fwd.offer("traces", _body("a")) and fwd.offer("logs", b"")
-    await _until(lambda: len(state.bodies) == 2, "two forwarded requests")
-    await fwd.shutdown(1.0)
-    assert sorted(state.bodies) == [("/v1/logs", b"", "k"), ("/v1/traces", _body("a"), "k")]
-    text = metrics.render().decode()
-    assert 'tracescore_forwarded_requests_total{outcome="sent",signal="traces"} 1.0' in text
-
-
-async def test_unreachable_endpoint_drops_are_counted_and_offer_never_blocks() -> None:
-    metrics = Metrics()
-    fwd = Forwarder(ExportConfig(endpoint="http://127.0.0.1:9", protocol="http/protobuf",
-                                 forward_queue_size=2, timeout_s=1.0), metrics, max_tries=1, senders=1)
-    accepted = [fwd.offer("traces", _body(str(i))) for i in range(5)]
-    assert accepted == [True, True, False, False, False]
-    await fwd.start()
-    await _until(lambda: b'outcome="dropped_error"' in metrics.render(), "a dropped request")
+    await until(lambda: len(state.names) == 20 and len(state.logs) == 1, "every request forwarded")
     await fwd.shutdown(2.0)
-    text = metrics.render().decode()
-    assert 'tracescore_forwarded_requests_total{outcome="dropped_full",signal="traces"} 3.0' in text
-    assert 'tracescore_forwarded_requests_total{outcome="dropped_error",signal="traces"} 2.0' in text
+    assert state.names == [f"s{n}" for n in range(20)]  # merged into few requests, order kept
+    assert state.logs == [logs] and state.keys == {"k"}
+    assert (await store.forward_log.forward_state()).requests == 0
+    assert metrics.registry.get_sample_value(
+        "tracescore_forwarded_requests_total", {"signal": "traces", "outcome": "sent"}) == 20
+
+
+async def test_retryable_answers_keep_the_requests_until_accepted(
+    backend: tuple[Backend, str], store: SqliteStore,
+) -> None:
+    state, url = backend
+    state.script = [503, 429, 502]
+    for n in range(3):
+        await store.forward_log.forward_append("traces", body(f"s{n}"))
+    metrics = Metrics()
+    fwd = Forwarder(http(url), store.forward_log, metrics, backoff_s=0.01)
+    await fwd.start()
+    await until(lambda: len(state.names) == 3, "the requests after three refusals")
+    await fwd.shutdown(2.0)
+    assert state.names == ["s0", "s1", "s2"]
+    assert metrics.registry.get_sample_value(
+        "tracescore_forwarded_requests_total", {"signal": "traces", "outcome": "retried"}) == 9
+
+
+async def test_a_request_refused_for_good_is_dropped_alone(backend: tuple[Backend, str], store: SqliteStore) -> None:
+    state, url = backend
+    for names in (("a",), ("bad",), ("b",), ("c",)):
+        await store.forward_log.forward_append("traces", body(*names))
+    metrics = Metrics()
+    fwd = Forwarder(http(url), store.forward_log, metrics)
+    await fwd.start()
+    await until(lambda: len(state.names) == 3, "the good requests")
+    await fwd.shutdown(2.0)
+    assert state.names == ["a", "b", "c"]
+    assert metrics.registry.get_sample_value(
+        "tracescore_forwarded_requests_total", {"signal": "traces", "outcome": "rejected"}) == 1
+    assert (await store.forward_log.forward_state()).requests == 0
+
+
+async def test_an_endpoint_down_then_back_gets_everything_after_a_restart(tmp_path: Path) -> None:
+    """Requests wait in the file while nothing listens, survive the process (a new store and
+    forwarder on the same file), and arrive once the endpoint is up."""
+    state = Backend()
+    runner, port = await serve(state)
+    await runner.cleanup()  # the port is now closed: connections are refused
+    first = SqliteStore(str(tmp_path / "q.db"), forward=True)
+    await first.start()
+    for n in range(5):
+        await first.forward_log.forward_append("traces", body(f"s{n}"))
+    fwd = Forwarder(http(f"http://127.0.0.1:{port}"), first.forward_log, Metrics())
+    await fwd.start()
+    await asyncio.sleep(0.5)  # a few refused attempts
+    await fwd.shutdown(0.5)
+    await first.shutdown()
+
+    second = SqliteStore(str(tmp_path / "q.db"), forward=True)
+    await second.start()
+    assert (await second.forward_log.forward_state()).requests == 5
+    runner, _ = await serve(state, port)
+    fwd = Forwarder(http(f"http://127.0.0.1:{port}"), second.forward_log, Metrics())
+    try:
+        await fwd.start()
+        await until(lambda: len(state.names) == 5, "the kept requests")
+        await fwd.shutdown(2.0)
+        assert state.names == [f"s{n}" for n in range(5)]
+        assert (await second.forward_log.forward_state()).requests == 0
+    finally:
+        await second.shutdown()
+        await runner.cleanup()
+
+
+async def test_grpc_forwarding_sends_the_bytes_through(store: SqliteStore) -> None:
+    """Over gRPC the bodies are not decoded and encoded again: what arrives parses as one
+    export request holding the merged requests' spans in order."""
+    received: list[bytes] = []
+
+    async def export(request: bytes, context: grpc.aio.ServicerContext) -> bytes:
+        received.append(request)
+        return b""
+
+    server = grpc.aio.server()
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(
+        "opentelemetry.proto.collector.trace.v1.TraceService",
+        {"Export": grpc.unary_unary_rpc_method_handler(export)}),))
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    try:
+        for n in range(4):
+            await store.forward_log.forward_append("traces", body(f"s{n}"))
+        fwd = Forwarder(ExportConfig(endpoint=f"127.0.0.1:{port}", protocol="grpc"), store.forward_log, Metrics())
+        await fwd.start()
+        await until(lambda: sum(len(ExportTraceServiceRequest.FromString(r).resource_spans) for r in received) == 4,
+                    "four requests' spans")
+        await fwd.shutdown(2.0)
+    finally:
+        await server.stop(0)
+    names = [s.name for r in received for rs in ExportTraceServiceRequest.FromString(r).resource_spans
+             for ss in rs.scope_spans for s in ss.spans]
+    assert names == ["s0", "s1", "s2", "s3"]
+    assert b"".join(received) == b"".join(body(f"s{n}") for n in range(4))
