@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span, TracesData
@@ -314,5 +315,28 @@ async def test_spans_over_max_spans_per_trace_are_reported_as_rejected(tmp_path:
     assert (accepted.accepted, accepted.rejected) == (0, 5)
     assert "over max_spans_per_trace" in accepted.message
     assert b'tracescore_spans_dropped_total{reason="max_spans_per_trace"} 5.0' in metrics.render()
+    await asm.shutdown()
+    await store.shutdown()
+
+
+async def test_with_forwarding_each_request_enters_the_forward_log_and_jobs_carry_its_head(tmp_path: Path) -> None:
+    """Forwarding on: the request as received is in the forward log (with the logs request),
+    and the job decided from it carries the log's head, so its score waits for them."""
+    store = SqliteStore(str(tmp_path / "q.db"), decision_wait=0.0, forward=True)
+    await store.start()
+    asm = TraceAssembler(store, store, ScorerRegistry([RegisteredScorer(_scorer("all"), ScorerConfig(ref="x:a"))]),
+                         Metrics(), adapters, forward_log=store.forward_log)
+    await asm.start()
+    other, _, _ = _agent_request("other")
+    await asm.consume_traces(other, other.SerializeToString())
+    request, _, span_id = _agent_request()
+    await asm.consume_traces(request)
+    await asm.consume_logs(ExportLogsServiceRequest())  # no trace-linked record: forwarded all the same
+    await _poll(_queued(store, 2), "two jobs")
+    items = await store.forward_log.forward_pending(1 << 24, 10)
+    assert [(i.signal, i.body) for i in items] == [
+        ("traces", other.SerializeToString()), ("traces", request.SerializeToString()), ("logs", b"")]
+    marks = {j.job.run.span_id: j.job.run.forward_mark for j in await store.take(10)}
+    assert marks[span_id] >= 2 and all(mark >= 1 for mark in marks.values())
     await asm.shutdown()
     await store.shutdown()

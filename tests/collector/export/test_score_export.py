@@ -215,3 +215,29 @@ async def test_an_otel_endpoint_with_a_path_is_a_base_url() -> None:
         assert paths == ["/api/public/otel/v1/traces"]
     finally:
         await runner.cleanup()
+
+
+async def test_a_score_waits_until_its_runs_spans_were_forwarded(tmp_path: Path) -> None:
+    """A record decided when the forward log's head was 2 is exported only once the log was
+    sent through position 2; one decided before anything was received goes at once."""
+    store = SqliteStore(str(tmp_path / "q.db"), forward=True)
+    await store.start()
+    for n in range(3):
+        await store.forward_log.forward_append("traces", f"request {n}".encode())
+    jobs = [ScoreJob(RunRecord(TRACE, f"{i:016x}", forward_mark=mark), "quality", "3")
+            for i, mark in enumerate((0, 2))]
+    await store.put(jobs)
+    for leased in await store.take(2):
+        run = leased.job.run
+        await store.settle(leased, Done(_record(key=leased.job.key, span_id=run.span_id,
+                                                forward_mark=run.forward_mark)))
+    sink = InMemorySpanExporter()
+    exporter = ScoreExporter(store, sink, Metrics(), forwarded=store.forward_log, hold_s=0.0)
+    assert await exporter.export_batch() == 1
+    assert [format(s.parent.span_id, "016x") for s in sink.get_finished_spans()] == [f"{0:016x}"]
+    await store.forward_log.forward_release(1)
+    assert await exporter.export_batch() == 0  # position 2 not forwarded yet: still held
+    await store.forward_log.forward_release(2)
+    assert await exporter.export_batch() == 1
+    assert len(sink.get_finished_spans()) == 2
+    await store.shutdown()
