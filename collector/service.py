@@ -328,7 +328,8 @@ class Service:
             listeners.append(f"HTTP {self.config.receiver.http_endpoint.rpartition(':')[0]}:{self.http.port}")
         where = ("OTLP on " + " and ".join(listeners)) if listeners else "OTLP not listening"
         e = self.config.export
-        target = (f"scores to {e.endpoint} ({e.protocol})" if e.endpoint
+        what = "scores and received spans" if self.forwarding else "scores"
+        target = (f"{what} to {e.endpoint} ({e.protocol})" if e.endpoint
                   else "scores NOT exported (no export endpoint; -v logs them)")
         sinks = f"; sinks: {', '.join(s.name for s in self.sinks)}" if self.sinks else ""
         return f"tracescore: {len(self.registry.entries)} scorers; {where}; {target}{sinks}"
