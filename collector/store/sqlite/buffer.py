@@ -280,12 +280,12 @@ class BufferTables:
             ).lastrowid or 0)
             self._hold(row, segment)
             where = (segment, offset)
+        result = self.index.add(entries, now, row)
+        self._flush(db)
         if forwards is not None and forward is not None:
             forwards.add(db, forward, raw, where)
             if where is not None:
                 self._segment_rows[where[0]] = self._segment_rows.get(where[0], 0) + 1
-        result = self.index.add(entries, now, row)
-        self._flush(db)
         return result
 
     def _flush(self, db: sqlite3.Connection) -> None:
