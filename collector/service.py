@@ -28,7 +28,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from collector._aio import cancel_and_wait
 from collector.assemble.assembler import TraceAssembler
-from collector.config import Config
+from collector.config import Config, KeyProblem, check_destinations
 from collector.errors import ConfigError, Unavailable
 from collector.export.forward import Forwarder
 from collector.export.scores import ScoreExporter, make_span_exporter
@@ -233,6 +233,11 @@ class Service:
                                      header_timeout_s=r.header_timeout_s, body_timeout_s=r.body_timeout_s,
                                      keepalive_timeout_s=r.keepalive_timeout_s, budget=budget)
             await self.http.start()
+        bound = [f"{rx.endpoint.rpartition(':')[0]}:{rx.port}" for rx in (self.grpc, self.http) if rx is not None]
+        try:  # again with the bound ports: a listener on port 0 got its port only now
+            await asyncio.to_thread(check_destinations, cfg.destinations(), bound)
+        except KeyProblem as err:
+            raise ConfigError(f"invalid configuration: {err.key}: {err.message}") from None
         self._stats_task = asyncio.create_task(self._stats_loop(), name="tracescore-stats")
         self.ready = True
         logger.info("tracescore ready: %d scorers", len(self.registry.entries))

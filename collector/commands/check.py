@@ -39,9 +39,6 @@ def run(args: argparse.Namespace) -> int:
     print(f"{args.config}: OK")
     print(f"  queue: {config.queue.display_url}")
     print(f"  export: {config.export.endpoint or '(none: scores are logged)'} ({config.export.protocol})")
-    if config.exports_to_itself:
-        print(f"  warning: export.endpoint {config.export.endpoint} is this daemon's own receiver: "
-              "scores go back into it and received spans are not forwarded")
     for key, url in config.sinks.urls().items():  # URLs only: keys and tokens are never printed
         print(f"  sink {key.split('.')[1]}: {url}")
     for entry in registry.entries:

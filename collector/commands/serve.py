@@ -53,7 +53,8 @@ def build(args: argparse.Namespace) -> tuple[Config, ScorerRegistry]:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run the daemon; returns the exit code.
+    """Run the daemon; returns the exit code: 0 after SIGTERM/SIGINT, 2 for a configuration
+    error (naming the key), 1 when it cannot start (a listener's port is taken: named).
     """
     from collector.receive.memory import limit_malloc_arenas
     from collector.service import Service
@@ -69,10 +70,10 @@ def run(args: argparse.Namespace) -> int:
         logger.warning("no scorers registered: spans are received and forwarded, nothing is scored")
     try:
         asyncio.run(service.run_until_signal(lambda line: print(line, file=sys.stderr, flush=True)))
-    except ConfigError as err:  # found at start: Redis refused the URL's database or credentials
+    except ConfigError as err:  # found at start: Redis refused the URL, or a bound port 0 is a destination
         print(f"tracescore: {err}", file=sys.stderr)
         return 2
-    except (OSError, RuntimeError) as err:  # a port in use: OSError (aiohttp), RuntimeError (grpc)
+    except (OSError, RuntimeError) as err:  # a port in use: the receivers' OSError names HOST:PORT
         print(f"tracescore: cannot start: {err}", file=sys.stderr)
         return 1
     return 0

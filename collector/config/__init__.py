@@ -7,7 +7,7 @@ and bad values raise `collector.errors.ConfigError` naming the key's dotted path
 `sections` holds the models, `checks` the value checks across keys, `load` the loading.
 """
 
-from collector.config.checks import KeyProblem, endpoint_host_port
+from collector.config.checks import KeyProblem, check_destinations, endpoint_host_port
 from collector.config.load import config_from_dict, load_config
 from collector.config.sections import (
     AssemblyConfig,
@@ -30,6 +30,6 @@ from collector.config.sinks import (
 __all__ = [
     "AssemblyConfig", "Config", "ExportConfig", "FilterConfig", "KeyProblem", "LangfuseSinkConfig",
     "MlflowSinkConfig", "PhoenixSinkConfig", "QueueConfig", "ReceiverConfig", "ScorerConfig",
-    "SinksConfig", "WorkersConfig", "config_from_dict", "endpoint_host_port", "load_config",
+    "SinksConfig", "WorkersConfig", "check_destinations", "config_from_dict", "endpoint_host_port", "load_config",
     "secret_value",
 ]

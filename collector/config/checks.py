@@ -1,5 +1,7 @@
 """Checks of configuration values that pydantic's types cannot express: listen addresses,
-export endpoints, backend URLs (and whether one reaches the daemon's own listeners) and Redis URLs. A failed check raises `KeyProblem`, which names the key."""
+export endpoints, backend URLs (and whether one reaches the daemon's own listeners: `check_destinations`,
+at load and again at start with the ports actually bound) and Redis URLs. A failed check raises
+`KeyProblem`, which names the key."""
 
 from __future__ import annotations
 
@@ -227,3 +229,26 @@ def own_listener(target: str, listeners: Iterable[str]) -> str | None:
         if target_local and (listener_everywhere or (listener_loopback and target_loopback)):
             return listener
     return None
+
+
+def check_destinations(targets: dict[str, str], listeners: list[str]) -> None:
+    """Refuse a destination (export endpoint or sink URL, by dotted key) that reaches one of
+    the daemon's own ``listeners`` (``HOST:PORT``): the daemon would receive its own output
+    for ever (SPEC §5, "never a loop"). Run at load with the configured listeners and at
+    start with the bound ones (a port 0 is only known then).
+
+    Raises:
+        KeyProblem: naming the first such key.
+
+    Example:
+        >>> check_destinations({"export.endpoint": "http://backend:4317"}, ["127.0.0.1:4317"])
+        >>> check_destinations({"export.endpoint": "http://localhost:4318"}, ["127.0.0.1:4317", "127.0.0.1:4318"])
+        Traceback (most recent call last):
+        ...
+        collector.config.checks.KeyProblem: http://localhost:4318 is this daemon's own listener 127.0.0.1:4318: it would receive its own output for ever
+    """
+    for key, url in targets.items():
+        listener = own_listener(url, listeners) if url else None
+        if listener is not None:
+            raise KeyProblem(key, f"{url} is this daemon's own listener {listener}: "
+                                  "it would receive its own output for ever")

@@ -21,10 +21,9 @@ from pydantic import (
 
 from collector.config.checks import (
     KeyProblem,
+    check_destinations,
     check_receiver_endpoint,
     check_redis_url,
-    endpoint_host_port,
-    own_listener,
     url_problem,
 )
 from collector.config.sinks import SinksConfig
@@ -334,27 +333,17 @@ class Config(BaseModel):
 
     @model_validator(mode="after")
     def _across_sections(self) -> Config:
-        listeners = [self.receiver.grpc_endpoint, self.receiver.http_endpoint]
-        for key, url in self.sinks.urls().items():  # a sink on our own listener would score its own output
-            listener = own_listener(url, listeners)
-            if listener is not None:
-                raise KeyProblem(key, f"{url} is this daemon's own listener {listener}")
+        # Export or a sink on our own listener would feed the daemon its own output for ever.
+        check_destinations(self.destinations(), [self.receiver.grpc_endpoint, self.receiver.http_endpoint])
         return self
 
-    @property
-    def exports_to_itself(self) -> bool:
-        """True when ``export.endpoint`` is one of this daemon's own receivers.
-
-        Scores sent there are received back as spans of no agent run, harmlessly; forwarded
-        spans would come back and be forwarded again for ever, so the daemon does not
-        forward in that case (and says so at start).
+    def destinations(self) -> dict[str, str]:
+        """Where the daemon sends data, by dotted key: the export endpoint and every sink's URL.
 
         Example:
-            >>> Config.model_validate({"export": {"endpoint": "http://127.0.0.1:4317"}}).exports_to_itself
-            True
+            >>> Config.model_validate({"export": {"endpoint": "http://backend:4317"},
+            ...                        "sinks": {"phoenix": {"endpoint": "http://phoenix:6006"}}}).destinations()
+            {'export.endpoint': 'http://backend:4317', 'sinks.phoenix.endpoint': 'http://phoenix:6006'}
         """
-        own = {self.receiver.grpc_endpoint, self.receiver.http_endpoint} - {""}
-        target = endpoint_host_port(self.export.endpoint)
-        return bool(target) and target in own
-
-
+        export = {"export.endpoint": self.export.endpoint} if self.export.endpoint else {}
+        return {**export, **self.sinks.urls()}

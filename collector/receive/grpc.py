@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import logging
+import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
@@ -130,6 +132,40 @@ class _LogsService(_Service):
         return answer
 
 
+def _taken(endpoint: str) -> OSError:
+    """The error of a listen address that cannot be bound."""
+    return OSError(f"cannot listen on {endpoint} (gRPC): the port is in use or not available")
+
+
+def _refuse_taken_port(endpoint: str) -> None:
+    """Raise `_taken` when another socket listens on the port at any address ``endpoint``'s
+    host resolves to.
+
+    gRPC binds a name (``localhost``) to each of its addresses and is content when one of
+    them binds: a daemon would then listen on ``::1`` only while another process holds
+    ``127.0.0.1``, and agents would reach that one. Port 0 and names that do not resolve are
+    left to gRPC.
+    """
+    host, _, port = endpoint.rpartition(":")
+    if not port.isdigit() or int(port) == 0:
+        return
+    try:
+        addresses = socket.getaddrinfo(host.strip("[]"), int(port), type=socket.SOCK_STREAM,
+                                       flags=socket.AI_PASSIVE)
+    except (OSError, UnicodeError):
+        return
+    for family, kind, proto, _, address in addresses:
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as gRPC: TIME_WAIT is no owner
+            if family == socket.AF_INET6:
+                probe.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            try:
+                probe.bind(address)
+            except OSError as err:
+                if err.errno == errno.EADDRINUSE:
+                    raise _taken(endpoint) from err
+
+
 class GrpcReceiver:
     """The OTLP/gRPC listener.
 
@@ -171,11 +207,19 @@ class GrpcReceiver:
 
     @property
     def port(self) -> int:
-        """The bound port (after `start`).
+        """The port to give clients: the configured one, and after `start` the bound one
+        (a free port picked by the kernel when the endpoint's port is 0).
 
         Example:
-            >>> GrpcReceiver.port.__doc__.split(" (")[0]
-            'The bound port'
+            >>> async def bound() -> tuple[int, int]:
+            ...     receiver = GrpcReceiver("127.0.0.1:0", None, Metrics())  # type: ignore[arg-type]
+            ...     before = receiver.port
+            ...     await receiver.start()
+            ...     await receiver.shutdown(0)
+            ...     return before, receiver.port
+            >>> before, after = asyncio.run(bound())
+            >>> before, 1024 <= after <= 65535
+            (0, True)
         """
         return self._port
 
@@ -194,8 +238,13 @@ class GrpcReceiver:
             self._memory.after_request(size)
 
     async def start(self) -> None:
-        """Bind and serve.
+        """Bind and serve; the port is never shared (``SO_REUSEPORT``, gRPC's default, is off).
+
+        Raises:
+            OSError: the port cannot be bound on an address the endpoint names (another
+                process listens there), naming the endpoint.
         """
+        await asyncio.to_thread(_refuse_taken_port, self.endpoint)  # resolves the host: off the loop
         max_connections, header_timeout_s, keepalive_timeout_s = self._limits
         interceptors = [_BearerAuth(self.token, self.metrics)] if self.token else []
         server = grpc.aio.server(interceptors=interceptors, options=[
@@ -204,6 +253,7 @@ class GrpcReceiver:
             ("grpc.max_allowed_incoming_connections", max_connections),
             ("grpc.server_handshake_timeout_ms", int(header_timeout_s * 1000)),
             ("grpc.max_connection_idle_ms", int(keepalive_timeout_s * 1000)),
+            ("grpc.so_reuseport", 0),  # a second daemon on this port must fail, not split the clients
         ])
         server.add_generic_rpc_handlers((
             grpc.method_handlers_generic_handler(_TRACE_SERVICE, {"Export": grpc.unary_unary_rpc_method_handler(
@@ -213,11 +263,19 @@ class GrpcReceiver:
                 _LogsService(self).export,
                 response_serializer=logs_service_pb2.ExportLogsServiceResponse.SerializeToString)}),
         ))
-        if self._tls is not None:
-            creds = grpc.ssl_server_credentials([(self._tls[1], self._tls[0])])
-            self._port = server.add_secure_port(self.endpoint, creds)
-        else:
-            self._port = server.add_insecure_port(self.endpoint)
+        cause: RuntimeError | None = None
+        try:  # no address bound: grpcio raises RuntimeError (1.85), or returns port 0 (some releases)
+            if self._tls is not None:
+                creds = grpc.ssl_server_credentials([(self._tls[1], self._tls[0])])
+                port = server.add_secure_port(self.endpoint, creds)
+            else:
+                port = server.add_insecure_port(self.endpoint)
+        except RuntimeError as err:
+            port, cause = 0, err
+        if not port:
+            await server.stop(None)
+            raise _taken(self.endpoint) from cause
+        self._port = port
         await server.start()
         self._server = server
         logger.info("OTLP/gRPC receiver listening on %s", self.endpoint.rpartition(":")[0] + f":{self._port}")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import logging
+import os
 import ssl
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -124,6 +125,7 @@ class HttpReceiver:
         self._memory = MemoryReturner()
         # Own threads for large decodes: the default executor runs user scorers' sync steps.
         self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="tracescore-http-decode")
+        self.endpoint = endpoint
         host, _, port = endpoint.rpartition(":")
         self._host, self._port = host, int(port)
         self._consumer = consumer
@@ -145,6 +147,10 @@ class HttpReceiver:
 
     async def start(self) -> None:
         """Bind and serve.
+
+        Raises:
+            OSError: the port cannot be bound (another process listens there: the socket
+                never shares a port, ``SO_REUSEPORT`` is off), naming the address.
         """
         refused = self._metrics.requests_refused
         guard = ConnectionGuard(self._max_connections, self._header_timeout,
@@ -161,7 +167,13 @@ class HttpReceiver:
                                      keepalive_timeout=self._keepalive_timeout)
         await self._runner.setup()
         site = CappedSite(self._runner, self._host, self._port, guard, ssl_context=self._ssl)
-        await site.start()
+        try:
+            await site.start()
+        except OSError as err:
+            why = os.strerror(err.errno).lower() if err.errno else str(err)
+            failure = OSError(f"cannot listen on {self.endpoint} (HTTP): {why}")
+            failure.errno = err.errno
+            raise failure from err
         server = getattr(site, "_server", None)
         sockets = getattr(server, "sockets", None) or []
         if sockets:

@@ -192,11 +192,11 @@ class CappedSite(web.TCPSite):
         self._guard = guard
 
     async def start(self) -> None:
-        """Bind and serve through the guard."""
+        """Bind and serve through the guard (never sharing the port: no ``SO_REUSEPORT``)."""
         await web.BaseSite.start(self)
         server = self._runner.server
         assert server is not None
         self._server = await asyncio.get_running_loop().create_server(
             lambda: self._guard.connection(server), self._host, self._port,
-            ssl=self._ssl_context, backlog=self._backlog,
+            ssl=self._ssl_context, backlog=self._backlog, reuse_port=False,
         )

@@ -131,28 +131,30 @@ filter = { service = "support-bot" } # service, agent, span_name, attributes
 """
 
 
-def test_the_spec_example_configuration_loads(tmp_path: Path) -> None:
-    """SPEC §4's example, verbatim. Its export endpoint is this daemon's own gRPC receiver:
-    accepted (scores go there), and received spans are not forwarded, which would loop."""
+def test_the_spec_example_configuration_loads_with_another_export_port(tmp_path: Path) -> None:
+    """SPEC §4's example, verbatim, exports to its own gRPC receiver 127.0.0.1:4317: refused
+    (SPEC §5, never a loop), naming export.endpoint. With another export port it loads."""
     path = tmp_path / "tracescore.toml"
     path.write_text(SPEC_EXAMPLE)
+    with pytest.raises(ConfigError, match=r"export.endpoint: http://127.0.0.1:4317 is this daemon's own "
+                                          r"listener 127.0.0.1:4317: it would receive its own output for ever"):
+        load_config(path, env={})
+    path.write_text(SPEC_EXAMPLE.replace('endpoint = "http://127.0.0.1:4317"', 'endpoint = "http://127.0.0.1:14317"'))
     config = load_config(path, env={})
     assert (config.receiver.max_body_bytes, config.assembly.max_spans_per_trace,
             config.workers.judge_concurrency, config.export.max_attribute_chars) == (16777216, 10000, 32, 4096)
     assert config.scorers[0].filter.service == "support-bot"
-    assert config.exports_to_itself
-    assert not load_config(None, env={}).exports_to_itself
+    assert config.export.endpoint == "http://127.0.0.1:14317"
 
 
-def test_a_daemon_exporting_to_itself_does_not_forward(tmp_path: Path) -> None:
+def test_a_daemon_exporting_to_itself_is_refused_and_one_exporting_elsewhere_forwards(tmp_path: Path) -> None:
     from collector.service import Service
     from collector.work.registry import ScorerRegistry
 
-    config = config_from_dict({"queue": {"url": f"sqlite:///{tmp_path / 'q.db'}"},
-                               "export": {"endpoint": "http://127.0.0.1:4317"}}, env={})
-    assert Service(config, ScorerRegistry([])).forwarder is None
-    other = config_from_dict({"queue": {"url": f"sqlite:///{tmp_path / 'q.db'}"},
-                              "export": {"endpoint": "http://127.0.0.1:14317"}}, env={})
+    queue = {"url": f"sqlite:///{tmp_path / 'q.db'}"}
+    with pytest.raises(ConfigError, match="export.endpoint: http://127.0.0.1:4317 is this daemon's own listener"):
+        config_from_dict({"queue": queue, "export": {"endpoint": "http://127.0.0.1:4317"}}, env={})
+    other = config_from_dict({"queue": queue, "export": {"endpoint": "http://127.0.0.1:14317"}}, env={})
     assert Service(other, ScorerRegistry([])).forwarder is not None
 
 
