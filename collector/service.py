@@ -136,10 +136,6 @@ class Service:
         # Received spans pass through the store's forward log to the export endpoint, unless
         # that endpoint is this daemon's own receiver: they would come back for ever.
         self.forwarding = bool(e.endpoint and e.forward_spans)
-        if self.forwarding and config.exports_to_itself:
-            logger.warning("export.endpoint %s is this daemon's own receiver: received spans are not "
-                           "forwarded (they would come back for ever); scores are sent there", e.endpoint)
-            self.forwarding = False
         self.store: SqliteStore | RedisStore
         if q.kind == "redis":
             self.store = RedisStore(
