@@ -43,10 +43,6 @@ class ForwardItem:
 
     ``position`` orders the log (it only grows); ``signal`` is ``traces`` or ``logs``;
     ``body`` is the request's protobuf encoding as received.
-
-    Example:
-        >>> ForwardItem(7, "traces", b"\x0a\x00").position
-        7
     """
 
     position: int
