@@ -1,5 +1,26 @@
-"""Integration-test fixtures: BlockBuster on for the daemon's own code (see `blocking`)."""
+"""Integration-test fixtures: BlockBuster on for the daemon's own code (see `blocking`), and the
+store deployments the outage tests run on."""
 
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
 from blocking import blockbuster
+from daemon_harness import delete_redis_keys
 
-__all__ = ["blockbuster"]
+REDIS_URL = "redis://127.0.0.1:6379/0"
+
+__all__ = ["blockbuster", "deployment"]
+
+
+@pytest.fixture(params=["sqlite", "redis", "redis-roles"])
+async def deployment(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[tuple[str, bool]]:
+    """The ``[queue]`` table of a test's daemons, and whether receiver and worker run as
+    separate processes (``--role``); a Redis deployment's keys are deleted afterwards."""
+    if request.param == "sqlite":
+        yield f'url = "sqlite:///{tmp_path / "queue.db"}"', False
+        return
+    prefix = f"test-deployment-{uuid.uuid4().hex[:12]}:"
+    yield f'url = "{REDIS_URL}"\nkey_prefix = "{prefix}"', request.param == "redis-roles"
+    await delete_redis_keys(REDIS_URL, prefix)

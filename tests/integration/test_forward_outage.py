@@ -81,17 +81,6 @@ class RecordingExporter(SpanExporter):
         self._inner.shutdown()
 
 
-@pytest.fixture(params=["sqlite", "redis", "redis-roles"])
-async def deployment(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[tuple[str, bool]]:
-    """The ``[queue]`` table and whether receiver and worker run as separate processes."""
-    if request.param == "sqlite":
-        yield f'url = "sqlite:///{tmp_path / "queue.db"}"', False
-        return
-    prefix = f"test-forward-{uuid.uuid4().hex[:12]}:"
-    yield f'url = "{REDIS_URL}"\nkey_prefix = "{prefix}"', request.param == "redis-roles"
-    await delete_redis_keys(REDIS_URL, prefix)
-
-
 def daemon(tmp_path: Path, name: str, queue: str, backend: CaptureBackend, langfuse: LangfuseServer | None = None,
            role: str = "all", export: str = "") -> ServeProcess:
     """A `tracescore serve` process forwarding to ``backend`` (OTLP/gRPC), scoring answer length."""

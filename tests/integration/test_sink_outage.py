@@ -9,12 +9,10 @@ from __future__ import annotations
 import asyncio
 import re
 import signal
-import uuid
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from daemon_harness import delete_redis_keys, emit_agent_trace, free_port, wait_until
+from daemon_harness import emit_agent_trace, free_port, wait_until
 from langfuse_server import LangfuseServer
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
 from serve_process import ServeProcess
@@ -28,17 +26,6 @@ def metric(text: str, name: str, **labels: str) -> float:
     want = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
     match = re.search(rf"^{re.escape(name)}{{{re.escape(want)}}} (\S+)$", text, re.M)
     return float(match.group(1)) if match else 0.0
-
-
-@pytest.fixture(params=["sqlite", "redis", "redis-roles"])
-async def deployment(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[tuple[str, bool]]:
-    """The ``[queue]`` table and whether receiver and worker run as separate processes."""
-    if request.param == "sqlite":
-        yield f'url = "sqlite:///{tmp_path / "queue.db"}"', False
-        return
-    prefix = f"test-outage-{uuid.uuid4().hex[:12]}:"
-    yield f'url = "{REDIS_URL}"\nkey_prefix = "{prefix}"', request.param == "redis-roles"
-    await delete_redis_keys(REDIS_URL, prefix)
 
 
 def daemon(tmp_path: Path, name: str, queue: str, langfuse: LangfuseServer, role: str = "all") -> ServeProcess:
