@@ -81,15 +81,13 @@ class TraceAssembler:
         self._wake: asyncio.Event | None = None
 
     async def start(self) -> None:
-        """Start the decision loop (pending decisions of a previous process resume).
-        """
+        """Start the decision loop (pending decisions of a previous process resume)."""
         self._accepting = True
         self._wake = asyncio.Event()
         self._task = asyncio.create_task(self._loop(), name="tracescore-assembly")
 
     async def shutdown(self, timeout: float = 5.0) -> None:  # noqa: ASYNC109 (lifecycle contract)
-        """Stop accepting data and stop deciding; the buffer keeps what is pending.
-        """
+        """Stop accepting data and stop deciding; the buffer keeps what is pending."""
         self._accepting = False
         if self._task is not None:
             await cancel_and_wait([self._task], timeout)  # its outcome (cancelled) is expected
@@ -176,8 +174,7 @@ class TraceAssembler:
         return self._accepted(total, rejected, dropped)
 
     async def consume_logs(self, request: ExportLogsServiceRequest) -> Accepted:
-        """Store the trace-linked log records of a logs request; returns records received.
-        """
+        """Store the trace-linked log records of a logs request; returns records received."""
         self._admit()
         total = sum(len(sl.log_records) for rl in request.resource_logs for sl in rl.scope_logs)
         chunks = split_logs(request.resource_logs)
@@ -210,8 +207,7 @@ class TraceAssembler:
         await self._buffer.discard(trace_id, str(err))
 
     async def decide_due(self) -> int:
-        """Decide every trace whose time has come; returns how many were decided.
-        """
+        """Decide every trace whose time has come; returns how many were decided."""
         # Bounded batch: a decided trace is held in memory whole (up to max_spans_per_trace spans).
         trace_ids, expired = await self._buffer.due(64)
         if expired:

@@ -93,8 +93,7 @@ def build_records(config: Config, loaded: Any, scorers: Sequence[Any], refs: Seq
 
 def export_outcomes(config: Config, args: argparse.Namespace, loaded: Any, scorers: Sequence[Any],
                     outcomes: Sequence[Any], err: Console) -> bool:
-    """Send the scores; True when every one reached the endpoint and every sink in time.
-    """
+    """Send the scores; True when every one reached the endpoint and every sink in time."""
     records = build_records(config, loaded, scorers, args.scorers, outcomes)
     with tempfile.TemporaryDirectory(prefix="tracescore-backfill-") as folder:
         left = asyncio.run(_send(config, records, str(Path(folder) / "outbox.db"), args.export_timeout))

@@ -143,8 +143,7 @@ class ScoreExporter:
             self._wake.set()
 
     async def start(self) -> None:
-        """Start the export loop (records left by a previous process are exported first).
-        """
+        """Start the export loop (records left by a previous process are exported first)."""
         if self._exporter is None:
             logger.warning("no export endpoint configured (export.endpoint or OTEL_EXPORTER_OTLP_ENDPOINT):"
                            " scores are not exported, only logged at INFO (-v)")
@@ -152,8 +151,7 @@ class ScoreExporter:
         self._task = asyncio.create_task(self._loop(), name="tracescore-export")
 
     async def shutdown(self, timeout: float = 5.0) -> None:  # noqa: ASYNC109 (lifecycle contract)
-        """Flush the outbox for up to ``timeout`` seconds, then stop; safe twice.
-        """
+        """Flush the outbox for up to ``timeout`` seconds, then stop; safe twice."""
         if self._task is None:
             return
         # Stop at a batch boundary: cancelling mid-export would re-send an exported batch.
@@ -189,8 +187,7 @@ class ScoreExporter:
                 wake.clear()
 
     async def export_batch(self) -> int:
-        """Export one batch; returns records exported (0: nothing due, -1: the export failed).
-        """
+        """Export one batch; returns records exported (0: nothing due, -1: the export failed)."""
         items = list(await self._outbox.pending(self._max_batch))
         if items and self._forwarded is not None:
             state = await self._forwarded.forward_state()

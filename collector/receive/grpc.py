@@ -281,8 +281,7 @@ class GrpcReceiver:
         logger.info("OTLP/gRPC receiver listening on %s", self.endpoint.rpartition(":")[0] + f":{self._port}")
 
     async def shutdown(self, timeout: float = 5.0) -> None:  # noqa: ASYNC109 (lifecycle contract)
-        """Stop accepting calls, let running ones finish for ``timeout`` s; safe twice.
-        """
+        """Stop accepting calls, let running ones finish for ``timeout`` s; safe twice."""
         self._memory.cancel()
         if self._server is not None:
             await self._server.stop(grace=timeout)

@@ -181,8 +181,7 @@ class HttpReceiver:
         logger.info("OTLP/HTTP receiver listening on %s:%d", self._host, self._port)
 
     async def shutdown(self, timeout: float = 5.0) -> None:  # noqa: ASYNC109 (lifecycle contract)
-        """Stop listening and finish open requests; safe twice.
-        """
+        """Stop listening and finish open requests; safe twice."""
         self._memory.cancel()
         if self._runner is not None:
             await self._runner.cleanup()

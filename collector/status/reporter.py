@@ -71,8 +71,7 @@ class StatusReporter:
                               rates=self._window.per_minute())
 
     async def refresh(self, stats: StoreStats | None) -> None:
-        """Sample the totals for the rates; publish the snapshot to the group's board.
-        """
+        """Sample the totals for the rates; publish the snapshot to the group's board."""
         snapshot = await self._snapshot(stats)
         self._window.add({k: float(snapshot["received"].get(k, 0.0)) for k in RATED})
         if self._board is not None:

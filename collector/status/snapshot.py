@@ -127,16 +127,14 @@ class RateWindow:
         self._points: deque[tuple[float, dict[str, float]]] = deque()
 
     def add(self, totals: dict[str, float], now: float | None = None) -> None:
-        """Record the totals seen now.
-        """
+        """Record the totals seen now."""
         at = time.monotonic() if now is None else now
         self._points.append((at, dict(totals)))
         while len(self._points) > 2 and self._points[1][0] <= at - self._window:
             self._points.popleft()
 
     def per_minute(self, now: float | None = None) -> dict[str, float]:
-        """Each total's growth per minute over the window (empty before two samples).
-        """
+        """Each total's growth per minute over the window (empty before two samples)."""
         if len(self._points) < 2:
             return {}
         (t0, first), (t1, last) = self._points[0], self._points[-1]

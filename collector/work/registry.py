@@ -26,8 +26,7 @@ Decision = Literal["admitted", "filtered_out", "sampled_out"]
 
 
 class Scorer(Protocol):
-    """What the daemon needs of a scorer (`scorers.create_scorer` builds these).
-    """
+    """What the daemon needs of a scorer (`scorers.create_scorer` builds these)."""
 
     @property
     def id(self) -> str: ...

@@ -104,14 +104,12 @@ class Worker:
         self._slot_freed: asyncio.Event | None = None
 
     def notify(self) -> None:
-        """Wake the take loop (jobs were queued).
-        """
+        """Wake the take loop (jobs were queued)."""
         if self._wake is not None:
             self._wake.set()
 
     async def start(self) -> None:
-        """Start taking jobs.
-        """
+        """Start taking jobs."""
         self._wake = asyncio.Event()
         self._slot_freed = asyncio.Event()
         self._stopping = False
@@ -119,8 +117,7 @@ class Worker:
         self._heartbeat.start()
 
     async def shutdown(self, timeout: float = 5.0) -> None:  # noqa: ASYNC109 (lifecycle contract)
-        """Stop taking jobs, let running ones finish for ``timeout`` s, hand back the rest.
-        """
+        """Stop taking jobs, let running ones finish for ``timeout`` s, hand back the rest."""
         if self._task is None:
             return
         self._stopping = True  # ends the loop at its next turn even if a cancellation were lost
@@ -186,8 +183,7 @@ class Worker:
             self._on_result()
 
     async def process(self, leased: LeasedJob) -> Settlement:
-        """Run one job's scorer and decide how to settle it.
-        """
+        """Run one job's scorer and decide how to settle it."""
         job = leased.job
         entry = self._registry.get(job.scorer_id, job.scorer_version)
         if entry is None:

@@ -157,8 +157,7 @@ class ScoreSink:
         self._arrived.set()
 
     async def start(self) -> ScoreSink:
-        """Listen; returns the sink itself.
-        """
+        """Listen; returns the sink itself."""
         sink = self
 
         class Traces(trace_service_pb2_grpc.TraceServiceServicer):

@@ -116,8 +116,7 @@ async def request(
 
 
 def answer_of(sink: str, status: int, text: str, record: ScoreRecord) -> Answer:
-    """`classify` a reply, logging what a refusal said (never credentials: only the reply).
-    """
+    """`classify` a reply, logging what a refusal said (never credentials: only the reply)."""
     if status == 0:
         return Answer.RETRY
     answer = classify(status)

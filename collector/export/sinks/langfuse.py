@@ -70,8 +70,7 @@ class LangfuseSink:
                                        secret_value(cfg.secret_key, "sinks.langfuse.secret_key"))
 
     async def send(self, session: aiohttp.ClientSession, record: ScoreRecord) -> Answer:
-        """Create or update the score.
-        """
+        """Create or update the score."""
         status, text = await request(session, self.name, "POST", self.url, json=score_body(record),
                                      auth=self._auth)
         return answer_of(self.name, status, text, record)

@@ -79,8 +79,7 @@ class MlflowSink:
         self._headers = {"Authorization": f"Bearer {token}"} if token else {}
 
     async def send(self, session: aiohttp.ClientSession, record: ScoreRecord) -> Answer:
-        """Create the assessment unless it exists (404: MLflow does not have the trace yet).
-        """
+        """Create the assessment unless it exists (404: MLflow does not have the trace yet)."""
         url = f"{self.base}/{trace_id(record)}/assessments"
         status, text = await request(session, self.name, "GET", f"{url}/{assessment_id(record)}",
                                      headers=self._headers)

@@ -66,8 +66,7 @@ class PhoenixSink:
         self._headers = {"Authorization": f"Bearer {key}"} if key else {}
 
     async def send(self, session: aiohttp.ClientSession, record: ScoreRecord) -> Answer:
-        """Create or update the score's annotation (404: Phoenix does not have the span yet).
-        """
+        """Create or update the score's annotation (404: Phoenix does not have the span yet)."""
         status, text = await request(session, self.name, "POST", self.url,
                                      json={"data": [annotation(record)]}, headers=self._headers)
         return answer_of(self.name, status, text, record)

@@ -63,22 +63,19 @@ class SinkSender:
         self._gauge_at = 0.0
 
     def notify(self) -> None:
-        """Wake the sender (records were settled).
-        """
+        """Wake the sender (records were settled)."""
         if self._wake is not None:
             self._wake.set()
 
     async def start(self) -> None:
-        """Open the HTTP client and start sending (records left by a previous process first).
-        """
+        """Open the HTTP client and start sending (records left by a previous process first)."""
         self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self._cfg.timeout_s))
         self._wake = asyncio.Event()
         self._stopping = False
         self._task = asyncio.create_task(self._loop(), name=f"tracescore-sink-{self.name}")
 
     async def shutdown(self, timeout: float = 5.0) -> None:  # noqa: ASYNC109 (lifecycle contract)
-        """Send what is due for up to ``timeout`` seconds, then stop; the rest waits in the store.
-        """
+        """Send what is due for up to ``timeout`` seconds, then stop; the rest waits in the store."""
         if self._task is not None:
             self._stopping = True  # the loop ends between rounds: a round is never cut in half
             self.notify()

@@ -139,8 +139,7 @@ class RedisTraceBuffer:
         return [bytes.fromhex(t.decode()) for t in ids], int(expired)
 
     async def load(self, trace_id: bytes) -> list[TraceChunk]:
-        """Every chunk stored for a trace, in arrival order (retried through short outages).
-        """
+        """Every chunk stored for a trace, in arrival order (retried through short outages)."""
         return await self._loads(trace_id)
 
     async def _load_many(self, trace_ids: list[bytes]) -> list[list[TraceChunk]]:
@@ -158,8 +157,7 @@ class RedisTraceBuffer:
         ]
 
     async def finish(self, trace_id: bytes) -> None:
-        """Mark a trace decided (unless new run spans arrived since it was claimed).
-        """
+        """Mark a trace decided (unless new run spans arrived since it was claimed)."""
         await self._finishes(trace_id)
 
     async def _finish_many(self, trace_ids: list[bytes]) -> list[None]:
@@ -175,8 +173,7 @@ class RedisTraceBuffer:
         return [None] * len(trace_ids)
 
     async def discard(self, trace_id: bytes, error: str) -> None:
-        """Dead-letter a trace that cannot be read (key ``trace/<id>``, with ``error``) and forget it.
-        """
+        """Dead-letter a trace that cannot be read (key ``trace/<id>``, with ``error``) and forget it."""
         tid = trace_id.hex()
         job = json.dumps({"run": {"trace_id": tid, "span_id": ""}, "scorer_id": ""})
         reason = json.dumps({"type": "UnreadableTrace", "message": error, "scorer_id": ""})

@@ -57,8 +57,7 @@ class RedisDeadLetters:
         self._replay = client.register_script(REPLAY)
 
     async def letters(self) -> list[DeadLetter]:
-        """Every dead letter, oldest first.
-        """
+        """Every dead letter, oldest first."""
         rows: Any = await self._r.xrange(self._k.dead)
         letters = []
         for entry_id, f in rows:
@@ -69,8 +68,7 @@ class RedisDeadLetters:
         return letters
 
     async def replay(self, ids: Sequence[str] | None) -> list[str]:
-        """Re-queue dead letters (all when ``ids`` is None); returns the ids replayed.
-        """
+        """Re-queue dead letters (all when ``ids`` is None); returns the ids replayed."""
         if ids is None:
             ids = [letter.id for letter in await self.letters()]
         if not ids:
@@ -80,8 +78,7 @@ class RedisDeadLetters:
         return [_s(i) for i in done]
 
     async def purge(self, ids: Sequence[str] | None) -> int:
-        """Delete dead letters (all when ``ids`` is None); returns how many.
-        """
+        """Delete dead letters (all when ``ids`` is None); returns how many."""
         if ids is None:
             count = int(await self._r.xlen(self._k.dead))
             await self._r.delete(self._k.dead)
@@ -89,7 +86,6 @@ class RedisDeadLetters:
         return int(await self._r.xdel(self._k.dead, *ids)) if ids else 0
 
     async def close(self) -> None:
-        """Close the client.
-        """
+        """Close the client."""
         await self._r.aclose()
 

@@ -71,8 +71,7 @@ class RedisOutbox:
         return [OutboxItem(int(i), ScoreRecord.from_json(d), int(a)) for i, d, a in rows]
 
     async def release(self, item_ids: Sequence[int]) -> None:
-        """Delete exported records (retried while Redis is unreachable, up to the claim time).
-        """
+        """Delete exported records (retried while Redis is unreachable, up to the claim time)."""
         if not item_ids:
             return
         ids = [str(i) for i in item_ids]
@@ -87,8 +86,7 @@ class RedisOutbox:
         await retry_unreachable(delete, self._release_backoff, self._lease)
 
     async def defer(self, item_ids: Sequence[int], delay_s: float) -> None:
-        """Postpone records whose export failed, counting the attempt.
-        """
+        """Postpone records whose export failed, counting the attempt."""
         if item_ids:
             await self._defer(keys=[self._k.outbox, self._k.outbox_attempts],
                               args=[time.time() + delay_s, *item_ids])

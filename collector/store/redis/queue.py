@@ -139,8 +139,7 @@ class RedisJobQueue:
         self.sink_keys: list[str] = []  # (zset, data) per native sink: settle queues records there too
 
     async def create_group(self) -> None:
-        """Create the stream and its consumer group if missing (idempotent).
-        """
+        """Create the stream and its consumer group if missing (idempotent)."""
         try:
             await self._r.xgroup_create(self._k.jobs, GROUP, id="0", mkstream=True)
         except ResponseError as err:
@@ -157,8 +156,7 @@ class RedisJobQueue:
         return self.depth_cache
 
     async def put(self, jobs: Sequence[ScoreJob]) -> list[bool]:
-        """Queue jobs idempotently; False for a key already queued, done or dead.
-        """
+        """Queue jobs idempotently; False for a key already queued, done or dead."""
         if not jobs:
             return []
         args: list[Any] = [self._k.idem_prefix, self._ttl_ms]
@@ -293,8 +291,7 @@ class RedisJobQueue:
         return [int(r) for r in replies]
 
     async def prune_consumers(self) -> int:
-        """Remove the group's consumers that hold no job and were idle ``consumer_idle_s``.
-        """
+        """Remove the group's consumers that hold no job and were idle ``consumer_idle_s``."""
         removed = int(await self._prune_consumers(
             keys=[self._k.jobs], args=[GROUP, self._consumer_idle_ms, self.consumer]))
         if removed:
@@ -302,8 +299,7 @@ class RedisJobQueue:
         return removed
 
     async def forget_consumer(self) -> None:
-        """Remove this process's consumer from the group when it holds no jobs (shutdown).
-        """
+        """Remove this process's consumer from the group when it holds no jobs (shutdown)."""
         try:
             pending = await self._r.xpending_range(self._k.jobs, GROUP, "-", "+", 1, consumername=self.consumer)
             if not pending:
@@ -312,8 +308,7 @@ class RedisJobQueue:
             logger.debug("could not remove consumer %s", self.consumer, exc_info=True)
 
     async def dead_letters(self) -> list[dict[str, object]]:
-        """The dead-letter stream as dicts (key, error, attempts), oldest first.
-        """
+        """The dead-letter stream as dicts (key, error, attempts), oldest first."""
         rows: Any = await self._r.xrange(self._k.dead)
         return [
             {"key": _s(f[b"key"]), "error": json.loads(f[b"error"]), "attempts": int(f[b"attempts"])}

@@ -46,8 +46,7 @@ class RedisSinkOutbox:
         self._release_backoff = Backoff(f"releasing {sink} sink records", logger)
 
     async def pending(self, limit: int) -> list[OutboxItem]:
-        """Claim and return records due for (another) attempt; none while Redis is unreachable.
-        """
+        """Claim and return records due for (another) attempt; none while Redis is unreachable."""
         now = time.time()
         try:
             rows = await self._claim(keys=[self._zset, self._data, self._attempts],
@@ -61,8 +60,7 @@ class RedisSinkOutbox:
                 for (i, d, a), w in zip(rows, waiting, strict=True)]
 
     async def release(self, item_ids: Sequence[int]) -> None:
-        """Delete records the backend accepted or that were given up.
-        """
+        """Delete records the backend accepted or that were given up."""
         if not item_ids:
             return
         ids = [str(i) for i in item_ids]
@@ -91,6 +89,5 @@ class RedisSinkOutbox:
                 await pipe.execute()
 
     async def backlog(self) -> int:
-        """Records waiting for this sink.
-        """
+        """Records waiting for this sink."""
         return int(await self._r.zcard(self._zset))

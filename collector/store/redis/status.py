@@ -36,13 +36,11 @@ class RedisStatusBoard:
         self._ttl_s = ttl_s
 
     def key(self, replica: str) -> str:
-        """The key of one replica's snapshot.
-        """
+        """The key of one replica's snapshot."""
         return self._prefix + replica
 
     async def publish(self, replica: str, snapshot_json: str) -> None:
-        """Write this replica's snapshot (and forget replicas gone for longer than the TTL).
-        """
+        """Write this replica's snapshot (and forget replicas gone for longer than the TTL)."""
         now = time.time()
         async with self._r.pipeline(transaction=False) as pipe:
             pipe.set(self.key(replica), snapshot_json, px=int(self._ttl_s * 1000))
@@ -51,8 +49,7 @@ class RedisStatusBoard:
             await pipe.execute()
 
     async def read(self) -> list[str]:
-        """The snapshots of every live replica (JSON text).
-        """
+        """The snapshots of every live replica (JSON text)."""
         replicas: Any = await self._r.zrangebyscore(self._index, time.time() - self._ttl_s, "+inf")
         if not replicas:
             return []

@@ -199,23 +199,19 @@ class RedisStore:
         return await self.buffer.append(chunks, now)
 
     async def due(self, limit: int, now: float | None = None) -> tuple[list[bytes], int]:
-        """Claim traces ready for a decision (see `RedisTraceBuffer.due`).
-        """
+        """Claim traces ready for a decision (see `RedisTraceBuffer.due`)."""
         return await self.buffer.due(limit, now)
 
     async def load(self, trace_id: bytes) -> list[TraceChunk]:
-        """Every chunk stored for a trace, in arrival order.
-        """
+        """Every chunk stored for a trace, in arrival order."""
         return await self.buffer.load(trace_id)
 
     async def discard(self, trace_id: bytes, error: str) -> None:
-        """Dead-letter a trace that cannot be read and forget it (see `RedisTraceBuffer.discard`).
-        """
+        """Dead-letter a trace that cannot be read and forget it (see `RedisTraceBuffer.discard`)."""
         await self.buffer.discard(trace_id, error)
 
     async def finish(self, trace_id: bytes) -> None:
-        """Mark a trace decided (see `RedisTraceBuffer.finish`).
-        """
+        """Mark a trace decided (see `RedisTraceBuffer.finish`)."""
         await self.buffer.finish(trace_id)
 
     # -------------------------------------------------------------------- job queue
@@ -229,23 +225,19 @@ class RedisStore:
         return self.queue.depth()
 
     async def put(self, jobs: Sequence[ScoreJob]) -> list[bool]:
-        """Queue jobs idempotently (see `RedisJobQueue.put`).
-        """
+        """Queue jobs idempotently (see `RedisJobQueue.put`)."""
         return await self.queue.put(jobs)
 
     async def take(self, limit: int) -> list[LeasedJob]:
-        """Lease up to ``limit`` jobs (see `RedisJobQueue.take`).
-        """
+        """Lease up to ``limit`` jobs (see `RedisJobQueue.take`)."""
         return await self.queue.take(limit)
 
     async def renew(self, leased: Sequence[LeasedJob]) -> int:
-        """Renew the leases of running jobs (see `RedisJobQueue.renew`).
-        """
+        """Renew the leases of running jobs (see `RedisJobQueue.renew`)."""
         return await self.queue.renew(leased)
 
     async def settle(self, leased: LeasedJob, outcome: Settlement) -> None:
-        """Settle a leased job atomically with its outbox record (see `RedisJobQueue.settle`).
-        """
+        """Settle a leased job atomically with its outbox record (see `RedisJobQueue.settle`)."""
         await asyncio.shield(self.queue.settle(leased, outcome))
         if not isinstance(outcome, Retry):  # a job done or dead is never run again
             await asyncio.shield(self.client.delete(self.keys.replies(leased.job.key)))
@@ -259,8 +251,7 @@ class RedisStore:
         return int(await self.client.xtrim(self.keys.dead, minid=max(0, cutoff_ms)))
 
     async def dead_letters(self) -> list[dict[str, object]]:
-        """The dead letters as dicts (key, error, attempts), oldest first.
-        """
+        """The dead letters as dicts (key, error, attempts), oldest first."""
         return await self.queue.dead_letters()
 
     # ---------------------------------------------------------------- judge replies
@@ -279,23 +270,19 @@ class RedisStore:
 
     # ----------------------------------------------------------------------- outbox
     async def pending(self, limit: int) -> list[OutboxItem]:
-        """Claim records due for export (see `RedisOutbox.pending`).
-        """
+        """Claim records due for export (see `RedisOutbox.pending`)."""
         return await self.outbox.pending(limit)
 
     async def release(self, item_ids: Sequence[int]) -> None:
-        """Delete exported records.
-        """
+        """Delete exported records."""
         await asyncio.shield(self.outbox.release(item_ids))
 
     async def defer(self, item_ids: Sequence[int], delay_s: float) -> None:
-        """Postpone records whose export failed.
-        """
+        """Postpone records whose export failed."""
         await self.outbox.defer(item_ids, delay_s)
 
     async def stats(self) -> StoreStats:
-        """Counts for the gauges: queued, in flight, dead, outbox, undecided traces.
-        """
+        """Counts for the gauges: queued, in flight, dead, outbox, undecided traces."""
         k = self.keys
         async with self.client.pipeline(transaction=False) as pipe:
             pipe.xlen(k.jobs)
@@ -325,8 +312,7 @@ class RedisStore:
         return RedisSinkOutbox(self.client, self.keys, sink, lease_s=self._export_lease_s)
 
     async def delete_all(self) -> int:
-        """Delete every key of this deployment (tests and teardown); returns how many.
-        """
+        """Delete every key of this deployment (tests and teardown); returns how many."""
         deleted = 0
         batch: list[bytes] = []
         async for key in self.client.scan_iter(match=self.keys.pattern, count=1000):

@@ -80,8 +80,7 @@ class BodyLog:
         return sorted(int(p.stem) for p in self._dir.glob("*.seg") if p.stem.isdigit())
 
     def open(self) -> None:
-        """Create the directory and start a new segment after any on disk.
-        """
+        """Create the directory and start a new segment after any on disk."""
         self._dir.mkdir(parents=True, exist_ok=True)
         existing = self.segments()
         for segment in existing:
@@ -158,8 +157,7 @@ class BodyLog:
             self._unsynced = []
 
     def read(self, segment: int, offset: int, length: int) -> bytes:
-        """The bytes written at (segment, offset).
-        """
+        """The bytes written at (segment, offset)."""
         fd = os.open(self._path(segment), os.O_RDONLY)
         try:
             data = os.pread(fd, length, offset)

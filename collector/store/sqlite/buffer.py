@@ -199,21 +199,18 @@ class BufferTables:
             self._doomed.append(segment)
 
     def forward_append(self, db: sqlite3.Connection, signal: str, body: bytes) -> None:
-        """Add a request to the forward log by itself (its bytes in the row).
-        """
+        """Add a request to the forward log by itself (its bytes in the row)."""
         self._fresh(db)
         if self.forward is not None:
             self.forward.add(db, signal, body, None)
 
     def forward_pending(self, db: sqlite3.Connection, max_bytes: int, limit: int) -> list[ForwardItem]:
-        """The oldest requests of the forward log (see `ForwardTables.pending`).
-        """
+        """The oldest requests of the forward log (see `ForwardTables.pending`)."""
         self._fresh(db)
         return self.forward.pending(db, self.log, max_bytes, limit) if self.forward is not None else []
 
     def forward_release(self, db: sqlite3.Connection, through: int) -> None:
-        """Forget forwarded requests up to ``through`` (their segments may go).
-        """
+        """Forget forwarded requests up to ``through`` (their segments may go)."""
         self._fresh(db)
         if self.forward is not None:
             self.forward.release(db, through, self.let_go)
@@ -306,16 +303,14 @@ class BufferTables:
             db.execute(f"DELETE FROM decided WHERE trace_id IN ({','.join('?' * len(ids))})", ids)
 
     def drop(self, db: sqlite3.Connection, trace_id: bytes) -> None:
-        """Forget a trace (its rows go once no other trace needs them).
-        """
+        """Forget a trace (its rows go once no other trace needs them)."""
         self._fresh(db)
         if trace_id in self.index.traces:
             self.index._remove(trace_id)  # noqa: SLF001 (the index is this class's own)
             self._flush(db)
 
     def discard(self, db: sqlite3.Connection, trace_id: bytes, error: str, now: float) -> None:
-        """Dead-letter a trace that cannot be read (key ``trace/<id>``) and forget it.
-        """
+        """Dead-letter a trace that cannot be read (key ``trace/<id>``) and forget it."""
         payload = json.dumps({"trace_id": trace_id.hex(), "span_id": ""})
         db.execute(
             "INSERT INTO dead_letters(key, payload, error, attempts, failed_at) VALUES (?, ?, ?, 1, ?)",
@@ -324,16 +319,14 @@ class BufferTables:
         self.drop(db, trace_id)
 
     def due(self, db: sqlite3.Connection, now: float, limit: int) -> tuple[list[bytes], int]:
-        """Traces to decide now, and how many run-less traces expired (and were dropped).
-        """
+        """Traces to decide now, and how many run-less traces expired (and were dropped)."""
         self._fresh(db)
         result = self.index.due(now, limit)
         self._flush(db)
         return result
 
     def load(self, db: sqlite3.Connection, trace_id: bytes) -> list[TraceChunk]:
-        """A trace's chunks in arrival order (whole requests are cut by trace here).
-        """
+        """A trace's chunks in arrival order (whole requests are cut by trace here)."""
         self._fresh(db)
         out: list[TraceChunk] = []
         for row in self.index.rows_of(trace_id):
@@ -365,8 +358,7 @@ class BufferTables:
         return out
 
     def finish(self, db: sqlite3.Connection, trace_id: bytes) -> None:
-        """Mark a trace decided (kept as context).
-        """
+        """Mark a trace decided (kept as context)."""
         self._fresh(db)
         through = self.index.finish(trace_id)
         if through is not None:

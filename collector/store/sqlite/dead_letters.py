@@ -123,21 +123,17 @@ class SqliteDeadLetters:
             db.close()
 
     async def letters(self) -> list[DeadLetter]:
-        """Every dead letter, oldest first.
-        """
+        """Every dead letter, oldest first."""
         return list(await asyncio.to_thread(self._run, list_dead_letters))
 
     async def replay(self, ids: Sequence[str] | None) -> list[str]:
-        """Re-queue dead letters (all when ``ids`` is None); returns the ids replayed.
-        """
+        """Re-queue dead letters (all when ``ids`` is None); returns the ids replayed."""
         now = time.time()
         return list(await asyncio.to_thread(self._run, lambda db: replay_dead_letters(db, ids, now)))
 
     async def purge(self, ids: Sequence[str] | None) -> int:
-        """Delete dead letters (all when ``ids`` is None); returns how many.
-        """
+        """Delete dead letters (all when ``ids`` is None); returns how many."""
         return int(await asyncio.to_thread(self._run, lambda db: purge_dead_letters(db, ids)))
 
     async def close(self) -> None:
-        """Nothing to release (each command opens and closes its connection).
-        """
+        """Nothing to release (each command opens and closes its connection)."""

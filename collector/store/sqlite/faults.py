@@ -96,8 +96,7 @@ class WriteHealth:
         return self._fault
 
     def failed(self, err: BaseException) -> None:
-        """Record a write that failed for lack of disk (logged once per fault, not per request).
-        """
+        """Record a write that failed for lack of disk (logged once per fault, not per request)."""
         if self._fault is None:
             logger.warning("the store cannot write (%s): refusing data with 503 until space returns", err)
         self._fault = str(err) or type(err).__name__

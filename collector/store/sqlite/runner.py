@@ -79,8 +79,7 @@ class SqliteRunner:
         self._db = db
 
     async def open(self) -> None:
-        """Open the file (creating directories and tables) on the store's thread.
-        """
+        """Open the file (creating directories and tables) on the store's thread."""
         await asyncio.get_running_loop().run_in_executor(self._executor, self._open)
 
     def _drain(self) -> None:
@@ -155,8 +154,7 @@ class SqliteRunner:
             self._lock_file = None
 
     async def close(self) -> None:
-        """Close the connection and stop the thread; safe twice.
-        """
+        """Close the connection and stop the thread; safe twice."""
         try:
             await asyncio.get_running_loop().run_in_executor(self._executor, self._close)
         except RuntimeError:

@@ -56,8 +56,7 @@ class SqliteSinkOutbox:
         self._on_release = on_release
 
     async def pending(self, limit: int) -> list[OutboxItem]:
-        """Records due for (another) attempt, oldest first.
-        """
+        """Records due for (another) attempt, oldest first."""
         now = time.time()
 
         def work(db: sqlite3.Connection) -> list[OutboxItem]:
@@ -71,16 +70,14 @@ class SqliteSinkOutbox:
         return await self._runner.call(work)
 
     async def release(self, item_ids: Sequence[int]) -> None:
-        """Delete records the backend accepted or that were given up.
-        """
+        """Delete records the backend accepted or that were given up."""
         removed = await asyncio.shield(self._runner.call(
             lambda db: db.executemany("DELETE FROM sink_outbox WHERE id = ?", [(i,) for i in item_ids]).rowcount))
         if self._on_release is not None:
             self._on_release(removed)
 
     async def defer(self, item_ids: Sequence[int], delay_s: float, *, span_missing: bool = False) -> None:
-        """Postpone records (``span_missing``: remember when the backend first did not know the span).
-        """
+        """Postpone records (``span_missing``: remember when the backend first did not know the span)."""
         now = time.time()
         waiting = now if span_missing else None
         await self._runner.call(lambda db: db.executemany(
@@ -89,7 +86,6 @@ class SqliteSinkOutbox:
             [(now + delay_s, waiting, i) for i in item_ids]))
 
     async def backlog(self) -> int:
-        """Records waiting for this sink.
-        """
+        """Records waiting for this sink."""
         return await self._runner.call(lambda db: int(db.execute(
             "SELECT count(*) FROM sink_outbox WHERE sink = ?", (self.sink,)).fetchone()[0]))

@@ -119,8 +119,7 @@ class SqliteStore:
         self._started = False
 
     async def start(self) -> None:
-        """Open the file; jobs and traces left by a previous process become available again.
-        """
+        """Open the file; jobs and traces left by a previous process become available again."""
         await self._runner.open()
         self._started = True
         # Leases of a dead process cannot be renewed: release them now rather than waiting.
@@ -187,8 +186,7 @@ class SqliteStore:
             self._runner.call(lambda db: self._buffer.append_request(db, signal, raw, entries, at, as_signal)))
 
     async def due(self, limit: int, now: float | None = None) -> tuple[list[bytes], int]:
-        """Trace ids ready for a decision, and how many run-less traces expired (dropped).
-        """
+        """Trace ids ready for a decision, and how many run-less traces expired (dropped)."""
         at = time.time() if now is None else now
 
         def work(db: sqlite3.Connection) -> tuple[list[bytes], int]:
@@ -198,8 +196,7 @@ class SqliteStore:
         return await self._runner.call(work)
 
     async def load(self, trace_id: bytes) -> list[TraceChunk]:
-        """Every chunk stored for a trace, in arrival order.
-        """
+        """Every chunk stored for a trace, in arrival order."""
 
         return await self._runner.call(lambda db: self._buffer.load(db, trace_id))
 
@@ -208,8 +205,7 @@ class SqliteStore:
         await self._runner.call(lambda db: self._buffer.discard(db, trace_id, error, time.time()))
 
     async def finish(self, trace_id: bytes) -> None:
-        """Mark a trace decided; it is kept as context until it ages out or is evicted.
-        """
+        """Mark a trace decided; it is kept as context until it ages out or is evicted."""
         await self._runner.call(lambda db: self._buffer.finish(db, trace_id))
 
     # -------------------------------------------------------------------- job queue
@@ -276,8 +272,7 @@ class SqliteStore:
 
     # ----------------------------------------------------------------------- outbox
     async def pending(self, limit: int) -> list[OutboxItem]:
-        """Outbox records due for (another) export attempt, oldest first.
-        """
+        """Outbox records due for (another) export attempt, oldest first."""
         now = time.time()
 
         def work(db: sqlite3.Connection) -> list[OutboxItem]:
@@ -290,8 +285,7 @@ class SqliteStore:
         return await self._runner.call(work)
 
     async def release(self, item_ids: Sequence[int]) -> None:
-        """Delete exported records.
-        """
+        """Delete exported records."""
         await asyncio.shield(
             self._runner.call(
                 lambda db: db.executemany("DELETE FROM outbox WHERE id = ?", [(i,) for i in item_ids])
@@ -300,8 +294,7 @@ class SqliteStore:
         self._outbox = max(0, self._outbox - len(item_ids))
 
     async def defer(self, item_ids: Sequence[int], delay_s: float) -> None:
-        """Postpone records whose export failed.
-        """
+        """Postpone records whose export failed."""
         until = time.time() + delay_s
         await self._runner.call(
             lambda db: db.executemany(
@@ -311,8 +304,7 @@ class SqliteStore:
         )
 
     async def stats(self) -> StoreStats:
-        """Row counts per table, for gauges and readiness.
-        """
+        """Row counts per table, for gauges and readiness."""
         now = time.time()
 
         def work(db: sqlite3.Connection) -> StoreStats:
@@ -360,8 +352,7 @@ class SqliteStore:
         self._sink_backlog = max(0, self._sink_backlog - count)
 
     async def dead_letters(self) -> list[dict[str, object]]:
-        """The dead-letter table as dicts (key, error, attempts).
-        """
+        """The dead-letter table as dicts (key, error, attempts)."""
 
         def work(db: sqlite3.Connection) -> list[dict[str, object]]:
             rows = db.execute("SELECT key, error, attempts FROM dead_letters ORDER BY id").fetchall()
