@@ -27,6 +27,7 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsSer
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from collector._aio import cancel_and_wait
+from collector._signals import on_signals
 from collector.assemble.assembler import TraceAssembler
 from collector.config import Config, KeyProblem, check_destinations
 from collector.errors import ConfigError, Unavailable
@@ -62,16 +63,14 @@ class Pipeline:
         self._forwarder = forwarder
 
     async def consume_traces(self, request: ExportTraceServiceRequest, raw: bytes | None = None) -> Accepted:
-        """Store a trace request (``raw``: its protobuf encoding, if known) for scoring and forwarding.
-        """
+        """Store a trace request (``raw``: its protobuf encoding, if known) for scoring and forwarding."""
         result = await self._assembler.consume_traces(request, raw)
         if self._forwarder is not None:
             self._forwarder.notify()
         return result
 
     async def consume_logs(self, request: ExportLogsServiceRequest) -> Accepted:
-        """Store a logs request for scoring and forwarding.
-        """
+        """Store a logs request for scoring and forwarding."""
         result = await self._assembler.consume_logs(request)
         if self._forwarder is not None:
             self._forwarder.notify()
@@ -91,13 +90,11 @@ class NotReceiving:
     """
 
     async def consume_traces(self, request: ExportTraceServiceRequest, raw: bytes | None = None) -> Accepted:
-        """Refuse (retryably).
-        """
+        """Refuse (retryably)."""
         raise Unavailable("this replica runs --role worker; send OTLP data to a receiver")
 
     async def consume_logs(self, request: ExportLogsServiceRequest) -> Accepted:
-        """Refuse (retryably).
-        """
+        """Refuse (retryably)."""
         raise Unavailable("this replica runs --role worker; send OTLP data to a receiver")
 
 
@@ -183,8 +180,7 @@ class Service:
         self._stopped = False
 
     async def start(self) -> None:
-        """Start every component; `ready` turns True once all are up.
-        """
+        """Start every component; `ready` turns True once all are up."""
         cfg = self.config
         # Judge calls are limited per model inside the judge engine (process-wide settings).
         set_judge_concurrency(cfg.workers.judge_concurrency)
@@ -341,17 +337,14 @@ class Service:
         return f"tracescore: {len(self.registry.entries)} scorers; {where}; {target}{sinks}"
 
     async def run_until_signal(self, on_ready: Callable[[str], None] | None = None) -> None:
-        """Start, serve until SIGTERM or SIGINT, then drain and stop.
-        """
+        """Start, serve until SIGTERM or SIGINT, then drain and stop."""
         stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
-        try:
-            await self.start()
-            if on_ready is not None:
-                on_ready(self.describe())
-            await stop.wait()
-            logger.info("signal received: draining")
-        finally:
-            await self.shutdown()
+        with on_signals(stop.set, (signal.SIGTERM, signal.SIGINT)):
+            try:
+                await self.start()
+                if on_ready is not None:
+                    on_ready(self.describe())
+                await stop.wait()
+                logger.info("signal received: draining")
+            finally:
+                await self.shutdown()

@@ -33,6 +33,7 @@ from typing import Any
 from rich.console import Console
 
 import adapters
+from collector._signals import on_signals
 from collector.commands.demo.printer import Outcome, Printer, describe_scorers, summarize
 from collector.commands.demo.replay import IdRemap, replay
 from collector.commands.demo.samples import demo_config, load_samples, plan_runs
@@ -65,19 +66,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 @contextlib.contextmanager
 def _sigterm_cancels(task: asyncio.Task[Any] | None) -> Iterator[None]:
     """SIGTERM stops the demo like Ctrl-C does (cancelling the main task), while it runs."""
-    loop = asyncio.get_running_loop()
-    installed = False
-    if task is not None:
-        try:
-            loop.add_signal_handler(signal.SIGTERM, task.cancel)
-            installed = True
-        except (NotImplementedError, RuntimeError, ValueError):  # no signals here, or not the main thread
-            pass
-    try:
+    if task is None:
         yield
-    finally:
-        if installed:
-            loop.remove_signal_handler(signal.SIGTERM)
+        return
+    with on_signals(task.cancel, [signal.SIGTERM]):
+        yield
 
 
 async def run_demo(console: Console, samples_dir: Path | None = None,
