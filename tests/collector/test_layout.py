@@ -6,7 +6,7 @@ Layers, top to bottom (a module may import its own folder and any lower layer):
     service                            the only place that wires the parts
     receive, assemble, work, export    the stages (never each other)
     store                              interface and split; backends sqlite, redis (never each other)
-    types, errors, metrics, config, _aio, status
+    types, errors, metrics, config, _aio, _signals, status
 
 Every import is read from the source (lazy imports inside functions included), so an
 arrow that runs back up fails here however it is written.
@@ -29,7 +29,7 @@ LAYERS: dict[str, int] = {
     "collector.receive": 2, "collector.assemble": 2, "collector.work": 2, "collector.export": 2,
     "collector.store": 1,
     "collector.types": 0, "collector.ids": 0, "collector.errors": 0, "collector.metrics": 0, "collector.config": 0,
-    "collector._aio": 0, "collector.status": 0,
+    "collector._aio": 0, "collector._signals": 0, "collector.status": 0,
 }
 STORE_BACKENDS = ("collector.store.sqlite", "collector.store.redis")
 MAX_LINES = 400
