@@ -5,10 +5,11 @@ signal handler writes to the loop's self-pipe. That pipe is also where every
 ``call_soon_threadsafe`` from a worker thread writes its wake-up byte; when the loop has been
 busy for a while under load, the pipe can be full, the write fails ("Exception ignored when
 trying to write to the signal wakeup fd: BlockingIOError") and asyncio never sees the signal:
-the daemon ignores SIGTERM. `on_signals` therefore also installs a Python-level handler,
-which the interpreter runs in the main thread whatever became of that byte, and which hands
-the callback to the loop with ``call_soon_threadsafe`` (its callback queue does not depend on
-the pipe). The callback runs once per `on_signals` block, whichever path delivers first.
+the daemon ignores SIGTERM. `on_signals` therefore delivers the callback from a Python-level
+handler, which the interpreter runs in the main thread for every signal whatever became of
+that byte, and which hands the callback to the loop with ``call_soon_threadsafe`` (its callback
+queue does not depend on the pipe). asyncio's handler is kept only for the wake-up fd it sets:
+a loop asleep in ``select()`` wakes on the byte and then runs the Python-level handler.
 """
 
 from __future__ import annotations
@@ -20,10 +21,14 @@ from collections.abc import Callable, Iterable, Iterator
 from types import FrameType
 
 
+def _wake_only() -> None:
+    """asyncio's handler: nothing to do, the Python-level handler delivers the callback."""
+
+
 @contextlib.contextmanager
 def on_signals(callback: Callable[[], object],
                signals: Iterable[signal.Signals] = (signal.SIGTERM, signal.SIGINT)) -> Iterator[bool]:
-    """Run ``callback`` in the running loop when one of ``signals`` arrives, while the block runs.
+    """Run ``callback`` in the running loop each time one of ``signals`` arrives, while the block runs.
 
     Yields True when the handlers are installed, False where they cannot be (not the main
     thread, or a platform without signals). On exit the signals get their default handlers
@@ -42,24 +47,16 @@ def on_signals(callback: Callable[[], object],
         True
     """
     loop = asyncio.get_running_loop()
-    wanted = list(signals)
-    fired = False
 
-    def fire() -> None:
-        nonlocal fired
-        if not fired:
-            fired = True
-            callback()
-
-    def python_level(signum: int, frame: FrameType | None) -> None:
-        loop.call_soon_threadsafe(fire)
+    def deliver(signum: int, frame: FrameType | None) -> None:
+        loop.call_soon_threadsafe(callback)
 
     installed: list[signal.Signals] = []
     try:
-        for sig in wanted:
-            loop.add_signal_handler(sig, fire)  # wakes a loop that sleeps in select()
+        for sig in signals:
+            loop.add_signal_handler(sig, _wake_only)  # sets the wake-up fd: select() returns
             installed.append(sig)
-            signal.signal(sig, python_level)  # delivers even when the self-pipe was full
+            signal.signal(sig, deliver)  # the callback, even when the self-pipe was full
     except (NotImplementedError, RuntimeError, ValueError):  # no signals here, or not the main thread
         for sig in installed:
             loop.remove_signal_handler(sig)
