@@ -18,6 +18,25 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
     return True if collection_path.name == "conftest.py" else None
 
 
+SHARED_SERVERS = ("phoenix", "mlflow")
+"""Session fixtures that start a real backend server: the tests using one run in one xdist
+worker (``--dist loadgroup``), so each server starts once per run, not once per worker."""
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Group the tests of each shared backend server, and run the long tests first.
+
+    Parallel workers (pytest-xdist) hand out tests in collection order; a test that lasts tens
+    of seconds by design (an outage, a drain, a lease running out; marked ``long``) started
+    last would keep one worker busy after the others ran out of work, so those go first.
+    """
+    for item in items:
+        used = [name for name in SHARED_SERVERS if name in getattr(item, "fixturenames", ())]
+        if used:
+            item.add_marker(pytest.mark.xdist_group(used[0]))
+    items.sort(key=lambda item: item.get_closest_marker("long") is None)  # stable: else as collected
+
+
 EXIT_WATCHDOG_S = 120.0
 """How long the process may take to exit after the last test before it is ended with stacks."""
 

@@ -25,6 +25,8 @@ from daemon_harness import (
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
 from serve_process import ServeProcess
 
+pytestmark = pytest.mark.long  # lasts tens of seconds by design: scheduled first (see conftest.py)
+
 REDIS_URL = os.environ.get("TRACESCORE_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 JUDGE_LATENCY_MS = 2000
 

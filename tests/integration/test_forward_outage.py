@@ -39,6 +39,8 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from serve_process import ServeProcess
 
+pytestmark = pytest.mark.long  # lasts tens of seconds by design: scheduled first (see conftest.py)
+
 SCORERS = Path(__file__).parent / "scorers_for_tests.py"
 REDIS_URL = "redis://127.0.0.1:6379/0"
 OUTAGE_S = 30.0  # how long the backend (and Langfuse) stay away

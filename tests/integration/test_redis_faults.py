@@ -217,6 +217,7 @@ async def _drained(client: aioredis.Redis, prefix: str) -> bool:
     return await client.xlen(prefix + "jobs") == 0 and await client.zcard(prefix + "outbox") == 0
 
 
+@pytest.mark.long
 async def test_sigkill_of_one_of_two_workers_scores_every_run_exactly_once(deployment: dict[str, Any]) -> None:
     tmp, queue = deployment["tmp"], {**deployment["queue"], "visibility_timeout_s": 2.0}
     backend = await CaptureBackend().start()
@@ -249,6 +250,7 @@ async def test_sigkill_of_one_of_two_workers_scores_every_run_exactly_once(deplo
 
 
 
+@pytest.mark.long
 async def test_export_outage_delays_scores_never_duplicates_them_nor_the_judge_calls(
     deployment: dict[str, Any],
 ) -> None:
@@ -373,6 +375,7 @@ async def test_redis_restart_mid_load_loses_nothing_acknowledged(deployment: dic
             await redis_server.kill()
 
 
+@pytest.mark.long
 async def test_tenfold_overload_is_refused_retryably_with_bounded_memory(deployment: dict[str, Any]) -> None:
     tmp, client, prefix = deployment["tmp"], deployment["redis"], deployment["prefix"]
     queue = {**deployment["queue"], "max_pending_jobs": 100}  # the stream's high-water mark

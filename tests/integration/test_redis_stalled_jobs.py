@@ -15,10 +15,13 @@ from typing import Any
 
 import aiohttp
 import llm_server  # tests/support (pytest pythonpath): the fake OpenAI-compatible server
+import pytest
 from daemon_harness import CaptureBackend, wait_until
 from test_redis_faults import JUDGE_SCORER, Proc, agent_bodies, deployment, post_until_accepted
 
 __all__ = ["deployment"]  # the fixture, shared with the other Redis fault tests
+
+pytestmark = pytest.mark.long  # lasts tens of seconds by design: scheduled first (see conftest.py)
 
 LONG_CALL_S = 40.0
 

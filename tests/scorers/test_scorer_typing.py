@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 SNIPPET = """
@@ -35,6 +37,7 @@ reveal_type(result.score)
 """
 
 
+@pytest.mark.long  # a mypy run: half a minute without a warm cache
 def test_mypy_infers_scorer_and_result_types(tmp_path: Path) -> None:
     source = tmp_path / "typed_scorer.py"
     source.write_text(SNIPPET)
