@@ -14,7 +14,8 @@ with the JSON fallback), each sending one or more *requests* to the model:
    with exponential backoff from 1 s (`scorers._judge_retry`); then it is offered to the
    error processors: the first `RetryDecision(retry=True)` sends the *same* request again
    after its delay, while ``judge.effective_max_processor_retries`` lasts (one budget per
-   execution). Without error processors the failure is final at once.
+   execution); once it is spent they are still asked, once, and a retry answer is ignored
+   (Mastra's rule). Without error processors the failure is final at once.
 4. The reply is parsed and validated. A parse or validation failure (never a provider
    error) is retried exactly once, keeping the chosen injection ("inline" stays inline,
    "system"/True stay system; "auto" and False fall back to system injection); a second
@@ -162,17 +163,20 @@ class _Execution:
 
     async def request(self, messages: list[dict[str, Any]], response_format: dict[str, Any] | None,
                       format_key: str) -> Reply:
-        """One request, re-sent while an error processor asks for it and the budget lasts."""
+        """One request, re-sent while an error processor asks for it and the budget lasts.
+
+        As in Mastra's agent loop, the error processors are asked about every failed
+        request, the last one included: once the budget is spent they are still called
+        (``retry_count`` equal to the budget) and a retry answer is ignored.
+        """
         judge = self.judge
         budget = judge.effective_max_processor_retries
         while True:
             try:
                 reply = await self._send_with_model_retries(messages, response_format, format_key)
             except Exception as exc:
-                decision = None
-                if judge.error_processors and self.processor_retries < budget:
-                    decision = await self._ask_error_processors(exc)
-                if decision is None or not decision.retry:
+                decision = await self._ask_error_processors(exc) if judge.error_processors else None
+                if decision is None or not decision.retry or self.processor_retries >= budget:
                     raise _ProviderFailure(exc) from exc
                 self.processor_retries += 1
                 logger.warning(

@@ -38,7 +38,8 @@ class Judge(BaseModel):
         output_processors: processors with ``process_output_result(result) -> result``.
         error_processors: processors with ``process_api_error(error, retry_count)``.
         max_processor_retries: retry budget for error processors (default 10 when error
-            processors are set, none otherwise).
+            processors are set, none otherwise). The processors are still asked about the
+            failure that finds the budget spent; their answer is then ignored.
         model_settings: passed through to ``litellm.acompletion`` (api_base, api_key,
             temperature, ...), except two keys the judge itself honours: ``timeout``, the
             seconds each HTTP attempt may take (default 120), and ``max_retries``, the AI
