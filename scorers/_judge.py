@@ -4,7 +4,9 @@
 point. One call is one *judge execution*; it makes one structured-output *attempt* (two
 with the JSON fallback), each sending one or more *requests* to the model:
 
-1. Input processors run once on ``[system: instructions, user: prompt]``.
+1. Input processors run once on ``[system: instructions, user: prompt]``. They change what
+   is sent, not what is recorded: an execution's ``prompt`` is the step's prompt (what
+   ``create_prompt`` returned), as in Mastra, even when a `PIIRedactor` rewrote it.
 2. The schema is injected per ``json_prompt_injection`` (`scorers._structured_output`).
 3. Each request takes a token of the model's requests-per-minute limit when one is set
    (`set_judge_rate_limit`), then holds the model's concurrency slot
@@ -335,8 +337,6 @@ async def execute_judge_call(
             hook = getattr(processor, "process_input", None)
             if hook is not None:
                 messages = list(await _maybe_await(hook(messages)))
-        state.prompt = next((str(m.get("content")) for m in reversed(messages)
-                             if m.get("role") == "user"), prompt)
         if output_schema is None:
             state.attempts = 1
             reply = await state.request(messages, None, "")

@@ -179,6 +179,8 @@ class JudgeExecution(BaseModel):
     counts every request sent to the model: model-level retries (``max_retries``),
     error-processor retries and the fallback included. A 503, a 503, then a success under
     ``StreamErrorRetryProcessor(max_retries=3)`` is 1 attempt and 3 model calls.
+    ``prompt`` is the step's prompt, as ``create_prompt`` returned it (input processors such
+    as `PIIRedactor` change what is sent, not what is recorded, as in Mastra);
     ``raw_output`` is the model's last reply text, as received; ``output`` the step's value
     (after output processors).
 

@@ -15,7 +15,7 @@ import pytest
 from judge_support import Reply
 
 from scorers import Judge, JudgeError, ScorerRunError, create_scorer
-from scorers.processors import RetryDecision
+from scorers.processors import PIIRedactor, RetryDecision
 
 INSTRUCTIONS = "You are an expert evaluator"
 
@@ -66,3 +66,24 @@ async def test_a_zero_budget_still_asks_the_error_processors_once(
     with pytest.raises(ScorerRunError):
         await scorer.run(output="a")
     assert processor.retry_counts == [0] and len(server.requests) == 1
+
+
+# --------------------------------------------------------------------------- 6. the recorded prompt
+
+
+async def test_the_recorded_prompt_is_the_steps_not_the_processed_one(
+        server: Any, settings: dict[str, Any], transport: str) -> None:
+    server.script(Reply.json({"score": 0.5}), Reply.text("Fine."))
+    scorer = (
+        create_scorer(id="pii", description="d", judge=judge(settings, input_processors=[PIIRedactor()]))
+        .generate_score(description="score", create_prompt=lambda run: f"Score the reply to {run.input}")
+        .generate_reason(description="reason", create_prompt=lambda score: f"Explain {score} to ann@corp.io")
+    )
+    result = await scorer.run(input="jane.doe@example.com", output="a")
+    sent = [r.message_text("user") for r in server.requests]
+    assert sent == ["Score the reply to [EMAIL]", "Explain 0.5 to [EMAIL]"]  # what left the machine
+    assert result.generate_score_prompt == "Score the reply to jane.doe@example.com"
+    assert result.generate_reason_prompt == "Explain 0.5 to ann@corp.io"
+    assert [e.prompt for e in result.judge["generate_score"].executions] == [
+        "Score the reply to jane.doe@example.com"]
+    assert [e.prompt for e in result.judge["generate_reason"].executions] == ["Explain 0.5 to ann@corp.io"]
