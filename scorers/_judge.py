@@ -18,10 +18,12 @@ with the JSON fallback), each sending one or more *requests* to the model:
    after its delay, while ``judge.effective_max_processor_retries`` lasts (one budget per
    execution); once it is spent they are still asked, once, and a retry answer is ignored
    (Mastra's rule). Without error processors the failure is final at once.
-4. The reply is parsed and validated. A parse or validation failure (never a provider
-   error) is retried exactly once, keeping the chosen injection ("inline" stays inline,
-   "system"/True stay system; "auto" and False fall back to system injection); a second
-   failure raises `JudgeOutputError` quoting the reply's start.
+4. The reply is parsed and validated. Keys the schema does not allow are dropped, not an
+   error, as zod validates Mastra's judge output (`scorers._schema_keys`); the schema sent
+   keeps its ``additionalProperties: false``. A parse or validation failure (never a
+   provider error) is retried exactly once, keeping the chosen injection ("inline" stays
+   inline, "system"/True stay system; "auto" and False fall back to system injection); a
+   second failure raises `JudgeOutputError` quoting the reply's start.
 5. Output processors run once, on the kept reply, after parsing (Mastra's order).
 
 Every outcome is recorded as a `JudgeExecution` (attached to `JudgeError.execution` on
@@ -342,8 +344,7 @@ async def execute_judge_call(
             reply = await state.request(messages, None, "")
             value = await state.process_output(reply, reply.text, structured=False)
             return value, state.record("success", output=value)
-        if isinstance(output_schema, dict):
-            await ensure_jsonschema()
+        await ensure_jsonschema()
         spec = SchemaSpec.of(output_schema)
         mode = resolve_mode(judge.json_prompt_injection, route.supports_native)
         try:

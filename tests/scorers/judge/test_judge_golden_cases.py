@@ -9,15 +9,19 @@ result (4), judge replies with extra keys (5), the recorded prompt under input p
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 from judge_support import Reply
+from pydantic import BaseModel, ConfigDict
 
 from scorers import Judge, JudgeError, ScorerRunError, create_scorer
 from scorers.processors import PIIRedactor, RetryDecision
 
 INSTRUCTIONS = "You are an expert evaluator"
+DEFAULT_SCHEMA = {"type": "object", "properties": {"score": {"type": "number"}},
+                  "required": ["score"], "additionalProperties": False}
 
 
 def judge(settings: dict[str, Any], **kw: Any) -> Judge:
@@ -87,3 +91,106 @@ async def test_the_recorded_prompt_is_the_steps_not_the_processed_one(
     assert [e.prompt for e in result.judge["generate_score"].executions] == [
         "Score the reply to jane.doe@example.com"]
     assert [e.prompt for e in result.judge["generate_reason"].executions] == ["Explain 0.5 to ann@corp.io"]
+
+
+# --------------------------------------------------------------------------- 5. extra keys in a reply
+
+
+async def test_a_score_reply_with_an_extra_key_is_the_score_after_one_call(
+        server: Any, settings: dict[str, Any], transport: str) -> None:
+    server.script(Reply.json({"score": 0.5, "extra": "x"}), Reply.json({"score": 0.9}))
+    scorer = create_scorer(id="extra", description="d", judge=judge(settings)).generate_score(
+        description="score", create_prompt=lambda run: "Score")
+    result = await scorer.run(output="a")
+    assert result.score == 0.5 and len(server.requests) == 1
+    (execution,) = result.judge["generate_score"].executions
+    assert (execution.attempt_count, execution.model_call_count) == (1, 1)
+    assert json.loads(execution.raw_output or "") == {"score": 0.5, "extra": "x"}  # as received
+    sent = server.requests[0].body["response_format"]["json_schema"]["schema"]
+    assert sent == DEFAULT_SCHEMA  # the schema sent still forbids other keys
+
+
+async def test_extra_keys_are_dropped_under_inline_injection_too(
+        server: Any, settings: dict[str, Any]) -> None:
+    server.script(Reply.fenced({"score": 1, "confidence": "high"}))
+    scorer = create_scorer(id="extra", description="d", judge=judge(
+        settings, json_prompt_injection="inline")).generate_score(
+        description="score", create_prompt=lambda run: "Score")
+    assert (await scorer.run(output="a")).score == 1.0 and len(server.requests) == 1
+    assert '"additionalProperties":false' in server.requests[0].message_text("user")
+
+
+VERDICT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "verdict": {"type": "object", "properties": {"ok": {"type": "boolean"}},
+                    "required": ["ok"], "additionalProperties": False},
+        "weights": {"type": "object", "additionalProperties": {"type": "number"}},
+        "notes": {"type": "array", "items": {"type": "object", "properties": {"text": {"type": "string"}},
+                                             "additionalProperties": False}},
+    },
+    "required": ["verdict", "weights", "notes"],
+    "additionalProperties": False,
+}
+
+
+async def test_a_dict_schema_drops_the_keys_it_does_not_allow_and_keeps_the_others(
+        server: Any, settings: dict[str, Any], transport: str) -> None:
+    server.script(Reply.json({"verdict": {"ok": True, "why": "x"}, "weights": {"a": 1, "b": 2},
+                              "notes": [{"text": "n", "id": 3}], "comment": "y"}))
+    scorer = (create_scorer(id="dict", description="d", judge=judge(settings))
+              .analyze(description="a", output_schema=VERDICT_SCHEMA, create_prompt=lambda run: "Check")
+              .generate_score(lambda results: float(results.analyze_step_result["verdict"]["ok"])))
+    result = await scorer.run(output="a")
+    assert result.analyze_step_result == {"verdict": {"ok": True}, "weights": {"a": 1, "b": 2},
+                                          "notes": [{"text": "n"}]}  # weights allows any key
+    assert result.score == 1.0 and len(server.requests) == 1
+    assert result.judge["analyze"].executions[0].output == result.analyze_step_result
+
+
+async def test_a_dict_schema_still_rejects_a_reply_that_is_wrong_beyond_its_extra_keys(
+        server: Any, settings: dict[str, Any]) -> None:
+    server.script(Reply.json({"score": "high", "extra": 1}), Reply.json({"score": 0.3, "extra": 2}))
+    scorer = create_scorer(id="extra", description="d", judge=judge(settings)).generate_score(
+        description="score", create_prompt=lambda run: "Score")
+    result = await scorer.run(output="a")
+    assert result.score == 0.3 and len(server.requests) == 2  # the JSON fallback ran once
+    assert result.judge["generate_score"].executions[0].attempt_count == 2
+
+
+class Claim(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    text: str
+
+
+class Claims(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    claims: list[Claim]
+    best: Claim | None = None
+
+
+async def test_a_pydantic_schema_drops_unknown_keys_even_when_the_model_forbids_them(
+        server: Any, settings: dict[str, Any], transport: str) -> None:
+    server.script(Reply.json({"claims": [{"text": "a", "confidence": 0.9}], "best": {"text": "a", "rank": 1},
+                              "summary": "one claim"}))
+    scorer = (create_scorer(id="claims", description="d", judge=judge(settings))
+              .preprocess(description="p", output_schema=Claims, create_prompt=lambda run: "Extract")
+              .generate_score(lambda results: float(len(results.preprocess_step_result.claims))))
+    result = await scorer.run(output="a")
+    assert result.preprocess_step_result == Claims(claims=[Claim(text="a")], best=Claim(text="a"))
+    assert result.score == 1.0 and len(server.requests) == 1
+    sent = server.requests[0].body["response_format"]["json_schema"]["schema"]
+    assert sent["additionalProperties"] is False  # what the model was told is unchanged
+
+
+async def test_a_native_array_reply_with_a_key_beside_its_wrapper(
+        server: Any, settings: dict[str, Any]) -> None:
+    server.script(Reply.json({"elements": ["a", "b"], "note": "two"}))
+    scorer = (create_scorer(id="list", description="d", judge=judge(settings))
+              .analyze(description="a", output_schema={"type": "array", "items": {"type": "string"}},
+                       create_prompt=lambda run: "List")
+              .generate_score(lambda results: float(len(results.analyze_step_result))))
+    result = await scorer.run(output="a")
+    assert result.analyze_step_result == ["a", "b"] and len(server.requests) == 1
