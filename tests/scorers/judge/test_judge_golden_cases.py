@@ -16,8 +16,8 @@ import pytest
 from judge_support import Reply
 from pydantic import BaseModel, ConfigDict
 
-from scorers import Judge, JudgeError, ScorerRunError, create_scorer
-from scorers.processors import PIIRedactor, RetryDecision
+from scorers import Judge, JudgeError, JudgeOutputError, ScorerRunError, create_scorer
+from scorers.processors import PIIRedactor, RetryDecision, StreamErrorRetryProcessor
 
 INSTRUCTIONS = "You are an expert evaluator"
 DEFAULT_SCHEMA = {"type": "object", "properties": {"score": {"type": "number"}},
@@ -26,6 +26,58 @@ DEFAULT_SCHEMA = {"type": "object", "properties": {"score": {"type": "number"}},
 
 def judge(settings: dict[str, Any], **kw: Any) -> Judge:
     return Judge(model="openai/gpt-4o-mini", instructions=INSTRUCTIONS, model_settings=settings, **kw)
+
+
+# --------------------------------------------------------------------------- 4. the failed step's judge record
+
+
+USAGE = {"prompt_tokens": 12, "completion_tokens": 3, "total_tokens": 15}
+
+
+async def test_a_failed_first_step_leaves_its_judge_record_on_the_partial_result(
+        server: Any, settings: dict[str, Any], transport: str) -> None:
+    server.script(Reply.text("not JSON", usage=USAGE), Reply.text("still not JSON", usage=USAGE))
+    scorer = (create_scorer(id="first", description="d", judge=judge(settings))
+              .analyze(description="a", output_schema={"type": "object"},
+                       create_prompt=lambda run: f"Check {run.output}")
+              .generate_score(lambda: 1.0))
+    with pytest.raises(ScorerRunError) as caught:
+        await scorer.run(input="q", output="a", run_id="r1")
+    err = caught.value
+    assert (err.failed_step, err.completed_steps) == ("analyze", [])
+    partial = err.partial_result
+    assert partial is not None  # nothing completed, yet the failed call is recorded
+    assert (partial.input, partial.output, partial.run_id) == ("q", "a", "r1")
+    assert (partial.analyze_prompt, partial.analyze_step_result, partial.score) == (None, None, None)
+    assert list(partial.judge) == ["analyze"]
+    (failed,) = partial.judge["analyze"].executions
+    assert isinstance(err.__cause__, JudgeOutputError) and failed is err.__cause__.execution
+    assert (failed.status, failed.prompt) == ("failed", "Check a")
+    assert (failed.attempt_count, failed.model_call_count) == (2, 2)  # the JSON fallback ran
+    assert (failed.usage.input_tokens, failed.usage.output_tokens) == (24, 6)
+    assert failed.error is not None and "still not JSON" in failed.error["message"]
+
+
+async def test_a_failed_later_step_adds_its_record_to_what_completed(
+        server: Any, settings: dict[str, Any], transport: str) -> None:
+    server.script(Reply.json({"ok": True}), Reply.error(503), Reply.error(503))
+    scorer = (create_scorer(id="later", description="d", judge=judge(
+        settings, error_processors=[StreamErrorRetryProcessor(max_retries=1)]))
+              .preprocess(lambda run: {"words": len(run.output.split())})
+              .analyze(description="a", output_schema={"type": "object"}, create_prompt=lambda: "Check")
+              .generate_score(description="s", create_prompt=lambda: "Score"))
+    with pytest.raises(ScorerRunError) as caught:
+        await scorer.run(output="two words")
+    err = caught.value
+    assert (err.failed_step, err.completed_steps) == ("generate_score", ["preprocess", "analyze"])
+    partial = err.partial_result
+    assert partial is not None
+    assert (partial.preprocess_step_result, partial.analyze_step_result) == ({"words": 2}, {"ok": True})
+    assert (partial.analyze_prompt, partial.generate_score_prompt, partial.score) == ("Check", None, None)
+    assert [e.status for e in partial.judge["analyze"].executions] == ["success"]
+    (failed,) = partial.judge["generate_score"].executions
+    assert (failed.status, failed.prompt, failed.error["status_code"]) == ("failed", "Score", 503)
+    assert (failed.attempt_count, failed.model_call_count) == (1, 2)  # one processor retry
 
 
 # --------------------------------------------------------------------------- 7. error processors at the cap
