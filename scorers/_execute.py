@@ -6,10 +6,17 @@ Every failure inside ``run()`` surfaces as one `ScorerRunError` (message
 output that does not validate against the scorer's types (``failed_step=None``, the cause
 is a `ScorerInputError` naming the field). Cancellation is never wrapped.
 
-A step's outputs (its result, its prompt, its judge executions) are committed to the run's
-state only when the step completes, so a `ScorerRunError`'s ``partial_result`` holds what
-completed and nothing of the failed step (its judge execution, if one ran, is on the
-chained `JudgeError`'s ``execution``).
+A step's result and prompt are committed to the run's state only when the step completes.
+A `ScorerRunError`'s ``partial_result`` is, as Mastra's ``error.result``, the run (input,
+output, run_id...) with what completed (step results, prompts, judge executions, the score
+if generate_score completed) plus the failed step's judge executions under
+``judge[<failed step>]``: the failed call's record (status "failed", its prompt, usage,
+``attempt_count``, ``model_call_count``, error; also the chained `JudgeError`'s
+``execution``) and any call of that step that succeeded before the step failed. The
+failed step's own ``<step>_prompt`` and result stay unset. As in Mastra, a judge call that
+failed before its first attempt (an unusable model string, an invalid schema, an input
+processor that raised) leaves no execution, and ``partial_result`` is None when no step
+completed and the failed step has no judge execution.
 """
 
 from __future__ import annotations
@@ -26,7 +33,7 @@ from scorers._agent_types import ScorerRunInputForAgent, ScorerRunOutputForAgent
 from scorers._judge_types import JudgeExecution, JudgeStepRecord, merge_judges
 from scorers._run import STEP_ORDER, NotScorable, ScorerResult, ScorerRun, StepResults
 from scorers._steps import StepDefinition, format_validation_error
-from scorers.errors import ScorerDefinitionError, ScorerInputError, ScorerRunError
+from scorers.errors import JudgeError, ScorerDefinitionError, ScorerInputError, ScorerRunError
 
 if TYPE_CHECKING:
     from scorers._builder import Scorer
@@ -125,9 +132,32 @@ class _State:
         if step.executions:
             self.judge.setdefault(step.name, JudgeStepRecord()).executions.extend(step.executions)
 
+    def partial(self, run: ScorerRun[Any, Any], failed: _StepOutcome) -> ScorerResult[Any, Any] | None:
+        """The partial result of a run that failed in step ``failed`` (module docstring).
+
+        Example:
+            >>> state = _State(step_results={"preprocess": "pre"}, completed=["preprocess"])
+            >>> failed = _StepOutcome("analyze", prompt="Check",
+            ...                       executions=[JudgeExecution(status="failed", prompt="Check", model="m")])
+            >>> partial = state.partial(ScorerRun(output="o", run_id="r"), failed)
+            >>> (partial.run_id, partial.preprocess_step_result, partial.analyze_prompt, list(partial.judge))
+            ('r', 'pre', None, ['analyze'])
+            >>> _State().partial(ScorerRun(output="o"), _StepOutcome("analyze", prompt="Check")) is None
+            True
+        """
+        if not self.completed and not failed.executions:
+            return None
+        judge = dict(self.judge)
+        if failed.executions:
+            judge[failed.name] = JudgeStepRecord(executions=list(failed.executions))
+        return self.to_result(run, None, judge=judge)
+
     def to_result(
-        self, run: ScorerRun[Any, Any], not_scorable: NotScorable | None
+        self, run: ScorerRun[Any, Any], not_scorable: NotScorable | None,
+        judge: dict[str, JudgeStepRecord] | None = None,
     ) -> ScorerResult[Any, Any]:
+        """The result of the run from what the completed steps produced (``judge``: instead
+        of theirs)."""
         fields = set(ScorerResult.model_fields)
         extra = {k: v for k, v in (run.model_extra or {}).items() if k not in fields}
         return ScorerResult(
@@ -146,7 +176,7 @@ class _State:
             expected_trajectory=run.expected_trajectory,
             request_context=run.request_context,
             not_scorable=not_scorable,
-            judge=self.judge,
+            judge=self.judge if judge is None else judge,
             trace_id=run.trace_id,
             span_id=run.span_id,
             **extra,
@@ -255,9 +285,8 @@ async def execute(scorer: Scorer[Any, Any], run: ScorerRun[Any, Any]) -> ScorerR
         try:
             await _run_step(scorer, step, run, state, outcome)
         except Exception as exc:
-            partial = state.to_result(run, None) if state.completed else None
             raise ScorerRunError(
-                scorer.id, name, state.completed, cause=exc, partial_result=partial
+                scorer.id, name, state.completed, cause=exc, partial_result=state.partial(run, outcome)
             ) from exc
         state.commit(outcome)
         value = outcome.value
@@ -317,7 +346,11 @@ async def _run_prompt_step(
         schema = step.prompt.output_schema or default_score_schema()
     else:
         schema = None
-    value, execution = await execute_judge_call(judge, prompt, output_schema=schema)
+    try:
+        value, execution = await execute_judge_call(judge, prompt, output_schema=schema)
+    except JudgeError as exc:
+        _keep_failed_execution(outcome, exc)
+        raise
     outcome.executions.append(execution)
     if step.name != "generate_score":
         return value
@@ -330,3 +363,15 @@ async def _run_prompt_step(
     score = check_score(raw, scorer.id)
     outcome.executions[-1] = execution.model_copy(update={"output": score})
     return score
+
+
+def _keep_failed_execution(outcome: _StepOutcome, error: JudgeError) -> None:
+    """Keep a failed judge call's record with its step's executions, for the partial result.
+
+    Only a call that made an attempt has one to keep, as in Mastra: a failure before the
+    first attempt (the model string cannot be used, the schema is invalid, an input
+    processor raised) records ``attempt_count`` 0 and is left on the `JudgeError` alone.
+    """
+    execution = error.execution
+    if execution is not None and execution.attempt_count >= 1:
+        outcome.executions.append(execution)

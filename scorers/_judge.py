@@ -4,7 +4,9 @@
 point. One call is one *judge execution*; it makes one structured-output *attempt* (two
 with the JSON fallback), each sending one or more *requests* to the model:
 
-1. Input processors run once on ``[system: instructions, user: prompt]``.
+1. Input processors run once on ``[system: instructions, user: prompt]``. They change what
+   is sent, not what is recorded: an execution's ``prompt`` is the step's prompt (what
+   ``create_prompt`` returned), as in Mastra, even when a `PIIRedactor` rewrote it.
 2. The schema is injected per ``json_prompt_injection`` (`scorers._structured_output`).
 3. Each request takes a token of the model's requests-per-minute limit when one is set
    (`set_judge_rate_limit`), then holds the model's concurrency slot
@@ -14,11 +16,14 @@ with the JSON fallback), each sending one or more *requests* to the model:
    with exponential backoff from 1 s (`scorers._judge_retry`); then it is offered to the
    error processors: the first `RetryDecision(retry=True)` sends the *same* request again
    after its delay, while ``judge.effective_max_processor_retries`` lasts (one budget per
-   execution). Without error processors the failure is final at once.
-4. The reply is parsed and validated. A parse or validation failure (never a provider
-   error) is retried exactly once, keeping the chosen injection ("inline" stays inline,
-   "system"/True stay system; "auto" and False fall back to system injection); a second
-   failure raises `JudgeOutputError` quoting the reply's start.
+   execution); once it is spent they are still asked, once, and a retry answer is ignored
+   (Mastra's rule). Without error processors the failure is final at once.
+4. The reply is parsed and validated. Keys the schema does not allow are dropped, not an
+   error, as zod validates Mastra's judge output (`scorers._schema_keys`); the schema sent
+   keeps its ``additionalProperties: false``. A parse or validation failure (never a
+   provider error) is retried exactly once, keeping the chosen injection ("inline" stays
+   inline, "system"/True stay system; "auto" and False fall back to system injection); a
+   second failure raises `JudgeOutputError` quoting the reply's start.
 5. Output processors run once, on the kept reply, after parsing (Mastra's order).
 
 Every outcome is recorded as a `JudgeExecution` (attached to `JudgeError.execution` on
@@ -162,17 +167,20 @@ class _Execution:
 
     async def request(self, messages: list[dict[str, Any]], response_format: dict[str, Any] | None,
                       format_key: str) -> Reply:
-        """One request, re-sent while an error processor asks for it and the budget lasts."""
+        """One request, re-sent while an error processor asks for it and the budget lasts.
+
+        As in Mastra's agent loop, the error processors are asked about every failed
+        request, the last one included: once the budget is spent they are still called
+        (``retry_count`` equal to the budget) and a retry answer is ignored.
+        """
         judge = self.judge
         budget = judge.effective_max_processor_retries
         while True:
             try:
                 reply = await self._send_with_model_retries(messages, response_format, format_key)
             except Exception as exc:
-                decision = None
-                if judge.error_processors and self.processor_retries < budget:
-                    decision = await self._ask_error_processors(exc)
-                if decision is None or not decision.retry:
+                decision = await self._ask_error_processors(exc) if judge.error_processors else None
+                if decision is None or not decision.retry or self.processor_retries >= budget:
                     raise _ProviderFailure(exc) from exc
                 self.processor_retries += 1
                 logger.warning(
@@ -331,15 +339,12 @@ async def execute_judge_call(
             hook = getattr(processor, "process_input", None)
             if hook is not None:
                 messages = list(await _maybe_await(hook(messages)))
-        state.prompt = next((str(m.get("content")) for m in reversed(messages)
-                             if m.get("role") == "user"), prompt)
         if output_schema is None:
             state.attempts = 1
             reply = await state.request(messages, None, "")
             value = await state.process_output(reply, reply.text, structured=False)
             return value, state.record("success", output=value)
-        if isinstance(output_schema, dict):
-            await ensure_jsonschema()
+        await ensure_jsonschema()
         spec = SchemaSpec.of(output_schema)
         mode = resolve_mode(judge.json_prompt_injection, route.supports_native)
         try:

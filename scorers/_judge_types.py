@@ -38,7 +38,8 @@ class Judge(BaseModel):
         output_processors: processors with ``process_output_result(result) -> result``.
         error_processors: processors with ``process_api_error(error, retry_count)``.
         max_processor_retries: retry budget for error processors (default 10 when error
-            processors are set, none otherwise).
+            processors are set, none otherwise). The processors are still asked about the
+            failure that finds the budget spent; their answer is then ignored.
         model_settings: passed through to ``litellm.acompletion`` (api_base, api_key,
             temperature, ...), except two keys the judge itself honours: ``timeout``, the
             seconds each HTTP attempt may take (default 120), and ``max_retries``, the AI
@@ -178,6 +179,8 @@ class JudgeExecution(BaseModel):
     counts every request sent to the model: model-level retries (``max_retries``),
     error-processor retries and the fallback included. A 503, a 503, then a success under
     ``StreamErrorRetryProcessor(max_retries=3)`` is 1 attempt and 3 model calls.
+    ``prompt`` is the step's prompt, as ``create_prompt`` returned it (input processors such
+    as `PIIRedactor` change what is sent, not what is recorded, as in Mastra);
     ``raw_output`` is the model's last reply text, as received; ``output`` the step's value
     (after output processors).
 

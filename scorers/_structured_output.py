@@ -23,6 +23,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ValidationError
 
+from scorers._schema_keys import drop_unknown_keys
+
 Mode = Literal["native", "system", "inline"]
 
 SYSTEM_PREFIX = "JSON schema:"
@@ -48,7 +50,8 @@ async def ensure_jsonschema() -> None:
 
     An import reads the file system: done on the event loop it would stall every other
     task (and BlockBuster says so). The default generate_score schema is a dict, so the
-    first prompt-mode score of a process needs it.
+    first prompt-mode score of a process needs it; a pydantic schema needs it to choose a
+    union branch when a reply's unknown keys are dropped (`scorers._schema_keys`).
 
     Example:
         >>> import asyncio
@@ -208,6 +211,10 @@ class SchemaSpec:
     def validate(self, value: Any) -> Any:
         """Validate a parsed JSON value: a model instance for pydantic schemas, else the value.
 
+        A value that fails only because of keys the schema does not allow is valid without
+        them, as zod validates Mastra's judge output (`scorers._schema_keys`): those keys
+        are dropped, not an error.
+
         Raises:
             OutputInvalid: with Mastra's "Structured output validation failed:" message.
 
@@ -217,7 +224,28 @@ class SchemaSpec:
             ...
             scorers._structured_output.OutputInvalid: Structured output validation failed:
             - (root): 'x' is not of type 'integer'
+            >>> SchemaSpec.of({"type": "object", "properties": {"score": {"type": "number"}},
+            ...                "additionalProperties": False}).validate({"score": 1, "extra": "x"})
+            {'score': 1}
         """
+        try:
+            return self._validate_exactly(value)
+        except OutputInvalid:
+            kept = drop_unknown_keys(value, self.json_schema, self._fits)
+            if kept == value:
+                raise
+        return self._validate_exactly(kept)
+
+    def _fits(self, branch: Any, candidate: Any) -> bool:
+        """Whether ``candidate`` is valid against ``branch``, a subschema of this schema."""
+        if self._validator is None:  # a pydantic model's JSON schema, checked as JSON Schema
+            import jsonschema  # already imported off the loop by ensure_jsonschema
+
+            self._validator = jsonschema.validators.validator_for(self.json_schema)(self.json_schema)
+        return bool(self._validator.evolve(schema=branch).is_valid(candidate))
+
+    def _validate_exactly(self, value: Any) -> Any:
+        """`validate` without dropping keys the schema does not allow."""
         if self.model is not None:
             try:
                 return self.model.model_validate(value)
@@ -334,15 +362,16 @@ def parse_reply(text: str, spec: SchemaSpec, *, native: bool = False) -> Any:
     """Parse and validate a reply against the schema (raises `OutputInvalid`).
 
     With ``native``, a non-object schema was sent wrapped (``{"elements": ...}`` or
-    ``{"result": ...}``) and the reply is unwrapped first.
+    ``{"result": ...}``) and the reply is unwrapped first; other keys beside the wrapper's
+    are dropped, as unknown keys are (`SchemaSpec.validate`).
 
     Example:
         >>> parse_reply('```json\\n{"score": 3}\\n```', SchemaSpec.of({"type": "object"}))
         {'score': 3}
-        >>> parse_reply('{"elements": [1, 2]}', SchemaSpec.of({"type": "array"}), native=True)
+        >>> parse_reply('{"elements": [1, 2], "note": "x"}', SchemaSpec.of({"type": "array"}), native=True)
         [1, 2]
     """
     value = extract_json(text)
-    if native and spec.wrap_key and isinstance(value, dict) and set(value) == {spec.wrap_key}:
+    if native and spec.wrap_key and isinstance(value, dict) and spec.wrap_key in value:
         value = value[spec.wrap_key]
     return spec.validate(value)

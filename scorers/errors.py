@@ -9,8 +9,8 @@ Tree::
     │                                not validate against the scorer's types; names the field.
     │                                Raised as the cause of a ScorerRunError; also a ValueError
     ├── ScorerRunError               a run failed in a step: scorer_id, failed_step,
-    │                                completed_steps, partial_result (what completed only);
-    │                                the cause is chained
+    │                                completed_steps, partial_result (what completed, plus
+    │                                the failed step's judge executions); the cause is chained
     └── JudgeError                   one judge call failed for good: retryable, retry_after_s,
         │                            execution (the recorded judge execution, when one started)
         └── JudgeOutputError         the judge answered, twice, with text that is not valid
@@ -74,10 +74,14 @@ class ScorerRunError(ScorerError):
         failed_step: the step that raised ("preprocess", "analyze", "generate_score",
             "generate_reason"), or None when no step can be named.
         completed_steps: the steps that finished before it, in order.
-        partial_result: what completed (a `ScorerResult` with the completed steps' results,
-            prompts and judge executions; nothing of the failed step, not its prompt), or
-            None when no step completed. A failed judge call's own record is the chained
-            `JudgeError`'s ``execution``.
+        partial_result: as Mastra's ``error.result``, a `ScorerResult` with the run's
+            fields (input, output, run_id...), the completed steps' results, prompts and
+            judge executions (the score if generate_score completed), and the failed
+            step's judge executions under ``judge[failed_step]``: the failed call's record
+            (the chained `JudgeError`'s ``execution``, with its prompt, usage, counts and
+            error) and any call of that step that succeeded before it failed. The failed
+            step's ``<step>_prompt`` and result stay None. None when no step completed and
+            the failed step made no judge attempt.
 
     Example:
         >>> err = ScorerRunError("s1", "analyze", ["preprocess"], cause=RuntimeError("boom"))

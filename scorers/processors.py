@@ -16,7 +16,10 @@ processor that lacks a role's method is skipped for that role. Methods may be pl
   does not parse). The first processor returning ``RetryDecision(retry=True)`` wins;
   the judge then waits ``delay_ms`` and sends the failed request again, while the
   judge's ``effective_max_processor_retries`` budget lasts. ``retry_count`` is the
-  number of processor retries already made in this judge execution.
+  number of processor retries already made in this judge execution. As in Mastra, the
+  processors are still asked about the failure that finds the budget spent
+  (``retry_count`` equal to the budget), and a retry answer then is ignored: with a budget
+  of 2 they are asked with 0, 1 and 2, and 3 requests are sent.
 
 `StreamErrorRetryProcessor` ports Mastra's decision rules; `is_bad_request_error` and
 `is_connection_reset_error` are opt-in matchers for it.

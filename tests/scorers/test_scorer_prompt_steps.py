@@ -217,7 +217,9 @@ async def test_prompt_score_is_validated(fake_judge: Any) -> None:
         ScorerRunError, match="generate_score must return a finite real number"
     ) as info:
         await scorer.run()
-    assert info.value.partial_result is None  # generate_score did not complete: nothing did
+    partial = info.value.partial_result  # generate_score did not complete, its judge call did
+    assert partial is not None and (partial.score, partial.generate_score_prompt) == (None, None)
+    assert [e.status for e in partial.judge["generate_score"].executions] == ["success"]
 
 
 async def test_prompt_generate_reason_gets_plain_text_and_may_use_score(fake_judge: Any) -> None:
@@ -272,10 +274,10 @@ async def test_create_prompt_returning_not_scorable_skips_the_judge(fake_judge: 
     assert result.judge == {}
 
 
-async def test_failed_judge_call_leaves_only_completed_steps_in_the_partial_result(
+async def test_failed_judge_call_adds_its_record_to_the_completed_steps_in_the_partial_result(
         fake_judge: Any) -> None:
     failed = JudgeExecution(
-        status="failed", prompt="Is 'o' relevant?", model="m", error={"message": "429"}
+        status="failed", prompt="why?", model="m", attempt_count=1, error={"message": "429"}
     )
     error = JudgeError("rate limited", retryable=True, execution=failed)
     fake_judge(Verdict(relevant=True), error)
@@ -298,12 +300,17 @@ async def test_failed_judge_call_leaves_only_completed_steps_in_the_partial_resu
     assert partial is not None
     assert partial.preprocess_step_result == "pre" and partial.score == 1.0
     assert partial.analyze_prompt == "Is 'o' relevant?" and partial.generate_reason_prompt is None
-    assert set(partial.judge) == {"analyze"} and partial.judge["analyze"].executions[0].status == "success"
-    assert error.execution is failed  # the failed call's record stays on the judge error
+    assert partial.judge["analyze"].executions[0].status == "success"
+    assert partial.judge["generate_reason"].executions == [failed]  # also on the judge error
+    assert partial.reason is None
 
 
-async def test_failed_first_prompt_step_leaves_no_partial_result(fake_judge: Any) -> None:
-    fake_judge(JudgeError("connection refused"))
+@pytest.mark.parametrize(
+    "execution", [None, JudgeExecution(status="failed", prompt="p", model="m", attempt_count=0)]
+)
+async def test_a_first_step_failing_before_any_judge_attempt_leaves_no_partial_result(
+        fake_judge: Any, execution: JudgeExecution | None) -> None:
+    fake_judge(JudgeError("connection refused", execution=execution))
     scorer = (
         create_scorer(id="s", description="d", judge=JUDGE)
         .analyze(analyze_step())
@@ -311,7 +318,7 @@ async def test_failed_first_prompt_step_leaves_no_partial_result(fake_judge: Any
     )
     with pytest.raises(ScorerRunError) as info:
         await scorer.run(output="o")
-    assert info.value.partial_result is None  # not the failed step's prompt
+    assert info.value.partial_result is None  # nothing completed, no attempt: Mastra's rule
 
 
 async def test_unavailable_judge_is_a_clear_run_error(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -176,8 +176,8 @@ async def test_a_failed_request_is_one_attempt_and_one_model_call(server: Any, s
 # --------------------------------------------------------------------------- 5. partial results
 
 
-async def test_partial_result_holds_only_what_completed(server: Any, settings: dict[str, Any],
-                                                        transport: str) -> None:
+async def test_partial_result_holds_what_completed_and_the_failed_call(
+        server: Any, settings: dict[str, Any], transport: str) -> None:
     server.script(Reply.json({"score": 0.7}), Reply.error(500))
     with pytest.raises(ScorerRunError) as caught:
         await quality(settings, reason=True).run(output="a")
@@ -186,9 +186,11 @@ async def test_partial_result_holds_only_what_completed(server: Any, settings: d
     partial = err.partial_result
     assert partial is not None and partial.score == 0.7
     assert partial.generate_score_prompt == "Score: a"
-    assert partial.generate_reason_prompt is None  # the failed step's prompt is not kept
-    assert set(partial.judge) == {"generate_score"}
-    assert err.__cause__.execution.prompt == "Explain 0.7"  # the failure's own record, chained
+    assert (partial.generate_reason_prompt, partial.reason) == (None, None)  # the failed step's fields
+    assert set(partial.judge) == {"generate_score", "generate_reason"}
+    (failed,) = partial.judge["generate_reason"].executions
+    assert failed is err.__cause__.execution  # the failure's own record, chained too
+    assert (failed.status, failed.prompt) == ("failed", "Explain 0.7")
 
 
 # --------------------------------------------------------------------------- 6. output processors

@@ -180,7 +180,7 @@ async def test_pii_never_reaches_the_server(server: Any, settings: dict[str, Any
     sent = server.requests[0]
     assert sent.message_text("system") == "Judge for [EMAIL]"
     assert sent.message_text("user") == "User [EMAIL], key [API_KEY]"
-    assert execution.prompt == "User [EMAIL], key [API_KEY]"
+    assert execution.prompt == "User jane@example.com, key sk-proj-ABCDEFGHIJKLMNOPQRSTUVWX"  # the step's
 
 
 async def test_output_processor_sees_the_parsed_result_and_may_replace_it(

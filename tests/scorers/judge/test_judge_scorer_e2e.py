@@ -117,9 +117,10 @@ async def test_reason_429_without_processors_fails_with_one_request(
     assert err.failed_step == "generate_reason" and err.completed_steps == ["generate_score"]
     assert isinstance(err.__cause__, JudgeError) and err.__cause__.retryable
     partial = err.partial_result
-    assert partial is not None and set(partial.judge) == {"generate_score"}  # what completed
-    failed = err.__cause__.execution  # the failed call's record is on the judge error
-    assert failed is not None and failed.status == "failed" and failed.error["status_code"] == 429
+    assert partial is not None and set(partial.judge) == {"generate_score", "generate_reason"}
+    (failed,) = partial.judge["generate_reason"].executions
+    assert failed is err.__cause__.execution  # the failed call's record, on the judge error too
+    assert failed.status == "failed" and failed.error["status_code"] == 429
 
 
 async def test_step_judge_overrides_field_by_field(server: Any, settings: dict[str, Any]) -> None:
@@ -193,9 +194,11 @@ async def test_judge_output_error_fails_the_step_after_two_requests(
         await scorer.run(input="q", output="a")
     assert "still no idea" in str(caught.value)
     assert len(server.requests) == 2
-    assert caught.value.partial_result is None  # nothing completed
     execution = caught.value.__cause__.execution
     assert execution.status == "failed" and execution.attempt_count == 2
+    partial = caught.value.partial_result  # nothing completed: the failed call's record alone
+    assert partial is not None and partial.judge["generate_score"].executions == [execution]
+    assert (partial.score, partial.generate_score_prompt) == (None, None)
 
 
 async def test_many_scorers_at_once_respect_the_judge_concurrency(
