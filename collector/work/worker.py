@@ -60,6 +60,15 @@ def _retryable(err: BaseException) -> tuple[bool, float | None]:
     return False, None
 
 
+def _holds(partial: Any, execution: Any) -> bool:
+    """Whether a partial result's judge record holds this very execution (Mastra keeps the failed
+    step's executions on the partial result)."""
+    judge = getattr(partial, "judge", None)
+    if not isinstance(judge, dict):
+        return False
+    return any(ex is execution for step in judge.values() for ex in getattr(step, "executions", None) or ())
+
+
 class Worker:
     """Runs score jobs from a `JobQueue`.
 
@@ -242,14 +251,17 @@ class Worker:
                     record.score, elapsed_ms)
         return Done(record)
 
-    def _count_failed_judge_call(self, err: BaseException) -> None:
+    def _count_failed_judge_call(self, err: BaseException, partial: Any = None) -> None:
+        """Count the judge call that failed a run, unless ``partial`` (the failed run's partial
+        result, which `_count_judge` counts) already holds its execution."""
         seen: BaseException | None = err
         while seen is not None:
             execution = getattr(seen, "execution", None)
             model = getattr(execution, "model", None)
             if model:
-                self._metrics.judge_attempts.labels(model=model).inc(requests_sent(execution))
-                self._metrics.judge_errors.labels(model=model).inc()
+                if not _holds(partial, execution):
+                    self._metrics.judge_attempts.labels(model=model).inc(requests_sent(execution))
+                    self._metrics.judge_errors.labels(model=model).inc()
                 return
             seen = seen.__cause__
 
@@ -272,20 +284,21 @@ class Worker:
     def _failed(self, leased: LeasedJob, entry: RegisteredScorer, err: Exception, start_ns: int) -> Settlement:
         job = leased.job
         retryable, retry_after = _retryable(err)
-        self._count_failed_judge_call(err)
+        partial = getattr(err, "partial_result", None)
         # The traceback at -v (INFO): the one-line message is enough to see that scorers fail.
         trace = err if logger.isEnabledFor(logging.INFO) else None
         if retryable and leased.attempt < self._max_attempts:
             delay = retry_after if retry_after is not None else self._retry_base * 2 ** (leased.attempt - 1)
+            self._count_failed_judge_call(err)
             self._metrics.decisions.labels(scorer=job.scorer_id, reason="retried").inc()
             logger.warning("scorer %s failed transiently on %s; retry in %.1fs: %s",
                            job.scorer_id, job.key, delay, err, exc_info=trace)
             return Retry(delay, f"{type(err).__name__}: {err}")
+        self._count_failed_judge_call(err, partial)
+        self._count_judge(partial)  # the calls that completed, and the failed one when it is kept there
         self._metrics.decisions.labels(scorer=job.scorer_id, reason="failed").inc()
         logger.warning("scorer %s failed on trace %s span %s: %s", job.scorer_id, job.run.trace_id,
                        job.run.span_id, err, exc_info=trace)
-        partial = getattr(err, "partial_result", None)
-        self._count_judge(partial)
         record = self._record(leased, entry, partial, start_ns, error=err)
         text = "".join(traceback.format_exception(err))
         return Dead(record.error_type or type(err).__name__, str(err), record,

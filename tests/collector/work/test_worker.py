@@ -216,3 +216,25 @@ async def test_every_scorer_of_a_run_gets_one_run_id_and_the_record_keeps_the_sc
     assert {r.run_id for r in records} == {run.run_id}
     assert all(r.resource == run.resource and r.scored_end_ns == 42 and not r.llm_judged for r in records)
     assert len({r.score_span_id for r in records}) == 2
+
+
+async def test_a_dead_lettered_judge_failure_is_counted_once(tmp_path: Path, server: Any) -> None:
+    """The failed call is on the error and on the partial result (as in Mastra): one request,
+    one error in the judge metrics."""
+    from llm_server import Reply
+
+    from scorers import Judge
+
+    server.script(Reply.error(400))
+    judge = Judge(model="openai/gpt-4o-mini", instructions="Rate it.",
+                  model_settings={"api_base": server.url + "/v1", "api_key": "k"})
+    scorer = create_scorer(id="judged", description="d", judge=judge).generate_score(
+        description="score", create_prompt=lambda run: "Rate this.")
+    store, worker, metrics = await _setup(tmp_path, scorer)
+    (leased,) = await store.take(1)
+    outcome = await worker.process(leased)
+    assert isinstance(outcome, Dead) and len(server.requests) == 1
+    text = metrics.render().decode()
+    assert 'tracescore_judge_attempts_total{model="openai/gpt-4o-mini"} 1.0' in text
+    assert 'tracescore_judge_errors_total{model="openai/gpt-4o-mini"} 1.0' in text
+    await store.shutdown()
