@@ -16,8 +16,9 @@ install: $(VENV)/.installed
 
 # Real trace backends for tests/backends/, each in its own virtualenv (their dependencies
 # never mix with tracescore's). Versions are the ones the tests were written against;
-# a new version gets a new folder.
-BACKENDS ?= .backends
+# a new version gets a new folder. They are kept per machine, not per clone, so a fresh
+# clone's `make test` reuses them (each takes minutes to install).
+BACKENDS ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/tracescore/backends
 PHOENIX_VERSION := 20.26.1
 MLFLOW_VERSION := 3.17.2
 PHOENIX_VENV := $(BACKENDS)/phoenix-$(PHOENIX_VERSION)
@@ -44,8 +45,12 @@ lint: install
 	$(VENV)/bin/ruff check collector scorers adapters tests bench
 	$(VENV)/bin/mypy scorers adapters collector
 
+# Parallel workers (pytest-xdist): most tests wait on sockets, subprocesses and timers, so more
+# workers than cores; the tests of one real backend share a worker (conftest.py).
+TEST_WORKERS ?= 4
+
 test: lint backends
-	$(VENV)/bin/pytest -q
+	$(VENV)/bin/pytest -q -n $(TEST_WORKERS) --dist loadgroup
 
 demo: install
 	$(VENV)/bin/tracescore demo

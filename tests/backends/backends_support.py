@@ -1,6 +1,6 @@
 """Real trace backends (Phoenix, MLflow) and real `tracescore serve` processes for tests/backends.
 
-Each backend runs from its own virtualenv, made by ``make backends`` (``.backends/``), on
+Each backend runs from its own virtualenv, made by ``make backends`` (``~/.cache/tracescore/backends/``), on
 free loopback ports with its data in a temporary folder. Agent traces are made by the
 OpenTelemetry SDK and sent with its OTLP/HTTP exporter to a daemon, as an agent would.
 Every wait is bounded.
@@ -28,6 +28,8 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from repo_paths import REPO
 
 SCORERS = Path(__file__).parent / "backend_scorers.py"
+SPANS = ["chat gpt-4o-mini", "evaluation Brevity", "evaluation Relevance", "invoke_agent support"]
+"""The span names of one scored agent trace: the agent's two spans and one evaluation span per scorer."""
 RESOURCE = {"service.name": "support-bot", "deployment.environment": "test", "service.version": "1.2.3"}
 
 
@@ -63,10 +65,11 @@ def poll(predicate: Callable[[], Any], timeout: float, what: str, every: float =
 def venv(name: str) -> Path:
     """The virtualenv ``make backends`` made for ``name`` (``phoenix`` or ``mlflow``)."""
     given = os.environ.get(f"TRACESCORE_{name.upper()}_VENV")
-    found = [Path(given)] if given else sorted((REPO / ".backends").glob(f"{name}-*"))
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tracescore" / "backends"
+    found = [Path(given)] if given else sorted(cache.glob(f"{name}-*"))
     ready = [p for p in found if (p / ".installed").exists()]
     if not ready:
-        raise AssertionError(f"no {name} virtualenv: run `make backends` (looked for {found or REPO / '.backends'})")
+        raise AssertionError(f"no {name} virtualenv: run `make backends` (looked for {found or cache})")
     return ready[-1]
 
 

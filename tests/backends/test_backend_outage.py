@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from backends_support import Daemon, Mlflow, Phoenix, agent_trace_body, poll, post_body
+from backends_support import SPANS, Daemon, Mlflow, Phoenix, agent_trace_body, poll, post_body
 from test_mlflow_backend import FAST_RETRIES as MLFLOW_RETRIES
 from test_mlflow_backend import assessments, mlflow_config
 from test_phoenix_backend import FAST_RETRIES as PHOENIX_RETRIES
@@ -20,7 +20,6 @@ from test_phoenix_backend import phoenix_config
 pytestmark = pytest.mark.long  # lasts tens of seconds by design: scheduled first (see conftest.py)
 
 OUTAGE_S = 30.0
-SPANS = ["chat gpt-4o-mini", "evaluation Brevity", "evaluation Relevance", "invoke_agent support"]
 FAST_EXPORT = {"TRACESCORE_EXPORT_MAX_BACKOFF_S": "2.0"}  # the daemon retries often: a short test
 
 

@@ -64,12 +64,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 @contextlib.contextmanager
-def _sigterm_cancels(task: asyncio.Task[Any] | None) -> Iterator[None]:
-    """SIGTERM stops the demo like Ctrl-C does (cancelling the main task), while it runs."""
+def _signals_stop(task: asyncio.Task[Any] | None, outcome: Outcome) -> Iterator[None]:
+    """SIGINT (Ctrl-C) and SIGTERM stop the demo while it runs: the outcome is marked interrupted
+    and the main task cancelled. The mark holds even when the cancellation itself is lost (a
+    cancel landing as an ``asyncio.wait_for`` completes is swallowed on Python 3.11), so an
+    interrupted demo never reports itself complete."""
     if task is None:
         yield
         return
-    with on_signals(task.cancel, [signal.SIGTERM]):
+
+    def interrupt() -> None:
+        outcome.interrupted = True
+        task.cancel()
+
+    with on_signals(interrupt, [signal.SIGTERM, signal.SIGINT]):
         yield
 
 
@@ -99,7 +107,7 @@ async def run_demo(console: Console, samples_dir: Path | None = None,
     service: Service | None = None
     outcome = Outcome(expected=0)
     try:
-        with _sigterm_cancels(asyncio.current_task()):
+        with _signals_stop(asyncio.current_task(), outcome):
             sink = await ScoreSink().start()
             config = demo_config(workdir, sink.endpoint)
             registry = await asyncio.to_thread(ScorerRegistry.load, config.scorers)
@@ -108,7 +116,7 @@ async def run_demo(console: Console, samples_dir: Path | None = None,
             assert service.grpc is not None and service.http is not None
             ids = IdRemap()
             runs = await asyncio.to_thread(plan_runs, samples, registry, ids)
-            outcome = Outcome(expected=sum(len(r.scorer_ids) for r in runs), runs=len(runs))
+            outcome.expected, outcome.runs = sum(len(r.scorer_ids) for r in runs), len(runs)
             printer = Printer(console, runs, max(len(e.scorer.name) for e in registry.entries))
             printer.line(f"tracescore demo: the daemon on {len(samples)} sample traces", style="bold")
             printer.line(f"  daemon   OTLP gRPC 127.0.0.1:{service.grpc.port}, HTTP 127.0.0.1:{service.http.port}"
@@ -148,7 +156,7 @@ async def _print_scores(printer: Printer, sink: ScoreSink, service: Any, outcome
     """Print scores as they arrive until every expected one arrived or was found not scorable,
     or the daemon has nothing left to do; False on timeout."""
     deadline = time.monotonic() + timeout
-    while len(sink.received) + _not_scorable(service) < outcome.expected:
+    while len(sink.received) + _not_scorable(service) < outcome.expected and not outcome.interrupted:
         if time.monotonic() > deadline:
             return False
         for score in await sink.arrivals(timeout=0.25):
@@ -219,10 +227,12 @@ def run(args: argparse.Namespace) -> int:
         with loopback_without_proxy():
             outcome = asyncio.run(run_demo(console, args.samples, args.timeout))
     except (KeyboardInterrupt, asyncio.CancelledError):
-        console.print("tracescore demo: interrupted; the daemon stopped", style="yellow")
-        return 130
+        outcome = None
     except adapters.OtlpFileError as err:
         Console(stderr=True).print(f"tracescore demo: {err}", style="red", markup=False, soft_wrap=True)
         return 2
+    if outcome is None or outcome.interrupted:
+        console.print("tracescore demo: interrupted; the daemon stopped", style="yellow")
+        return 130
     summarize(outcome, Printer(console, []))
     return 0 if not outcome.missing and not outcome.failures else 1

@@ -28,6 +28,7 @@ class Outcome:
     runs: int = 0
     timed_out: bool = False
     elapsed_s: float = 0.0
+    interrupted: bool = False
 
     @property
     def missing(self) -> int:

@@ -28,6 +28,8 @@ from repo_paths import FIXTURES
 import adapters
 from collector.cli import main
 from collector.commands.demo import samples as demo_samples
+from collector.commands.demo.command import _signals_stop
+from collector.commands.demo.printer import Outcome
 from collector.commands.demo.sink import ReceivedScore, ScoreSink
 from collector.export.evaluation import build_span
 from collector.types import ScoreRecord
@@ -281,6 +283,28 @@ def test_a_signal_stops_the_demo_cleanly(tmp_path: Path, signum: signal.Signals)
     _assert_closed(_ports(head))
     assert list(private.iterdir()) == []
 
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+async def test_a_signal_marks_the_demo_interrupted_even_when_its_cancellation_is_swallowed(
+    signum: signal.Signals,
+) -> None:
+    """A cancellation landing as ``asyncio.wait_for`` completes is lost on Python 3.11 (the demo
+    once ran to completion after Ctrl-C and exited 0): the mark still says interrupted."""
+    outcome = Outcome(expected=1)
+    cancelled = asyncio.Event()
+
+    async def swallowing() -> None:
+        with _signals_stop(asyncio.current_task(), outcome):
+            os.kill(os.getpid(), signum)
+            try:
+                async with asyncio.timeout(10):
+                    await asyncio.Event().wait()
+            except asyncio.CancelledError:
+                cancelled.set()  # and carries on, as if the cancellation had been swallowed
+
+    await asyncio.create_task(swallowing())
+    assert outcome.interrupted and cancelled.is_set()
 
 async def test_the_sink_reads_the_score_spans_the_daemon_exports() -> None:
     ok = ScoreRecord("k1", "ab" * 16, "cd" * 8, "ef" * 8, "q", "Quality", score=0.75, label="good",
