@@ -1,17 +1,24 @@
-"""Scale-out on Redis: function-scorer runs/s end to end with 1 and 2 worker processes.
+"""End-to-end scoring throughput and latency: function-scorer runs/s, received->exported.
 
-For each worker count the script starts, as separate processes, one ``tracescore serve
---role receiver`` and N ``--role worker`` on one Redis (a fresh key prefix per round,
-deleted afterwards), plus an in-process OTLP/gRPC backend that timestamps every score
-span it receives. The client posts R runs (agent traces: ``invoke_agent`` root + ``chat``
-child) as OTLP/HTTP protobuf requests and reports
+On Redis (``--store redis``, the default) each round starts, as separate processes, one
+``tracescore serve --role receiver`` and N ``--role worker`` on one Redis (a fresh key
+prefix per round, deleted afterwards); on SQLite (``--store sqlite``) one ``tracescore
+serve`` (the embedded store: one process does everything). An in-process OTLP/gRPC backend
+timestamps every score span it receives. The client posts R runs (agent traces:
+``invoke_agent`` root + ``chat`` child) as OTLP/HTTP protobuf requests and reports
 
 * runs/s end to end: runs / (last score received - first request sent);
 * latency per run from "run span received" (the receiver's 200 for the request holding
-  it: the spans are stored in Redis then) to "score exported" (the backend received the
-  score span), p50 and p99. It includes ``decision_wait`` (printed) and export batching.
+  it: the spans are stored then) to "score exported" (the backend received the score
+  span), p50 and p99. It includes ``decision_wait`` (printed) and export batching;
+* CPU per run of each process (ms), from /proc.
 
-    .venv/bin/python bench/scale.py --runs 4000 --workers 1 2
+``--compare REV`` runs every round on a worktree of REV too (checked out in a temporary
+folder, removed afterwards; same virtualenv), interleaved round by round, and prints the
+ratio of this tree's figures to REV's: the medians of ``--rounds`` rounds.
+
+    .venv/bin/python bench/scale.py --runs 4000 --workers 1 2 --compare 38ea31d
+    .venv/bin/python bench/scale.py --store sqlite --workers 1 --compare 38ea31d
 
 Every process (client, receiver, workers, Redis) shares this machine's cores, so the
 2-worker figure is bounded by the CPUs left, not by the queue.
@@ -27,6 +34,7 @@ import secrets
 import signal
 import socket
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -123,14 +131,17 @@ async def wait_ready(session: aiohttp.ClientSession, port: int, proc: asyncio.su
     raise SystemExit("a daemon process was not ready after 60 s")
 
 
-def write_config(folder: Path, name: str, redis_url: str, prefix: str, backend_port: int,
+def write_config(folder: Path, name: str, store: str, redis_url: str, prefix: str, backend_port: int,
                  decision_wait: float, concurrency: int) -> tuple[Path, int]:
+    """A daemon's config file: HTTP receiver on a free port, the store, export to the backend."""
     port = free_port()
     path = folder / f"{name}.toml"
+    queue = (f'url = "{redis_url}"\nkey_prefix = "{prefix}"\n' if store == "redis"
+             else f'url = "sqlite:///{folder / (prefix.rstrip(":") + ".db")}"\n')
     path.write_text(
         f'[receiver]\ngrpc_endpoint = ""\nhttp_endpoint = "127.0.0.1:{port}"\n'
         f'[assembly]\ndecision_wait = {decision_wait}\n'
-        f'[queue]\nurl = "{redis_url}"\nkey_prefix = "{prefix}"\nmax_pending_jobs = 10000000\n'
+        f'[queue]\n{queue}max_pending_jobs = 10000000\n'
         f'[workers]\nconcurrency = {concurrency}\n'
         f'[export]\nendpoint = "http://127.0.0.1:{backend_port}"\nforward_spans = false\n'
         f'[[scorers]]\nref = "{folder / "bench_scorers.py"}:length"\n'
@@ -138,24 +149,29 @@ def write_config(folder: Path, name: str, redis_url: str, prefix: str, backend_p
     return path, port
 
 
-async def run_round(args: argparse.Namespace, workers: int, folder: Path, runs_wanted: int,
+async def run_round(args: argparse.Namespace, tree: Path, workers: int, folder: Path, runs_wanted: int,
                     rate: float | None) -> dict[str, Any]:
+    """One round on the daemon of ``tree``: start it, post the runs, wait for every score, stop it."""
     prefix = f"bench-{uuid.uuid4().hex[:10]}:"
     backend = Backend()
     server = grpc.aio.server()
     trace_service_pb2_grpc.add_TraceServiceServicer_to_server(backend, server)
     backend_port = server.add_insecure_port("127.0.0.1:0")
     await server.start()
-    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "PYTHONPATH": str(tree)}
     procs: list[asyncio.subprocess.Process] = []
     ports: list[int] = []
-    for name, role in [("receiver", "receiver")] + [(f"worker{i}", "worker") for i in range(workers)]:
-        config, port = write_config(folder, name, args.redis_url, prefix, backend_port,
+    roles = ([("serve", "all")] if args.store == "sqlite"
+             else [("receiver", "receiver")] + [(f"worker{i}", "worker") for i in range(workers)])
+    for name, role in roles:
+        config, port = write_config(folder, name, args.store, args.redis_url, prefix, backend_port,
                                     args.decision_wait, args.concurrency)
+        role_args = ["--role", role] if role != "all" else []
         with (folder / f"{name}.log").open("wb") as log:
+            profile = ["-m", "cProfile", "-o", str(Path(args.profile) / f"{name}.prof")] if args.profile else []
             procs.append(await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "collector.cli", "serve", "--config", str(config), "--role", role,
-                cwd=ROOT, env=env, stderr=log))
+                sys.executable, *profile, "-m", "collector.cli", "serve", "--config", str(config), *role_args,
+                cwd=tree, env=env, stderr=log))
         ports.append(port)
     requests = [make_request(args.traces_per_request) for _ in range(runs_wanted // args.traces_per_request)]
     runs = len(requests) * args.traces_per_request
@@ -192,7 +208,7 @@ async def run_round(args: argparse.Namespace, workers: int, folder: Path, runs_w
             while len(backend.arrived) < runs:
                 if time.monotonic() > deadline:
                     raise SystemExit(f"only {len(backend.arrived)} of {runs} runs scored within 600 s")
-                await asyncio.sleep(0.05)
+                await asyncio.sleep(0.01)
             cpu = [cpu_seconds(proc.pid) - start_cpu for proc, start_cpu in zip(procs, cpu0, strict=True)]
     finally:
         for proc in procs:
@@ -200,9 +216,10 @@ async def run_round(args: argparse.Namespace, workers: int, folder: Path, runs_w
                 proc.send_signal(signal.SIGTERM)
         await asyncio.gather(*(proc.wait() for proc in procs))
         await server.stop(0.5)
-        store = RedisStore(args.redis_url, key_prefix=prefix)
-        await store.delete_all()
-        await store.shutdown()
+        if args.store == "redis":
+            store = RedisStore(args.redis_url, key_prefix=prefix)
+            await store.delete_all()
+            await store.shutdown()
     last = max(backend.arrived.values())
     latencies = sorted(backend.arrived[t] - acked[t] for t in acked)
     return {
@@ -210,42 +227,100 @@ async def run_round(args: argparse.Namespace, workers: int, folder: Path, runs_w
         "p50_ms": statistics.median(latencies) * 1e3,
         "p99_ms": latencies[max(0, int(len(latencies) * 0.99) - 1)] * 1e3,
         "resent": backend.received - len(backend.arrived),
-        "cpu": " ".join(f"{c:.1f}" for c in cpu),
+        "cpu_ms": [c * 1e3 / runs for c in cpu],  # per run, per process (receiver first on Redis)
     }
+
+
+def median_of(rounds: list[dict[str, Any]]) -> dict[str, Any]:
+    """The per-figure median of several rounds of one configuration."""
+    out = {k: statistics.median(r[k] for r in rounds) for k in ("runs_per_s", "p50_ms", "p99_ms", "total_s",
+                                                                   "ingest_s")}
+    out["runs"] = rounds[0]["runs"]
+    out["resent"] = max(r["resent"] for r in rounds)
+    out["cpu_ms"] = [statistics.median(r["cpu_ms"][i] for r in rounds) for i in range(len(rounds[0]["cpu_ms"]))]
+    return out
+
+
+def describe(r: dict[str, Any], store: str) -> str:
+    """One line of figures: throughput, latency, CPU per run per process."""
+    names = ["serve"] if store == "sqlite" else ["receiver"] + [f"worker{i}" for i in range(len(r["cpu_ms"]) - 1)]
+    cpu = " ".join(f"{n} {c:.2f}" for n, c in zip(names, r["cpu_ms"], strict=True))
+    return (f"{r['runs_per_s']:6.0f} runs/s ({r['runs']} runs in {r['total_s']:.2f} s)  received->exported "
+            f"p50 {r['p50_ms']:.0f} ms p99 {r['p99_ms']:.0f} ms  re-sent {r['resent']}  CPU ms/run {cpu}")
+
+
+def worktree(rev: str) -> Path:
+    """A temporary worktree of ``rev`` (removed by `remove_worktree`)."""
+    path = Path(tempfile.mkdtemp(prefix=f"tracescore-{rev[:12]}-"))
+    subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", "-q", str(path), rev], check=True)
+    return path
+
+
+def remove_worktree(path: Path) -> None:
+    subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(path)], check=False)
+
+
+async def compare(args: argparse.Namespace, trees: dict[str, Path], folder: Path, title: str,
+                  runs: int, rate: float | None, workers: int) -> None:
+    """Run one configuration ``args.rounds`` times on every tree, interleaved; print medians and ratios."""
+    results: dict[str, list[dict[str, Any]]] = {name: [] for name in trees}
+    for _ in range(args.rounds):
+        for name, tree in trees.items():
+            results[name].append(await run_round(args, tree, workers, folder, runs, rate))
+    medians = {name: median_of(rounds) for name, rounds in results.items()}
+    print(f"  {title}")
+    for name, r in medians.items():
+        print(f"    {name:>10}: {describe(r, args.store)}")
+    if len(trees) == 2:
+        here, old = medians["this tree"], medians[next(n for n in trees if n != "this tree")]
+        print(f"    {'ratio':>10}: runs/s x{here['runs_per_s'] / old['runs_per_s']:.2f}  p99 "
+              f"x{here['p99_ms'] / old['p99_ms']:.2f}  worker CPU/run x{here['cpu_ms'][-1] / old['cpu_ms'][-1]:.2f}"
+              f"  (p99 - decision_wait: {here['p99_ms'] - args.decision_wait * 1e3:.0f} ms here, "
+              f"{old['p99_ms'] - args.decision_wait * 1e3:.0f} ms there)")
 
 
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--store", choices=["redis", "sqlite"], default="redis")
     parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/0")
     parser.add_argument("--runs", type=int, default=4000)
     parser.add_argument("--traces-per-request", type=int, default=20)
     parser.add_argument("--concurrency-clients", type=int, default=8)
     parser.add_argument("--concurrency", type=int, default=64, help="jobs in flight per worker process")
     parser.add_argument("--decision-wait", type=float, default=0.2)
-    parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
-    parser.add_argument("--rate", type=float, default=300.0,
+    parser.add_argument("--workers", type=int, nargs="+", default=[1, 2], help="worker processes (Redis only)")
+    parser.add_argument("--rates", type=float, nargs="*", default=[300.0, 1000.0],
                         help="runs/s offered in the latency rounds (below capacity)")
     parser.add_argument("--rate-seconds", type=float, default=8.0)
+    parser.add_argument("--rounds", type=int, default=1, help="rounds per configuration (medians printed)")
+    parser.add_argument("--compare", metavar="REV", help="also run every round on a worktree of REV")
+    parser.add_argument("--profile", metavar="DIR", help="run each daemon under cProfile (its main thread), "
+                        "writing DIR/<process>.prof at exit (figures are then not comparable)")
     args = parser.parse_args()
+    if args.store == "sqlite":
+        args.workers = [1]
     folder = Path(tempfile.mkdtemp(prefix="tracescore-scale-"))
     (folder / "bench_scorers.py").write_text(SCORER)
-    print(f"Redis {args.redis_url}; {args.runs} runs in requests of {args.traces_per_request}, "
-          f"{args.concurrency_clients} clients; decision_wait {args.decision_wait} s; "
-          f"worker concurrency {args.concurrency}; {os.cpu_count()} CPUs shared by every process; "
-          f"process logs in {folder}")
-    print("throughput: every run offered at once (latency is mostly time queued)")
-    for workers in args.workers:
-        r = await run_round(args, workers, folder, args.runs, None)
-        print(f"  workers {workers}: {r['runs_per_s']:6.0f} runs/s end to end ({r['runs']} runs in "
-              f"{r['total_s']:.2f} s; ingest {r['ingest_s']:.2f} s)  received->exported "
-              f"p50 {r['p50_ms']:.0f} ms  p99 {r['p99_ms']:.0f} ms  re-sent {r['resent']}; "
-              f"CPU s receiver/workers {r['cpu']}")
-    print(f"latency: {args.rate:.0f} runs/s offered for {args.rate_seconds:.0f} s")
-    for workers in args.workers:
-        r = await run_round(args, workers, folder, int(args.rate * args.rate_seconds), args.rate)
-        print(f"  workers {workers}: received->exported p50 {r['p50_ms']:.0f} ms  p99 {r['p99_ms']:.0f} ms "
-              f"(decision_wait {args.decision_wait} s included); re-sent {r['resent']}; "
-              f"CPU s receiver/workers {r['cpu']}")
+    trees = {"this tree": ROOT}
+    if args.compare:
+        trees[args.compare] = worktree(args.compare)
+    try:
+        print(f"{args.store} store; {args.runs} runs in requests of {args.traces_per_request}, "
+              f"{args.concurrency_clients} clients; decision_wait {args.decision_wait} s; worker concurrency "
+              f"{args.concurrency}; {os.cpu_count()} CPUs shared by every process; {args.rounds} round(s), "
+              f"medians; process logs in {folder}")
+        for workers in args.workers:
+            what = "serve (one process)" if args.store == "sqlite" else f"{workers} worker(s)"
+            await compare(args, trees, folder, f"throughput, every run offered at once; {what}",
+                          args.runs, None, workers)
+        for rate in args.rates:
+            for workers in args.workers[:1]:
+                await compare(args, trees, folder, f"latency, {rate:.0f} runs/s offered for {args.rate_seconds:.0f} s",
+                              int(rate * args.rate_seconds), rate, workers)
+    finally:
+        for name, tree in trees.items():
+            if name != "this tree":
+                remove_worktree(tree)
 
 
 if __name__ == "__main__":

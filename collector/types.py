@@ -15,8 +15,9 @@ JSON, never pickles), so every store backend keeps the same records.
 
 from __future__ import annotations
 
+import functools
 import json
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, is_dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -32,9 +33,43 @@ SummaryEntry = tuple[bytes, int, int]
 """One trace of a request, as the trace buffer indexes it: trace id, span count, flags."""
 
 
-def _known(cls: type, data: dict[str, Any]) -> dict[str, Any]:
+@functools.cache
+def _field_names(cls: type) -> frozenset[str]:
+    return frozenset(f.name for f in fields(cls))
+
+
+def known_fields(cls: type, data: dict[str, Any]) -> dict[str, Any]:
     """The fields of ``data`` that ``cls`` has (a record written by a later version still loads)."""
-    return {k: v for k, v in data.items() if k in {f.name for f in fields(cls)}}
+    names = _field_names(cls)
+    return data if data.keys() <= names else {k: v for k, v in data.items() if k in names}
+
+
+def record_dict(record: Any) -> dict[str, Any]:
+    """A dataclass record's fields as a dict, values as they are (not deep-copied like ``asdict``):
+    what its JSON is made of.
+
+    Example:
+        >>> record_dict(Accepted(3, 1))
+        {'accepted': 3, 'rejected': 1, 'message': ''}
+    """
+    return {name: getattr(record, name) for name in _dataclass_order(type(record))}
+
+
+@functools.cache
+def _dataclass_order(cls: type) -> tuple[str, ...]:
+    return tuple(f.name for f in fields(cls))
+
+
+def json_default(value: Any) -> Any:
+    """``json.dumps``'s fallback for record values: a dataclass as its fields, anything else as text.
+
+    Example:
+        >>> json.dumps({"a": Accepted(1), "b": {1, 2}}, default=json_default)
+        '{"a": {"accepted": 1, "rejected": 0, "message": ""}, "b": "{1, 2}"}'
+    """
+    if is_dataclass(value) and not isinstance(value, type):
+        return asdict(value)
+    return str(value)
 
 
 @dataclass(frozen=True)
@@ -114,7 +149,7 @@ class RunRecord:
             >>> RunRecord(trace_id="a", span_id="b").to_json()[:15]
             '{"trace_id": "a'
         """
-        return json.dumps(asdict(self), default=str)
+        return json.dumps(record_dict(self), default=json_default)
 
     @classmethod
     def from_json(cls, text: str) -> RunRecord:
@@ -124,7 +159,7 @@ class RunRecord:
             >>> RunRecord.from_json('{"trace_id": "a", "span_id": "b"}').span_id
             'b'
         """
-        return cls(**_known(cls, json.loads(text)))
+        return cls(**known_fields(cls, json.loads(text)))
 
     def __hash__(self) -> int:
         return hash((self.trace_id, self.span_id))
@@ -217,7 +252,7 @@ class ScoreRecord:
             >>> '"scorer_id": "q"' in ScoreRecord("k", "t", "s", "x", "q", "q").to_json()
             True
         """
-        return json.dumps(asdict(self))
+        return json.dumps(record_dict(self))
 
     @classmethod
     def from_json(cls, text: str) -> ScoreRecord:
@@ -227,7 +262,7 @@ class ScoreRecord:
             >>> ScoreRecord.from_json(ScoreRecord("k", "t", "s", "x", "q", "q").to_json()).key
             'k'
         """
-        return cls(**_known(cls, json.loads(text)))
+        return cls(**known_fields(cls, json.loads(text)))
 
     def __hash__(self) -> int:
         return hash(self.key)

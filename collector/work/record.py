@@ -118,25 +118,6 @@ def cut(text: Any, limit: int) -> str | None:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def is_llm_judged(scorer: Any, models: list[str]) -> bool:
-    """Whether a scorer asks an LLM judge: it has a prompt step (or its result names a model).
-
-    Example:
-        >>> class Code:
-        ...     def get_steps(self): return [{"name": "generate_score", "type": "function"}]
-        >>> is_llm_judged(Code(), []), is_llm_judged(Code(), ["openai/gpt-4o-mini"])
-        (False, True)
-    """
-    get_steps = getattr(scorer, "get_steps", None)
-    if callable(get_steps):
-        try:
-            if any(step.get("type") == "prompt" for step in get_steps()):
-                return True
-        except Exception:  # a user scorer outside the engine: decide by the result alone
-            pass
-    return bool(models)
-
-
 def score_record(
     job: ScoreJob, entry: RegisteredScorer, result: Any, start_ns: int, *, max_chars: int,
     error: BaseException | None = None, end_ns: int | None = None,
@@ -178,5 +159,5 @@ def score_record(
         preprocess_json=truncate_json(getattr(result, "preprocess_step_result", None), max_chars),
         analyze_json=truncate_json(getattr(result, "analyze_step_result", None), max_chars),
         service=run.service, resource=dict(run.resource), scored_end_ns=run.end_ns,
-        llm_judged=is_llm_judged(entry.scorer, models), forward_mark=run.forward_mark,
+        llm_judged=entry.has_prompt_step is True or bool(models), forward_mark=run.forward_mark,
     )

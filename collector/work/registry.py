@@ -6,6 +6,7 @@ big-endian / 2**48 < ratio), so every replica and every restart makes the same c
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib
 import importlib.util
@@ -190,8 +191,10 @@ class RegisteredScorer:
         """The scorer's id.
 
         Example:
-            >>> RegisteredScorer.scorer_id.__doc__.split(".")[0]
-            "The scorer's id"
+            >>> class S:
+            ...     id = 7; version = 2
+            >>> RegisteredScorer(S(), ScorerConfig(ref="x:S")).scorer_id
+            '7'
         """
         return str(self.scorer.id)
 
@@ -200,11 +203,48 @@ class RegisteredScorer:
         """The scorer's version (part of the idempotency key), or None.
 
         Example:
-            >>> RegisteredScorer.version.__doc__.split(" ")[1]
-            "scorer's"
+            >>> class S:
+            ...     id = "q"; version = 2
+            >>> RegisteredScorer(S(), ScorerConfig(ref="x:S")).version
+            '2'
         """
         version = getattr(self.scorer, "version", None)
         return None if version is None else str(version)
+
+    @functools.cached_property
+    def has_prompt_step(self) -> bool | None:
+        """Whether the scorer has a prompt (LLM judge) step; None when it does not say (a scorer
+        object without ``get_steps``, or one whose ``get_steps`` fails).
+
+        Example:
+            >>> from scorers import create_scorer
+            >>> code = create_scorer(id="c", description="d").generate_score(lambda run: 1.0)
+            >>> judged = code.analyze(description="a", output_schema={"type": "object"},
+            ...                       create_prompt=lambda run: "Check it.")
+            >>> [RegisteredScorer(s, ScorerConfig(ref="x:s")).has_prompt_step for s in (code, judged, object())]
+            [False, True, None]
+        """
+        get_steps = getattr(self.scorer, "get_steps", None)
+        if not callable(get_steps):
+            return None
+        try:
+            return any(step.get("type") == "prompt" for step in get_steps())
+        except Exception:  # a user scorer outside the engine
+            return None
+
+    @property
+    def asks_judge(self) -> bool:
+        """Whether running the scorer may call an LLM judge: a prompt step, or a scorer that does
+        not say. A scorer of function steps never does (SPEC 1.1), so its jobs need no judge
+        replies kept.
+
+        Example:
+            >>> from scorers import create_scorer
+            >>> code = create_scorer(id="c", description="d").generate_score(lambda run: 1.0)
+            >>> RegisteredScorer(code, ScorerConfig(ref="x:c")).asks_judge
+            False
+        """
+        return self.has_prompt_step is not False
 
 
 def matches(flt: FilterConfig, service: str, agent: str | None, span_name: str,

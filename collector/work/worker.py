@@ -201,9 +201,10 @@ class Worker:
                         "is not registered", None)
         return await self._score(leased, entry)
 
-    async def _memo_of(self, job_key: str) -> StoredReplies | None:
-        """The job's judge replies kept by an earlier run of it (none without a store for them)."""
-        if self._replies is None:
+    async def _memo_of(self, job_key: str, entry: RegisteredScorer) -> StoredReplies | None:
+        """The job's judge replies kept by an earlier run of it (none without a store for them,
+        and never asked for when the scorer has no prompt step: it calls no judge)."""
+        if self._replies is None or not entry.asks_judge:
             return None
         try:
             kept = await self._replies.judge_replies(job_key)
@@ -218,7 +219,7 @@ class Worker:
         start_ns = time.time_ns()
         started = time.perf_counter()
         try:
-            memo = await self._memo_of(job.key)
+            memo = await self._memo_of(job.key, entry)
             async with asyncio.timeout(self._job_timeout):
                 with remember_judge_replies(memo):
                     result = await entry.scorer.run(

@@ -41,6 +41,9 @@ from collector.types import (
     ScoreJob,
     Settlement,
     dead_letter_error,
+    json_default,
+    known_fields,
+    record_dict,
 )
 
 logger = logging.getLogger(__name__)
@@ -54,8 +57,8 @@ def job_json(job: ScoreJob) -> str:
         >>> parse_job(job_json(job)) == job
         True
     """
-    run = json.loads(job.run.to_json())
-    return json.dumps({"run": run, "scorer_id": job.scorer_id, "scorer_version": job.scorer_version})
+    return json.dumps({"run": record_dict(job.run), "scorer_id": job.scorer_id,
+                       "scorer_version": job.scorer_version}, default=json_default)
 
 
 def parse_job(text: str | bytes) -> ScoreJob:
@@ -66,7 +69,7 @@ def parse_job(text: str | bytes) -> ScoreJob:
         't/s/q/'
     """
     data = json.loads(text)
-    return ScoreJob(RunRecord(**data["run"]), data["scorer_id"], data.get("scorer_version"))
+    return ScoreJob(RunRecord(**known_fields(RunRecord, data["run"])), data["scorer_id"], data.get("scorer_version"))
 
 
 def _s(value: Any) -> str:
@@ -254,7 +257,7 @@ class RedisJobQueue:
             record = outcome.record.to_json()
         k = self._k
         keys = [k.jobs, k.dead, k.delayed, k.delayed_data, k.outbox, k.outbox_data, k.outbox_seq,
-                k.idem(job.key), *self.sink_keys]
+                k.idem(job.key), k.replies(job.key), *self.sink_keys]
         payload = job_json(job) if kind != "done" else ""  # only retries and dead letters keep the job
         args: list[Any] = [GROUP, entry_id, consumer, deliveries, kind, now, self._ttl_ms, record, job.key,
                            payload, leased.attempt, error, due_at]

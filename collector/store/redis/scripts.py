@@ -68,8 +68,9 @@ end
 return {out, dead}
 """
 
-# Settle a leased job if the lease still holds: outbox write + idempotency mark + XACK/XDEL.
-# KEYS: jobs, dead, delayed, delayed_data, outbox, outbox_data, outbox_seq, idem,
+# Settle a leased job if the lease still holds: outbox write + idempotency mark + XACK/XDEL;
+# a job done or dead forgets its judge replies (it never runs again).
+# KEYS: jobs, dead, delayed, delayed_data, outbox, outbox_data, outbox_seq, idem, replies,
 #       then (sink zset, sink data) per native sink: the record is queued there too, same id
 # ARGV: group, entry id, consumer, deliveries, kind, now, ttl_ms, record, key, job, attempts,
 #       error, due_at
@@ -92,13 +93,14 @@ else
       local id = redis.call('INCR', KEYS[7])
       redis.call('HSET', KEYS[6], id, ARGV[8])
       redis.call('ZADD', KEYS[5], ARGV[6], id)
-      for i = 9, #KEYS, 2 do
+      for i = 10, #KEYS, 2 do
         redis.call('HSET', KEYS[i + 1], id, ARGV[8])
         redis.call('ZADD', KEYS[i], ARGV[6], id)
       end
       added = 1
     end
   end
+  redis.call('DEL', KEYS[9])
 end
 redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])
 redis.call('XDEL', KEYS[1], ARGV[2])

@@ -34,7 +34,6 @@ from collector.types import (
     AppendResult,
     LeasedJob,
     OutboxItem,
-    Retry,
     ScoreJob,
     Settlement,
     StoreStats,
@@ -237,10 +236,9 @@ class RedisStore:
         return await self.queue.renew(leased)
 
     async def settle(self, leased: LeasedJob, outcome: Settlement) -> None:
-        """Settle a leased job atomically with its outbox record (see `RedisJobQueue.settle`)."""
+        """Settle a leased job atomically with its outbox record, forgetting its judge replies when
+        it is done or dead (see `RedisJobQueue.settle`)."""
         await asyncio.shield(self.queue.settle(leased, outcome))
-        if not isinstance(outcome, Retry):  # a job done or dead is never run again
-            await asyncio.shield(self.client.delete(self.keys.replies(leased.job.key)))
 
     async def prune(self, older_than_s: float, now: float | None = None) -> int:
         """Drop dead letters older than ``older_than_s``; returns entries removed.
