@@ -55,6 +55,7 @@ class SqliteRunner:
         self._lock_file: IO[bytes] | None = None
         # deque append/popleft are atomic: the loop never waits on a lock held by the thread.
         self._pending: deque[tuple[Callable[[sqlite3.Connection], Any], asyncio.Future[Any]]] = deque()
+        self._drain_queued = False  # a drain is submitted and has not started taking calls yet
 
     def _open(self) -> None:
         if self._path not in ("", ":memory:"):
@@ -83,6 +84,9 @@ class SqliteRunner:
         await asyncio.get_running_loop().run_in_executor(self._executor, self._open)
 
     def _drain(self) -> None:
+        # Cleared before taking the calls: a call appended after this point submits a drain of
+        # its own (it may find nothing left), a call appended before it is taken below.
+        self._drain_queued = False
         batch = []
         while self._pending:
             batch.append(self._pending.popleft())
@@ -108,8 +112,11 @@ class SqliteRunner:
                         self._after_commit()
                     except Exception:  # housekeeping: the calls themselves succeeded
                         logger.exception("after-commit step failed")
-        for fut, result, error in outcomes:
-            fut.get_loop().call_soon_threadsafe(_resolve, fut, result, error)
+        by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[Any], Any, BaseException | None]]] = {}
+        for outcome in outcomes:
+            by_loop.setdefault(outcome[0].get_loop(), []).append(outcome)
+        for loop, resolved in by_loop.items():  # one wake-up per loop and drain, not per call
+            loop.call_soon_threadsafe(_resolve_all, resolved)
 
     @staticmethod
     def _run_batch(
@@ -142,7 +149,14 @@ class SqliteRunner:
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[T] = loop.create_future()
         self._pending.append((fn, fut))
-        loop.run_in_executor(self._executor, self._drain)
+        if not self._drain_queued:  # calls made while a drain is queued join it
+            self._drain_queued = True
+            try:
+                self._executor.submit(self._drain)
+            except RuntimeError:  # the store is closed
+                self._drain_queued = False
+                self._pending.remove((fn, fut))
+                raise
         return await fut
 
     def _close(self) -> None:
@@ -162,10 +176,12 @@ class SqliteRunner:
         await asyncio.to_thread(self._executor.shutdown, True)  # joins the (idle) thread
 
 
-def _resolve(fut: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
-    if fut.done():
-        return
-    if error is not None:
-        fut.set_exception(error)
-    else:
-        fut.set_result(result)
+def _resolve_all(outcomes: list[tuple[asyncio.Future[Any], Any, BaseException | None]]) -> None:
+    """Hand each call's result or error to its waiter (in the waiter's loop)."""
+    for fut, result, error in outcomes:
+        if fut.done():
+            continue
+        if error is not None:
+            fut.set_exception(error)
+        else:
+            fut.set_result(result)
