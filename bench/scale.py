@@ -57,6 +57,15 @@ from scorers import create_scorer
 length = create_scorer(id="length", description="answer length", type="agent", version="1").generate_score(
     lambda run: min(1.0, len(run.output[-1].content) / 100) if len(run.output) else 0.0)
 '''
+PROFILED = """import cProfile, sys, time
+from collector.cli import main
+sys.argv[0] = "tracescore"
+profile = cProfile.Profile(time.thread_time)
+try:
+    profile.runcall(main, sys.argv[1:])
+finally:
+    profile.dump_stats({out!r})
+"""
 MESSAGES_IN = json.dumps([{"role": "user", "parts": [{"type": "text", "content": "What is the capital of France?"}]}])
 MESSAGES_OUT = json.dumps([{"role": "assistant", "parts": [{"type": "text", "content": "Paris."}]}])
 
@@ -168,10 +177,12 @@ async def run_round(args: argparse.Namespace, tree: Path, workers: int, folder: 
                                     args.decision_wait, args.concurrency)
         role_args = ["--role", role] if role != "all" else []
         with (folder / f"{name}.log").open("wb") as log:
-            profile = ["-m", "cProfile", "-o", str(Path(args.profile) / f"{name}.prof")] if args.profile else []
-            procs.append(await asyncio.create_subprocess_exec(
-                sys.executable, *profile, "-m", "collector.cli", "serve", "--config", str(config), *role_args,
-                cwd=tree, env=env, stderr=log))
+            command = ["-m", "collector.cli", "serve", "--config", str(config), *role_args]
+            if args.profile:  # the main thread's CPU time (thread_time), written when serve returns
+                out = Path(args.profile) / f"{name}.prof"
+                command = ["-c", PROFILED.format(out=str(out)), *command[2:]]
+            procs.append(await asyncio.create_subprocess_exec(sys.executable, *command, cwd=tree, env=env,
+                                                              stderr=log))
         ports.append(port)
     requests = [make_request(args.traces_per_request) for _ in range(runs_wanted // args.traces_per_request)]
     runs = len(requests) * args.traces_per_request

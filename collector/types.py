@@ -15,7 +15,6 @@ JSON, never pickles), so every store backend keeps the same records.
 
 from __future__ import annotations
 
-import functools
 import json
 from dataclasses import asdict, dataclass, field, fields, is_dataclass
 from datetime import UTC, datetime
@@ -33,9 +32,20 @@ SummaryEntry = tuple[bytes, int, int]
 """One trace of a request, as the trace buffer indexes it: trace id, span count, flags."""
 
 
-@functools.cache
+_FIELD_NAMES: dict[type, tuple[tuple[str, ...], frozenset[str]]] = {}
+
+
 def _field_names(cls: type) -> frozenset[str]:
-    return frozenset(f.name for f in fields(cls))
+    return _fields_of(cls)[1]
+
+
+def _fields_of(cls: type) -> tuple[tuple[str, ...], frozenset[str]]:
+    """A dataclass's field names, in order and as a set (looked up once per class)."""
+    known = _FIELD_NAMES.get(cls)
+    if known is None:
+        names = tuple(f.name for f in fields(cls))
+        known = _FIELD_NAMES[cls] = (names, frozenset(names))
+    return known
 
 
 def known_fields(cls: type, data: dict[str, Any]) -> dict[str, Any]:
@@ -52,12 +62,7 @@ def record_dict(record: Any) -> dict[str, Any]:
         >>> record_dict(Accepted(3, 1))
         {'accepted': 3, 'rejected': 1, 'message': ''}
     """
-    return {name: getattr(record, name) for name in _dataclass_order(type(record))}
-
-
-@functools.cache
-def _dataclass_order(cls: type) -> tuple[str, ...]:
-    return tuple(f.name for f in fields(cls))
+    return {name: getattr(record, name) for name in _fields_of(type(record))[0]}
 
 
 def json_default(value: Any) -> Any:

@@ -22,6 +22,7 @@ import logging
 import time
 import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -70,6 +71,17 @@ def parse_job(text: str | bytes) -> ScoreJob:
     """
     data = json.loads(text)
     return ScoreJob(RunRecord(**known_fields(RunRecord, data["run"])), data["scorer_id"], data.get("scorer_version"))
+
+
+@dataclass(frozen=True, slots=True)
+class _DoneSettle:
+    """A job done, as its settle is queued for the batch script (`scripts.SETTLE_DONE`)."""
+
+    consumer: str
+    entry_id: str
+    deliveries: str
+    job_key: str
+    record: str  # the outbox record's JSON, "" for none (not scorable)
 
 
 def _s(value: Any) -> str:
@@ -126,6 +138,7 @@ class RedisJobQueue:
         self._promote = client.register_script(scripts.PROMOTE)
         self._reclaim = client.register_script(scripts.RECLAIM)
         self._settle = client.register_script(scripts.SETTLE)
+        self._settle_done = client.register_script(scripts.SETTLE_DONE)
         self._prune_consumers = client.register_script(scripts.PRUNE_CONSUMERS)
         self._renew = client.register_script(scripts.RENEW)
         self._consumer_idle_ms = int(consumer_idle_s * 1000)
@@ -136,7 +149,7 @@ class RedisJobQueue:
         self._settle_backoff = Backoff("settling a job", logger)
         self._put_backoff = Backoff("queueing jobs", logger)
         # Workers settle many jobs at once: the settles of one loop turn share a pipeline.
-        self._settles: Coalescer[tuple[list[str], list[Any]], int] = Coalescer(self._settle_many)
+        self._settles: Coalescer[_DoneSettle | tuple[list[str], list[Any]], int] = Coalescer(self._settle_many)
         self._last_promote = 0.0
         self.depth_cache = 0
         self.sink_keys: list[str] = []  # (zset, data) per native sink: settle queues records there too
@@ -241,31 +254,39 @@ class RedisJobQueue:
         """Complete, retry or dead-letter a leased job (atomically with its outbox record).
 
         Retries while Redis is unreachable, for up to the visibility timeout (after that the
-        job belongs to whoever takes it over, and this result is dropped unsent).
+        job belongs to whoever takes it over, and this result is dropped unsent). Settles
+        made in one loop turn share one pipeline, and jobs done share one script call.
         """
         consumer, entry_id, deliveries = leased.lease.split("|")
         job = leased.job
+        if isinstance(outcome, Done):
+            record = outcome.record.to_json() if outcome.record is not None else ""
+            result = await self._settles(_DoneSettle(consumer, entry_id, deliveries, job.key, record))
+        else:
+            result = await self._settles(self._general_settle(leased, outcome, consumer, entry_id, deliveries))
+        if result == -1:
+            logger.info("lease of job %s lost to another worker; result dropped", job.key)
+        elif not isinstance(outcome, Retry):
+            self.depth_cache = max(0, self.depth_cache - 1 + int(result))
+
+    def _general_settle(self, leased: LeasedJob, outcome: Settlement, consumer: str, entry_id: str,
+                        deliveries: str) -> tuple[list[str], list[Any]]:
+        """The keys and arguments of the SETTLE script for a retry or a dead letter."""
+        job = leased.job
         now = time.time()
-        kind, record, error, due_at = "done", "", "", 0.0
+        kind, record, error, due_at = "retry", "", "", 0.0
         if isinstance(outcome, Retry):
-            kind, due_at = "retry", now + outcome.delay_s
+            due_at = now + outcome.delay_s
         elif isinstance(outcome, Dead):
             kind = "dead"
             error = dead_letter_error(job, outcome)
             record = outcome.record.to_json() if outcome.record is not None else ""
-        elif isinstance(outcome, Done) and outcome.record is not None:
-            record = outcome.record.to_json()
         k = self._k
         keys = [k.jobs, k.dead, k.delayed, k.delayed_data, k.outbox, k.outbox_data, k.outbox_seq,
                 k.idem(job.key), k.replies(job.key), *self.sink_keys]
-        payload = job_json(job) if kind != "done" else ""  # only retries and dead letters keep the job
         args: list[Any] = [GROUP, entry_id, consumer, deliveries, kind, now, self._ttl_ms, record, job.key,
-                           payload, leased.attempt, error, due_at]
-        result = await self._settles((keys, args))
-        if result == -1:
-            logger.info("lease of job %s lost to another worker; result dropped", job.key)
-        elif kind != "retry":
-            self.depth_cache = max(0, self.depth_cache - 1 + int(result))
+                           job_json(job), leased.attempt, error, due_at]
+        return keys, args
 
     async def renew(self, leased: Sequence[LeasedJob]) -> int:
         """Renew the leases of jobs this worker still runs (its heartbeat); returns how many it holds.
@@ -282,16 +303,39 @@ class RedisJobQueue:
             return 0
         return int(await self._renew(keys=[self._k.jobs], args=args))
 
-    async def _settle_many(self, calls: list[tuple[list[str], list[Any]]]) -> list[int]:
-        async def run() -> list[Any]:
+    async def _settle_many(self, calls: list[_DoneSettle | tuple[list[str], list[Any]]]) -> list[int]:
+        done: dict[str, list[int]] = {}  # consumer -> indexes of the calls settling jobs done
+        for index, call in enumerate(calls):
+            if isinstance(call, _DoneSettle):
+                done.setdefault(call.consumer, []).append(index)
+        k = self._k
+
+        async def run() -> list[int]:
+            results = [0] * len(calls)
+            order: list[list[int]] = []  # the call indexes each pipelined command answers for
             async with self._r.pipeline(transaction=False) as pipe:
-                for keys, args in calls:
-                    await self._settle(keys=keys, args=args, client=pipe)
-                return list(await pipe.execute())
+                for consumer, indexes in done.items():
+                    keys = [k.jobs, k.outbox, k.outbox_data, k.outbox_seq, *self.sink_keys]
+                    args: list[Any] = [GROUP, consumer, time.time(), self._ttl_ms, len(self.sink_keys)]
+                    for index in indexes:
+                        call = calls[index]
+                        assert isinstance(call, _DoneSettle)
+                        keys += [k.idem(call.job_key), k.replies(call.job_key)]
+                        args += [call.entry_id, call.deliveries, call.record]
+                    await self._settle_done(keys=keys, args=args, client=pipe)
+                    order.append(indexes)
+                for index, call in enumerate(calls):
+                    if not isinstance(call, _DoneSettle):
+                        await self._settle(keys=call[0], args=call[1], client=pipe)
+                        order.append([index])
+                replies = await pipe.execute()
+            for indexes, reply in zip(order, replies, strict=True):
+                for index, value in zip(indexes, reply if isinstance(reply, list) else [reply], strict=True):
+                    results[index] = int(value)
+            return results
 
         # Safe to repeat: a settled entry is no longer pending, so a second attempt is a no-op.
-        replies = await retry_unreachable(run, self._settle_backoff, self._visibility_ms / 1000)
-        return [int(r) for r in replies]
+        return await retry_unreachable(run, self._settle_backoff, self._visibility_ms / 1000)
 
     async def prune_consumers(self) -> int:
         """Remove the group's consumers that hold no job and were idle ``consumer_idle_s``."""

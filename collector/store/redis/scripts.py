@@ -107,6 +107,47 @@ redis.call('XDEL', KEYS[1], ARGV[2])
 return added
 """
 
+# Settle many leased jobs done at once (SETTLE's "done" case, one call for a worker's batch).
+# KEYS: jobs, outbox, outbox_data, outbox_seq, then (sink zset, sink data) per native sink,
+#       then (idem, replies) per job
+# ARGV: group, consumer, now, ttl_ms, number of sink keys, then (entry id, deliveries, record)
+#       per job. Returns per job: -1 (the lease was lost), 1 (a record queued) or 0.
+SETTLE_DONE = """
+local last_sink = 4 + tonumber(ARGV[5])
+local out = {}
+local j = 0
+for a = 6, #ARGV, 3 do
+  local id, record = ARGV[a], ARGV[a + 2]
+  local idem, replies = KEYS[last_sink + 1 + 2 * j], KEYS[last_sink + 2 + 2 * j]
+  j = j + 1
+  local p = redis.call('XPENDING', KEYS[1], ARGV[1], id, id, 1)
+  if #p == 0 or p[1][2] ~= ARGV[2] or tostring(p[1][4]) ~= ARGV[a + 1] then
+    out[j] = -1
+  else
+    local added = 0
+    local state = redis.call('GET', idem)
+    if state ~= 'done' and state ~= 'dead' then
+      redis.call('SET', idem, 'done', 'PX', ARGV[4])
+      if record ~= '' then
+        local oid = redis.call('INCR', KEYS[4])
+        redis.call('HSET', KEYS[3], oid, record)
+        redis.call('ZADD', KEYS[2], ARGV[3], oid)
+        for i = 5, last_sink, 2 do
+          redis.call('HSET', KEYS[i + 1], oid, record)
+          redis.call('ZADD', KEYS[i], ARGV[3], oid)
+        end
+        added = 1
+      end
+    end
+    redis.call('DEL', replies)
+    redis.call('XACK', KEYS[1], ARGV[1], id)
+    redis.call('XDEL', KEYS[1], id)
+    out[j] = added
+  end
+end
+return out
+"""
+
 # Renew leases (a worker's heartbeat): reset the idle time of entries still pending for
 # this consumer with this delivery count (XCLAIM JUSTID leaves the delivery count alone).
 # KEYS: jobs; ARGV: group, consumer, then (entry id, deliveries) per job. Returns how many held.
