@@ -15,6 +15,7 @@ JSON, never pickles), so every store backend keeps the same records.
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import asdict, dataclass, field, fields, is_dataclass
 from datetime import UTC, datetime
@@ -137,7 +138,7 @@ class RunRecord:
     resource: dict[str, Any] = field(default_factory=dict)  # the scored span's resource attributes
     forward_mark: int = 0  # the forward log's head when the run was decided (0: not forwarding)
 
-    @property
+    @functools.cached_property
     def run_id(self) -> str:
         """The agent run's id: the same for every scorer of this run (see `run_id_for`).
 

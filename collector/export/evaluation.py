@@ -24,10 +24,17 @@ from __future__ import annotations
 
 import functools
 import json
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from importlib import metadata
 from typing import Any, Literal
 
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, ArrayValue, KeyValue
+from opentelemetry.proto.common.v1.common_pb2 import InstrumentationScope as PbScope
+from opentelemetry.proto.resource.v1.resource_pb2 import Resource as PbResource
+from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span, SpanFlags
+from opentelemetry.proto.trace.v1.trace_pb2 import Status as PbStatus
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
@@ -208,3 +215,101 @@ def build_span(record: ScoreRecord, span_time: SpanTime = "anchored") -> Readabl
         end_time=end,
         instrumentation_scope=SCOPE,
     )
+
+
+# ----------------------------------------------------------------- the same spans, encoded here
+
+_REMOTE_PARENT = SpanFlags.SPAN_FLAGS_CONTEXT_HAS_IS_REMOTE_MASK | SpanFlags.SPAN_FLAGS_CONTEXT_IS_REMOTE_MASK
+_PB_SCOPE = PbScope(name=SCOPE.name, version=SCOPE.version or "")
+
+
+def any_value(value: Any) -> AnyValue:
+    """An attribute value as OTLP protobuf (as the SDK's encoder writes it).
+
+    Example:
+        >>> any_value(0.5).double_value, any_value(True).bool_value, [v.int_value for v in any_value([1, 2]).array_value.values]
+        (0.5, True, [1, 2])
+    """
+    if isinstance(value, bool):
+        return AnyValue(bool_value=value)
+    if isinstance(value, str):
+        return AnyValue(string_value=value)
+    if isinstance(value, int):
+        return AnyValue(int_value=value)
+    if isinstance(value, float):
+        return AnyValue(double_value=value)
+    if isinstance(value, (list, tuple)):
+        return AnyValue(array_value=ArrayValue(values=[any_value(v) for v in value]))
+    raise TypeError(f"not an attribute value: {value!r}")
+
+
+def _key_values(attributes: dict[str, Any]) -> list[KeyValue]:
+    return [KeyValue(key=key, value=any_value(value)) for key, value in attributes.items()]
+
+
+@functools.lru_cache(maxsize=1024)
+def _pb_resource(frozen: str) -> PbResource:
+    return PbResource(attributes=_key_values(dict(_resource(frozen).attributes)))
+
+
+def _resource_key(record: ScoreRecord) -> str:
+    attributes = record.resource or ({"service.name": record.service} if record.service else {})
+    return json.dumps(attributes, sort_keys=True, default=str)
+
+
+def _id_bytes(hex_id: str, size: int) -> bytes:
+    return int(hex_id, 16).to_bytes(size, "big")
+
+
+def encode_span(record: ScoreRecord, span_time: SpanTime = "anchored") -> Span:
+    """`build_span`'s span as the OTLP protobuf message the SDK's encoder makes of it, built
+    directly (a score's export then costs half the CPU).
+
+    Example:
+        >>> span = encode_span(ScoreRecord("k", "ab" * 16, "cd" * 8, "ef" * 8, "q", "Quality", score=0.5))
+        >>> (span.name, span.parent_span_id.hex(), span.events[0].name, span.attributes[0].value.string_value)
+        ('evaluation Quality', 'cdcdcdcdcdcdcdcd', 'gen_ai.evaluation.result', 'Quality')
+    """
+    attributes = _key_values(record_attributes(record))
+    start, end = span_times(record, span_time)
+    status = (PbStatus(code=PbStatus.STATUS_CODE_ERROR, message=record.error_message or record.error_type)
+              if record.error_type else PbStatus(code=PbStatus.STATUS_CODE_UNSET))
+    return Span(
+        trace_id=_id_bytes(record.trace_id, 16), span_id=_id_bytes(record.score_span_id, 8),
+        parent_span_id=_id_bytes(record.span_id, 8), name=f"evaluation {record.scorer_name}",
+        kind=Span.SPAN_KIND_INTERNAL, start_time_unix_nano=start, end_time_unix_nano=end,
+        attributes=attributes, events=[Span.Event(name=EVENT_NAME, time_unix_nano=end, attributes=attributes)],
+        status=status, flags=_REMOTE_PARENT,
+    )
+
+
+def encode_spans(records: list[ScoreRecord], span_time: SpanTime = "anchored") -> ExportTraceServiceRequest:
+    """One OTLP export request holding the evaluation spans of ``records`` (see `export_request`).
+
+    Example:
+        >>> recs = [ScoreRecord(str(i), "ab" * 16, "cd" * 8, "ef" * 8, "q", "Q", service=s)
+        ...         for i, s in enumerate(["a", "b", "a"])]
+        >>> [len(rs.scope_spans[0].spans) for rs in encode_spans(recs).resource_spans]
+        [2, 1]
+    """
+    return export_request(records, [encode_span(record, span_time) for record in records])
+
+
+def export_request(records: Sequence[ScoreRecord], spans: Sequence[Span]) -> ExportTraceServiceRequest:
+    """The export request of encoded ``spans`` (one per record, in order): one resource entry
+    per distinct resource of the records, in order of first appearance, as the SDK's encoder
+    groups them.
+
+    Example:
+        >>> recs = [ScoreRecord("k", "ab" * 16, "cd" * 8, "ef" * 8, "q", "Q", resource={"service.name": "bot"})]
+        >>> request = export_request(recs, [encode_span(recs[0])])
+        >>> request.resource_spans[0].resource.attributes[0].value.string_value
+        'bot'
+    """
+    groups: dict[str, list[Span]] = {}
+    for record, span in zip(records, spans, strict=True):
+        groups.setdefault(_resource_key(record), []).append(span)
+    return ExportTraceServiceRequest(resource_spans=[
+        ResourceSpans(resource=_pb_resource(key), scope_spans=[ScopeSpans(scope=_PB_SCOPE, spans=grouped)])
+        for key, grouped in groups.items()
+    ])

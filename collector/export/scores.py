@@ -25,7 +25,8 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from collector._aio import cancel_and_wait, wait_event
 from collector.config import ExportConfig
-from collector.export.evaluation import SpanTime, build_span
+from collector.export.evaluation import SpanTime, build_span, encode_span
+from collector.export.grpc_spans import EncodedSpanExporter, EncodedSpans
 from collector.metrics import Metrics
 from collector.store.interface import ForwardLog, Outbox
 from collector.types import ScoreRecord
@@ -49,9 +50,9 @@ def make_span_exporter(cfg: ExportConfig) -> SpanExporter | None:
     if cfg.protocol == "grpc":
         # gRPC metadata keys must be lowercase.
         headers = {k.lower(): v for k, v in cfg.header_values().items()} or None
-        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as Grpc
+        from collector.export.grpc_spans import EncodedSpanExporter
 
-        return Grpc(
+        return EncodedSpanExporter(
             endpoint=cfg.endpoint, insecure=not cfg.endpoint.startswith("https://"),
             headers=headers, timeout=cfg.timeout_s,
         )
@@ -205,10 +206,12 @@ class ScoreExporter:
                             rec.score if rec.error_type is None else rec.error_type, rec.reason or "")
             await self._outbox.release(ids)
             return len(items)
-        spans = []
+        encoded = isinstance(self._exporter, EncodedSpanExporter)  # the spans are encoded here
+        spans: list[Any] = []
         for item in list(items):
             try:
-                spans.append(build_span(item.record, self._span_time))
+                spans.append(encode_span(item.record, self._span_time) if encoded
+                             else build_span(item.record, self._span_time))
             except (ValueError, TypeError):
                 # A record that cannot become a span would block the outbox forever.
                 logger.error("dropping unexportable score record %s", item.record.key, exc_info=True)
@@ -218,8 +221,9 @@ class ScoreExporter:
         if not items:
             return 0
         ids = [item.item_id for item in items]
+        batch: Any = EncodedSpans.of([item.record for item in items], spans) if encoded else spans
         try:
-            result = await self._in_thread(_export_suppressed, self._exporter, spans)
+            result = await self._in_thread(_export_suppressed, self._exporter, batch)
         except Exception:
             logger.exception("span exporter raised")
             result = SpanExportResult.FAILURE

@@ -18,6 +18,7 @@ import logging
 import time
 import traceback
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from collector._aio import bounded, cancel_and_wait, wait_event
@@ -58,6 +59,15 @@ def _retryable(err: BaseException) -> tuple[bool, float | None]:
             return True, getattr(seen, "retry_after_s", None)
         seen = seen.__cause__
     return False, None
+
+
+@dataclass(frozen=True, slots=True)
+class _ScorerInstruments:
+    """One scorer's labelled metric children: score latency, scored decisions, scores."""
+
+    latency: Any
+    scored: Any
+    scores: Any
 
 
 def _holds(partial: Any, execution: Any) -> bool:
@@ -107,6 +117,7 @@ class Worker:
         self._poll = poll_s
         self._retry_base = retry_base_s
         self._inflight: dict[asyncio.Task[None], LeasedJob] = {}
+        self._per_scorer: dict[str, _ScorerInstruments] = {}
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
         self._wake: asyncio.Event | None = None
@@ -236,7 +247,7 @@ class Worker:
         except Exception as err:
             return self._failed(leased, entry, err, start_ns)
         finally:
-            self._metrics.score_latency.labels(scorer=job.scorer_id).observe(time.perf_counter() - started)
+            self._instruments(job.scorer_id).latency.observe(time.perf_counter() - started)
         self._count_judge(result)
         elapsed_ms = (time.time_ns() - start_ns) / 1e6
         if getattr(result, "not_scorable", False):
@@ -244,13 +255,24 @@ class Worker:
             logger.info("not scorable: %s on trace %s span %s (%.0f ms): %s", job.scorer_id, run.trace_id,
                         run.span_id, elapsed_ms, getattr(result.not_scorable, "reason", None) or "-")
             return Done(None)
-        self._metrics.decisions.labels(scorer=job.scorer_id, reason="scored").inc()
+        instruments = self._instruments(job.scorer_id)
+        instruments.scored.inc()
         record = self._record(leased, entry, result, start_ns)
         if record.score is not None:
-            self._metrics.scores.labels(scorer=job.scorer_id).observe(record.score)
+            instruments.scores.observe(record.score)
         logger.info("scored %s on trace %s span %s: %s (%.0f ms)", job.scorer_id, run.trace_id, run.span_id,
                     record.score, elapsed_ms)
         return Done(record)
+
+    def _instruments(self, scorer_id: str) -> _ScorerInstruments:
+        """The per-scorer metric children every scored job updates (labelled once per scorer)."""
+        found = self._per_scorer.get(scorer_id)
+        if found is None:
+            m = self._metrics
+            found = self._per_scorer[scorer_id] = _ScorerInstruments(
+                m.score_latency.labels(scorer=scorer_id), m.decisions.labels(scorer=scorer_id, reason="scored"),
+                m.scores.labels(scorer=scorer_id))
+        return found
 
     def _count_failed_judge_call(self, err: BaseException, partial: Any = None) -> None:
         """Count the judge call that failed a run, unless ``partial`` (the failed run's partial

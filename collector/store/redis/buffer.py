@@ -161,13 +161,11 @@ class RedisTraceBuffer:
         await self._finishes(trace_id)
 
     async def _finish_many(self, trace_ids: list[bytes]) -> list[None]:
+        hexes = [trace_id.hex() for trace_id in trace_ids]
+        keys = [self._k.traces_open, self._k.traces_decided, self._k.decide, *map(self._k.meta, hexes)]
+
         async def finish() -> None:  # idempotent: safe to repeat after a lost reply
-            async with self._r.pipeline(transaction=False) as pipe:
-                for trace_id in trace_ids:
-                    tid = trace_id.hex()
-                    keys = [self._k.traces_open, self._k.traces_decided, self._k.decide, self._k.meta(tid)]
-                    await self._finish(keys=keys, args=[tid], client=pipe)
-                await pipe.execute()
+            await self._finish(keys=keys, args=hexes)
 
         await retry_unreachable(finish, self._read_backoff, self._claim / 3)
         return [None] * len(trace_ids)

@@ -276,22 +276,25 @@ end
 return {due, expired}
 """
 
-# Mark a trace decided; clear its timer only if it still holds this claim.
-# KEYS: open, decided, decide, meta; ARGV: trace hex
+# Mark traces decided; clear each one's timer only if it still holds this claim.
+# KEYS: open, decided, decide, then the meta hash of each trace; ARGV: each trace's hex id
 FINISH = """
-local claim = redis.call('HGET', KEYS[4], 'claim')
-local score = redis.call('ZSCORE', KEYS[3], ARGV[1])
-if not score or not claim or tonumber(score) == tonumber(claim) then
-  redis.call('ZREM', KEYS[3], ARGV[1])
-  redis.call('HDEL', KEYS[4], 'decide_at')
+for i = 1, #ARGV do
+  local tid, meta = ARGV[i], KEYS[3 + i]
+  local claim = redis.call('HGET', meta, 'claim')
+  local score = redis.call('ZSCORE', KEYS[3], tid)
+  if not score or not claim or tonumber(score) == tonumber(claim) then
+    redis.call('ZREM', KEYS[3], tid)
+    redis.call('HDEL', meta, 'decide_at')
+  end
+  redis.call('HDEL', meta, 'claim')
+  local first = redis.call('ZSCORE', KEYS[1], tid)
+  if first then
+    redis.call('ZREM', KEYS[1], tid)
+    redis.call('ZADD', KEYS[2], first, tid)
+  end
 end
-redis.call('HDEL', KEYS[4], 'claim')
-local first = redis.call('ZSCORE', KEYS[1], ARGV[1])
-if first then
-  redis.call('ZREM', KEYS[1], ARGV[1])
-  redis.call('ZADD', KEYS[2], first, ARGV[1])
-end
-return 1
+return #ARGV
 """
 
 # ------------------------------ outbox

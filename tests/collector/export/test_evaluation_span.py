@@ -88,3 +88,27 @@ def test_the_run_id_is_one_per_agent_run_and_the_score_span_id_one_per_score() -
     assert run.run_id == run_id_for(TRACE, SPAN) != run_id_for(TRACE, "0" * 15 + "1")
     assert score_span_id_for(a.key) != score_span_id_for(b.key)
     assert score_span_id_for(a.key) == score_span_id_for(ScoreJob(RunRecord(TRACE, SPAN), "quality", "1").key)
+
+
+def test_spans_encoded_directly_are_the_ones_the_sdk_encodes() -> None:
+    """The score exporter encodes evaluation spans itself (half the CPU of the SDK's encoder): the
+    request must be exactly what the SDK makes of `build_span`'s spans, for every kind of record."""
+    from collector.export.evaluation import encode_spans as encode_directly
+
+    records = [
+        record(),
+        record(key="k2", score=0.25, label="fail", reason="too short", response_id="resp_1", judge_models=["m1", "m2"],
+               input_tokens=12, output_tokens=3, cost_usd=0.0004, judge_attempts=2, preprocess_json='{"a": 1}',
+               analyze_json="[1]"),
+        record(key="k3", score=None, error_type="JudgeError", error_message="429 from provider",
+               resource={"service.name": "other", "n": 3, "ok": True, "x": 1.5, "ids": [1, 2], "none": None}),
+        record(key="k4", resource={}, service="only-service", scored_end_ns=0),
+        record(key="k5", resource={}, service="", scorer_version=None),
+        record(key="k6", score=0.5),  # the first record's resource again: one resource entry for both
+    ]
+    for span_time in ("anchored", "actual"):
+        direct = encode_directly(records, span_time)
+        sdk = encode_spans([build_span(r, span_time) for r in records])
+        assert direct == sdk, span_time
+        assert direct.SerializeToString() == sdk.SerializeToString()
+    assert [len(rs.scope_spans[0].spans) for rs in encode_directly(records).resource_spans] == [3, 1, 1, 1]
