@@ -158,8 +158,8 @@ def write_config(folder: Path, name: str, store: str, redis_url: str, prefix: st
     return path, port
 
 
-async def run_round(args: argparse.Namespace, tree: Path, workers: int, folder: Path, runs_wanted: int,
-                    rate: float | None) -> dict[str, Any]:
+async def run_round(args: argparse.Namespace, tree: Path, python: str, workers: int, folder: Path,
+                    runs_wanted: int, rate: float | None) -> dict[str, Any]:
     """One round on the daemon of ``tree``: start it, post the runs, wait for every score, stop it."""
     prefix = f"bench-{uuid.uuid4().hex[:10]}:"
     backend = Backend()
@@ -181,8 +181,7 @@ async def run_round(args: argparse.Namespace, tree: Path, workers: int, folder: 
             if args.profile:  # the main thread's CPU time (thread_time), written when serve returns
                 out = Path(args.profile) / f"{name}.prof"
                 command = ["-c", PROFILED.format(out=str(out)), *command[2:]]
-            procs.append(await asyncio.create_subprocess_exec(sys.executable, *command, cwd=tree, env=env,
-                                                              stderr=log))
+            procs.append(await asyncio.create_subprocess_exec(python, *command, cwd=tree, env=env, stderr=log))
         ports.append(port)
     requests = [make_request(args.traces_per_request) for _ in range(runs_wanted // args.traces_per_request)]
     runs = len(requests) * args.traces_per_request
@@ -211,7 +210,11 @@ async def run_round(args: argparse.Namespace, tree: Path, workers: int, folder: 
                     else:
                         raise SystemExit("a request was refused 100 times")
 
-            cpu0 = [cpu_seconds(proc.pid) for proc in procs]
+            pids = [proc.pid for proc in procs]
+            if args.store == "redis":  # the Redis server's CPU is part of the cost too (last)
+                info = await RedisStore(args.redis_url, key_prefix=prefix).client.info("server")
+                pids.append(int(info["process_id"]))
+            cpu0 = [cpu_seconds(pid) for pid in pids]
             started = time.perf_counter()
             await asyncio.gather(*(client() for _ in range(args.concurrency_clients)))
             ingest_s = time.perf_counter() - started
@@ -220,7 +223,7 @@ async def run_round(args: argparse.Namespace, tree: Path, workers: int, folder: 
                 if time.monotonic() > deadline:
                     raise SystemExit(f"only {len(backend.arrived)} of {runs} runs scored within 600 s")
                 await asyncio.sleep(0.01)
-            cpu = [cpu_seconds(proc.pid) - start_cpu for proc, start_cpu in zip(procs, cpu0, strict=True)]
+            cpu = [cpu_seconds(pid) - start_cpu for pid, start_cpu in zip(pids, cpu0, strict=True)]
     finally:
         for proc in procs:
             if proc.returncode is None:
@@ -238,7 +241,7 @@ async def run_round(args: argparse.Namespace, tree: Path, workers: int, folder: 
         "p50_ms": statistics.median(latencies) * 1e3,
         "p99_ms": latencies[max(0, int(len(latencies) * 0.99) - 1)] * 1e3,
         "resent": backend.received - len(backend.arrived),
-        "cpu_ms": [c * 1e3 / runs for c in cpu],  # per run, per process (receiver first on Redis)
+        "cpu_ms": [c * 1e3 / runs for c in cpu],  # per run, per process (receiver, workers, redis-server)
     }
 
 
@@ -254,10 +257,29 @@ def median_of(rounds: list[dict[str, Any]]) -> dict[str, Any]:
 
 def describe(r: dict[str, Any], store: str) -> str:
     """One line of figures: throughput, latency, CPU per run per process."""
-    names = ["serve"] if store == "sqlite" else ["receiver"] + [f"worker{i}" for i in range(len(r["cpu_ms"]) - 1)]
+    names = (["serve"] if store == "sqlite"
+             else ["receiver"] + [f"worker{i}" for i in range(len(r["cpu_ms"]) - 2)] + ["redis"])
     cpu = " ".join(f"{n} {c:.2f}" for n, c in zip(names, r["cpu_ms"], strict=True))
     return (f"{r['runs_per_s']:6.0f} runs/s ({r['runs']} runs in {r['total_s']:.2f} s)  received->exported "
             f"p50 {r['p50_ms']:.0f} ms p99 {r['p99_ms']:.0f} ms  re-sent {r['resent']}  CPU ms/run {cpu}")
+
+
+def tree_python(rev: str, tree: Path, env: str) -> str:
+    """The interpreter a compared tree runs with: this virtualenv (``shared``), or a virtualenv
+    of its own with the dependencies its own pyproject.toml asks for (``own``: the tree as it
+    shipped), made once per revision in ~/.cache/tracescore/bench-venvs."""
+    if env == "shared":
+        return sys.executable
+    sha = subprocess.run(["git", "-C", str(ROOT), "rev-parse", rev], capture_output=True, text=True,
+                         check=True).stdout.strip()
+    venv = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tracescore" / "bench-venvs" / sha[:12]
+    python = venv / "bin" / "python"
+    if not (venv / ".installed").exists():
+        print(f"making a virtualenv for {rev} in {venv} (its own dependencies)", flush=True)
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        subprocess.run([str(python), "-m", "pip", "install", "-q", str(tree)], check=True)
+        (venv / ".installed").touch()
+    return str(python)
 
 
 def worktree(rev: str) -> Path:
@@ -271,21 +293,22 @@ def remove_worktree(path: Path) -> None:
     subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(path)], check=False)
 
 
-async def compare(args: argparse.Namespace, trees: dict[str, Path], folder: Path, title: str,
+async def compare(args: argparse.Namespace, trees: dict[str, tuple[Path, str]], folder: Path, title: str,
                   runs: int, rate: float | None, workers: int) -> None:
     """Run one configuration ``args.rounds`` times on every tree, interleaved; print medians and ratios."""
     results: dict[str, list[dict[str, Any]]] = {name: [] for name in trees}
     for _ in range(args.rounds):
-        for name, tree in trees.items():
-            results[name].append(await run_round(args, tree, workers, folder, runs, rate))
+        for name, (tree, python) in trees.items():
+            results[name].append(await run_round(args, tree, python, workers, folder, runs, rate))
     medians = {name: median_of(rounds) for name, rounds in results.items()}
     print(f"  {title}")
     for name, r in medians.items():
         print(f"    {name:>10}: {describe(r, args.store)}")
     if len(trees) == 2:
         here, old = medians["this tree"], medians[next(n for n in trees if n != "this tree")]
+        w = 0 if args.store == "sqlite" else 1  # the (first) worker's CPU
         print(f"    {'ratio':>10}: runs/s x{here['runs_per_s'] / old['runs_per_s']:.2f}  p99 "
-              f"x{here['p99_ms'] / old['p99_ms']:.2f}  worker CPU/run x{here['cpu_ms'][-1] / old['cpu_ms'][-1]:.2f}"
+              f"x{here['p99_ms'] / old['p99_ms']:.2f}  worker CPU/run x{here['cpu_ms'][w] / old['cpu_ms'][w]:.2f}"
               f"  (p99 - decision_wait: {here['p99_ms'] - args.decision_wait * 1e3:.0f} ms here, "
               f"{old['p99_ms'] - args.decision_wait * 1e3:.0f} ms there)")
 
@@ -305,6 +328,9 @@ async def main() -> None:
     parser.add_argument("--rate-seconds", type=float, default=8.0)
     parser.add_argument("--rounds", type=int, default=1, help="rounds per configuration (medians printed)")
     parser.add_argument("--compare", metavar="REV", help="also run every round on a worktree of REV")
+    parser.add_argument("--compare-env", choices=["own", "shared"], default="own",
+                        help="REV runs in a virtualenv of its own dependencies (own: as it shipped) or in "
+                             "this one (shared)")
     parser.add_argument("--profile", metavar="DIR", help="run each daemon under cProfile (its main thread), "
                         "writing DIR/<process>.prof at exit (figures are then not comparable)")
     args = parser.parse_args()
@@ -312,13 +338,15 @@ async def main() -> None:
         args.workers = [1]
     folder = Path(tempfile.mkdtemp(prefix="tracescore-scale-"))
     (folder / "bench_scorers.py").write_text(SCORER)
-    trees = {"this tree": ROOT}
+    trees = {"this tree": (ROOT, sys.executable)}
     if args.compare:
-        trees[args.compare] = worktree(args.compare)
+        old = worktree(args.compare)
+        trees[args.compare] = (old, tree_python(args.compare, old, args.compare_env))
     try:
         print(f"{args.store} store; {args.runs} runs in requests of {args.traces_per_request}, "
               f"{args.concurrency_clients} clients; decision_wait {args.decision_wait} s; worker concurrency "
               f"{args.concurrency}; {os.cpu_count()} CPUs shared by every process; {args.rounds} round(s), "
+              f"{args.compare or 'no'} comparison ({args.compare_env} virtualenv); "
               f"medians; process logs in {folder}")
         for workers in args.workers:
             what = "serve (one process)" if args.store == "sqlite" else f"{workers} worker(s)"
@@ -329,7 +357,7 @@ async def main() -> None:
                 await compare(args, trees, folder, f"latency, {rate:.0f} runs/s offered for {args.rate_seconds:.0f} s",
                               int(rate * args.rate_seconds), rate, workers)
     finally:
-        for name, tree in trees.items():
+        for name, (tree, _) in trees.items():
             if name != "this tree":
                 remove_worktree(tree)
 

@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import functools
 import json
-from dataclasses import asdict, dataclass, field, fields, is_dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
 from collector.ids import run_id_for
+from collector.record_json import json_default, known_fields, record_dict
 
 CANDIDATE = 1
 """Summary flag: the trace holds a span that may be a run or LLM span."""
@@ -31,51 +32,6 @@ ROOT = 2
 
 SummaryEntry = tuple[bytes, int, int]
 """One trace of a request, as the trace buffer indexes it: trace id, span count, flags."""
-
-
-_FIELD_NAMES: dict[type, tuple[tuple[str, ...], frozenset[str]]] = {}
-
-
-def _field_names(cls: type) -> frozenset[str]:
-    return _fields_of(cls)[1]
-
-
-def _fields_of(cls: type) -> tuple[tuple[str, ...], frozenset[str]]:
-    """A dataclass's field names, in order and as a set (looked up once per class)."""
-    known = _FIELD_NAMES.get(cls)
-    if known is None:
-        names = tuple(f.name for f in fields(cls))
-        known = _FIELD_NAMES[cls] = (names, frozenset(names))
-    return known
-
-
-def known_fields(cls: type, data: dict[str, Any]) -> dict[str, Any]:
-    """The fields of ``data`` that ``cls`` has (a record written by a later version still loads)."""
-    names = _field_names(cls)
-    return data if data.keys() <= names else {k: v for k, v in data.items() if k in names}
-
-
-def record_dict(record: Any) -> dict[str, Any]:
-    """A dataclass record's fields as a dict, values as they are (not deep-copied like ``asdict``):
-    what its JSON is made of.
-
-    Example:
-        >>> record_dict(Accepted(3, 1))
-        {'accepted': 3, 'rejected': 1, 'message': ''}
-    """
-    return {name: getattr(record, name) for name in _fields_of(type(record))[0]}
-
-
-def json_default(value: Any) -> Any:
-    """``json.dumps``'s fallback for record values: a dataclass as its fields, anything else as text.
-
-    Example:
-        >>> json.dumps({"a": Accepted(1), "b": {1, 2}}, default=json_default)
-        '{"a": {"accepted": 1, "rejected": 0, "message": ""}, "b": "{1, 2}"}'
-    """
-    if is_dataclass(value) and not isinstance(value, type):
-        return asdict(value)
-    return str(value)
 
 
 @dataclass(frozen=True)

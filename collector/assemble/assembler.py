@@ -214,14 +214,12 @@ class TraceAssembler:
             self._metrics.traces_evicted.labels(reason="no_run").inc(expired)
         if not trace_ids:
             return 0
-        # Concurrent store calls are group-committed: one transaction per step, not per trace.
-        results = await asyncio.gather(*(self._buffer.load(t) for t in trace_ids), return_exceptions=True)
+        # One store round trip to load the batch and one to finish it, not one per trace.
+        results = await self._buffer.load_many(trace_ids)
         loaded: list[tuple[bytes, list[TraceChunk]]] = []
         for trace_id, result in zip(trace_ids, results, strict=True):
             if isinstance(result, UnreadableTrace):  # dead-lettered alone; the others are decided
                 await self._discard(trace_id, result)
-            elif isinstance(result, BaseException):
-                raise result
             else:
                 loaded.append((trace_id, result))
         jobs = await asyncio.get_running_loop().run_in_executor(
@@ -238,5 +236,5 @@ class TraceAssembler:
                 self._metrics.decisions.labels(scorer=job.scorer_id, reason=reason).inc()
             if any(flags) and self._on_jobs is not None:
                 self._on_jobs()
-        await asyncio.gather(*(self._buffer.finish(t) for t, _ in loaded))
+        await self._buffer.finish_many([t for t, _ in loaded])
         return len(trace_ids)

@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from collector.errors import UnreadableTrace
 from collector.types import (
     AppendResult,
     DeadLetter,
@@ -89,6 +90,15 @@ class TraceBuffer(Protocol):
 
     async def finish(self, trace_id: bytes) -> None:
         """Mark a trace decided (its jobs are queued); it stays as context for late runs."""
+        ...
+
+    async def load_many(self, trace_ids: Sequence[bytes]) -> list[list[TraceChunk] | UnreadableTrace]:
+        """`load` for several traces in one store round trip: per trace its chunks, or the
+        `collector.errors.UnreadableTrace` that reading it raised (the others are still read)."""
+        ...
+
+    async def finish_many(self, trace_ids: Sequence[bytes]) -> None:
+        """`finish` for several traces in one store round trip."""
         ...
 
     async def discard(self, trace_id: bytes, error: str) -> None:

@@ -156,9 +156,18 @@ class RedisTraceBuffer:
             for trace_id, rows in zip(trace_ids, replies, strict=True)
         ]
 
+    async def load_many(self, trace_ids: Sequence[bytes]) -> list[list[TraceChunk]]:
+        """Every chunk of several traces, in arrival order, in one pipeline."""
+        return await self._load_many(list(trace_ids)) if trace_ids else []
+
     async def finish(self, trace_id: bytes) -> None:
         """Mark a trace decided (unless new run spans arrived since it was claimed)."""
         await self._finishes(trace_id)
+
+    async def finish_many(self, trace_ids: Sequence[bytes]) -> None:
+        """Mark several traces decided in one script call."""
+        if trace_ids:
+            await self._finish_many(list(trace_ids))
 
     async def _finish_many(self, trace_ids: list[bytes]) -> list[None]:
         hexes = [trace_id.hex() for trace_id in trace_ids]

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from redis.exceptions import AuthenticationError, OutOfMemoryError, ReadOnlyError, ResponseError
 
 from collector._aio import cancel_and_wait
-from collector.errors import ConfigError
+from collector.errors import ConfigError, UnreadableTrace
 from collector.store.redis.buffer import RedisTraceBuffer
 from collector.store.redis.conn import UNREACHABLE, connect
 from collector.store.redis.forward import RedisForwardLog
@@ -212,6 +212,14 @@ class RedisStore:
     async def finish(self, trace_id: bytes) -> None:
         """Mark a trace decided (see `RedisTraceBuffer.finish`)."""
         await self.buffer.finish(trace_id)
+
+    async def load_many(self, trace_ids: Sequence[bytes]) -> list[list[TraceChunk] | UnreadableTrace]:
+        """Every chunk of several traces, in one pipeline (see `RedisTraceBuffer.load_many`)."""
+        return list(await self.buffer.load_many(trace_ids))
+
+    async def finish_many(self, trace_ids: Sequence[bytes]) -> None:
+        """Mark several traces decided in one script call (see `RedisTraceBuffer.finish_many`)."""
+        await self.buffer.finish_many(trace_ids)
 
     # -------------------------------------------------------------------- job queue
     def depth(self) -> int:

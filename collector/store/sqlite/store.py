@@ -22,6 +22,7 @@ import uuid
 from collections.abc import Sequence
 from pathlib import Path
 
+from collector.errors import UnreadableTrace
 from collector.store.sqlite.body_log import BodyLog
 from collector.store.sqlite.buffer import BufferTables
 from collector.store.sqlite.faults import WriteHealth
@@ -207,6 +208,30 @@ class SqliteStore:
     async def finish(self, trace_id: bytes) -> None:
         """Mark a trace decided; it is kept as context until it ages out or is evicted."""
         await self._runner.call(lambda db: self._buffer.finish(db, trace_id))
+
+    async def load_many(self, trace_ids: Sequence[bytes]) -> list[list[TraceChunk] | UnreadableTrace]:
+        """`load` for several traces in one call on the store's thread (an unreadable trace is
+        returned as its error, the others are read)."""
+
+        def work(db: sqlite3.Connection) -> list[list[TraceChunk] | UnreadableTrace]:
+            loaded: list[list[TraceChunk] | UnreadableTrace] = []
+            for trace_id in trace_ids:
+                try:
+                    loaded.append(self._buffer.load(db, trace_id))
+                except UnreadableTrace as err:
+                    loaded.append(err)
+            return loaded
+
+        return await self._runner.call(work)
+
+    async def finish_many(self, trace_ids: Sequence[bytes]) -> None:
+        """Mark several traces decided in one call on the store's thread."""
+
+        def work(db: sqlite3.Connection) -> None:
+            for trace_id in trace_ids:
+                self._buffer.finish(db, trace_id)
+
+        await self._runner.call(work)
 
     # -------------------------------------------------------------------- job queue
     def depth(self) -> int:

@@ -1,0 +1,66 @@
+"""JSON of the daemon's dataclass records (`collector.types`), without deep copies.
+
+``dataclasses.asdict`` copies every nested value and ``fields()`` is slow to ask per key:
+on the hot path (a job queued, a score settled and exported) records are read and written
+as plain dicts of their fields, with the field names looked up once per class.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, fields, is_dataclass
+from typing import Any
+
+_FIELD_NAMES: dict[type, tuple[tuple[str, ...], frozenset[str]]] = {}
+
+
+def _field_names(cls: type) -> frozenset[str]:
+    return _fields_of(cls)[1]
+
+
+def _fields_of(cls: type) -> tuple[tuple[str, ...], frozenset[str]]:
+    """A dataclass's field names, in order and as a set (looked up once per class)."""
+    known = _FIELD_NAMES.get(cls)
+    if known is None:
+        names = tuple(f.name for f in fields(cls))
+        known = _FIELD_NAMES[cls] = (names, frozenset(names))
+    return known
+
+
+def known_fields(cls: type, data: dict[str, Any]) -> dict[str, Any]:
+    """The fields of ``data`` that ``cls`` has (a record written by a later version still loads)."""
+    names = _field_names(cls)
+    return data if data.keys() <= names else {k: v for k, v in data.items() if k in names}
+
+
+def record_dict(record: Any) -> dict[str, Any]:
+    """A dataclass record's fields as a dict, values as they are (not deep-copied like ``asdict``):
+    what its JSON is made of.
+
+    Example:
+        >>> from dataclasses import dataclass
+        >>> @dataclass
+        ... class Point:
+        ...     x: int
+        ...     tags: list[str]
+        >>> point = Point(1, ["a"])
+        >>> record_dict(point), record_dict(point)["tags"] is point.tags
+        ({'x': 1, 'tags': ['a']}, True)
+    """
+    return {name: getattr(record, name) for name in _fields_of(type(record))[0]}
+
+
+def json_default(value: Any) -> Any:
+    """``json.dumps``'s fallback for record values: a dataclass as its fields, anything else as text.
+
+    Example:
+        >>> import json
+        >>> from dataclasses import dataclass
+        >>> @dataclass
+        ... class Point:
+        ...     x: int
+        >>> json.dumps({"a": Point(1), "b": {1, 2}}, default=json_default)
+        '{"a": {"x": 1}, "b": "{1, 2}"}'
+    """
+    if is_dataclass(value) and not isinstance(value, type):
+        return asdict(value)
+    return str(value)
