@@ -198,8 +198,21 @@ class TraceAssembler:
                                  exc_info=err)
                 decided = 0
             if decided == 0:
-                await wait_event(wake, self._tick)
+                await wait_event(wake, await self._until_next_decision())
                 wake.clear()
+
+    async def _until_next_decision(self) -> float:
+        """How long to sleep before looking for due traces again: until the next decision is due
+        (so a run is decided on time, not up to a tick late), at most ``tick_s`` (traces of other
+        receivers sharing the store; new ones of this receiver wake the loop at once)."""
+        try:
+            next_at = await self._buffer.next_due()
+        except Exception:  # looked at again after the usual interval
+            logger.debug("reading the next decision time failed", exc_info=True)
+            return self._tick
+        if next_at is None:
+            return self._tick
+        return min(self._tick, max(0.001, next_at - time.time()))  # never a busy loop
 
     async def _discard(self, trace_id: bytes, err: UnreadableTrace) -> None:
         self._metrics.runs_skipped.labels(reason="trace_unreadable").inc()

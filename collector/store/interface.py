@@ -84,6 +84,11 @@ class TraceBuffer(Protocol):
         """Up to ``limit`` trace ids to decide now, and how many run-less traces expired."""
         ...
 
+    async def next_due(self) -> float | None:
+        """When the next trace may be due for a decision (epoch seconds; None: none pending).
+        Never later than the real time: assembly sleeps until then rather than polling."""
+        ...
+
     async def load(self, trace_id: bytes) -> list[TraceChunk]:
         """A trace's chunks in arrival order."""
         ...

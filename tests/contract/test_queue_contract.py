@@ -180,6 +180,21 @@ class TestTraceBufferContract:
         assert (await store.due(10, now=now + 7))[0] == []
         assert (await store.stats()).traces == 0
 
+    async def test_the_next_decision_time_is_known_and_never_late(self, make_store: StoreFactory) -> None:
+        """Assembly sleeps until the next decision is due (no polling tick added to every run)."""
+        store = await make_store(decision_wait=5.0)
+        assert await store.next_due() is None
+        await store.append([TraceChunk(T1, "spans", b"a", 1, True, has_root=True)], now=1000.0)
+        await store.append([TraceChunk(T2, "spans", b"b", 1, True, has_root=True)], now=1002.0)
+        assert await store.next_due() == 1005.0
+        assert (await store.due(10, now=1005.0))[0] == [T1]
+        await store.finish(T1)
+        assert await store.next_due() == 1007.0  # never later than T2's decision
+        loaded = await store.load_many([T1, T2])
+        assert [[c.data for c in chunks] for chunks in loaded] == [[b"a"], [b"b"]]
+        await store.finish_many([T2])
+        assert (await store.due(10, now=1010.0))[0] == []
+
     async def test_root_gates_the_decision_and_late_runs_are_decided_again(
         self, make_store: StoreFactory,
     ) -> None:

@@ -138,6 +138,15 @@ class RedisTraceBuffer:
         self._backoff.reset()
         return [bytes.fromhex(t.decode()) for t in ids], int(expired)
 
+    async def next_due(self) -> float | None:
+        """When the next trace may be due for a decision (epoch seconds; None: none pending, or
+        Redis unreachable: the caller then looks again after its usual interval)."""
+        try:
+            first = await self._r.zrange(self._k.decide, 0, 0, withscores=True)
+        except UNREACHABLE:
+            return None
+        return float(first[0][1]) if first else None
+
     async def load(self, trace_id: bytes) -> list[TraceChunk]:
         """Every chunk stored for a trace, in arrival order (retried through short outages)."""
         return await self._loads(trace_id)

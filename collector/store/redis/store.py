@@ -201,6 +201,10 @@ class RedisStore:
         """Claim traces ready for a decision (see `RedisTraceBuffer.due`)."""
         return await self.buffer.due(limit, now)
 
+    async def next_due(self) -> float | None:
+        """When the next trace may be due for a decision (see `RedisTraceBuffer.next_due`)."""
+        return await self.buffer.next_due()
+
     async def load(self, trace_id: bytes) -> list[TraceChunk]:
         """Every chunk stored for a trace, in arrival order."""
         return await self.buffer.load(trace_id)

@@ -325,6 +325,11 @@ class BufferTables:
         self._flush(db)
         return result
 
+    def next_due(self, db: sqlite3.Connection) -> float | None:
+        """The earliest time a trace may be due for a decision (None: none pending)."""
+        self._fresh(db)
+        return self.index.next_due()
+
     def load(self, db: sqlite3.Connection, trace_id: bytes) -> list[TraceChunk]:
         """A trace's chunks in arrival order (whole requests are cut by trace here)."""
         self._fresh(db)

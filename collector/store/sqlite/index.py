@@ -250,6 +250,24 @@ class TraceIndex:
         ready.sort(key=lambda e: e[0])
         return [e[2] for e in ready[:limit]], runless
 
+    def next_due(self) -> float | None:
+        """The earliest time a trace may be due (None: no decision pending). It may be early (a
+        trace rescheduled since), never late.
+
+        Example:
+            >>> index = TraceIndex()
+            >>> index.next_due() is None
+            True
+        """
+        heap, traces, decide_at = self._heap, self.traces, self._decide_at
+        while heap:
+            when, _, trace_id = heap[0]
+            held = traces.get(trace_id)
+            if held is not None and decide_at[held] == when:
+                return when
+            heapq.heappop(heap)  # stale: rescheduled, decided or gone since
+        return None
+
     def finish(self, trace_id: bytes) -> int | None:
         """Mark a trace decided (kept as context); returns the last row the decision covered.
 

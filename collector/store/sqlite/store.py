@@ -196,6 +196,10 @@ class SqliteStore:
 
         return await self._runner.call(work)
 
+    async def next_due(self) -> float | None:
+        """When the next trace may be due for a decision (epoch seconds; None: none pending)."""
+        return await self._runner.call(self._buffer.next_due)
+
     async def load(self, trace_id: bytes) -> list[TraceChunk]:
         """Every chunk stored for a trace, in arrival order."""
 
