@@ -135,7 +135,8 @@ class JobQueue(Protocol):
         ...
 
     async def settle(self, leased: LeasedJob, outcome: Settlement) -> None:
-        """Finish, retry or dead-letter a leased job."""
+        """Finish, retry or dead-letter a leased job; completes even when the caller is cancelled
+        meanwhile (the store shields it)."""
         ...
 
     async def renew(self, leased: Sequence[LeasedJob]) -> int:

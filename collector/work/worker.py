@@ -1,8 +1,8 @@
 """Score workers: take jobs, run scorers with bounded concurrency, settle each job.
 
 A job's result is written to the outbox in the same store transaction that
-acknowledges it (`JobQueue.settle` with `Done`), and the settle is shielded from
-cancellation. A transient failure (a judge error the provider marked retryable) hands the
+acknowledges it (`JobQueue.settle` with `Done`), and the settle completes even when the job
+is cancelled meanwhile (the store shields it). A transient failure (a judge error the provider marked retryable) hands the
 job back with backoff; any other failure dead-letters it and exports a failure span.
 On shutdown, jobs still running after the drain timeout are cancelled and handed back.
 
@@ -194,7 +194,7 @@ class Worker:
                                leased.job.key, exc_info=True)
             raise
         try:
-            await asyncio.shield(self._queue.settle(leased, outcome))
+            await self._queue.settle(leased, outcome)  # shielded by the store
         except Exception:
             self._metrics.errors.labels(component="worker").inc()
             logger.exception("settling job %s failed; it is retried after its lease", leased.job.key)
