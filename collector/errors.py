@@ -18,8 +18,10 @@ Tree::
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import grpc
+if TYPE_CHECKING:  # imported by to_grpc: loading or checking a configuration needs no gRPC
+    import grpc
 
 
 class CollectorError(Exception):
@@ -195,6 +197,8 @@ def to_grpc(err: BaseException) -> grpc.StatusCode:
         >>> to_grpc(QueueFull("full")).name, to_grpc(Unauthenticated("x")).name
         ('RESOURCE_EXHAUSTED', 'UNAUTHENTICATED')
     """
+    import grpc
+
     if isinstance(err, QueueFull):
         return grpc.StatusCode.RESOURCE_EXHAUSTED
     if isinstance(err, Unavailable):

@@ -8,7 +8,6 @@ span ids are never labels.
 from __future__ import annotations
 
 import platform
-from importlib import metadata
 
 from prometheus_client import (
     CollectorRegistry,
@@ -21,6 +20,8 @@ from prometheus_client import (
     generate_latest,
 )
 
+from collector.version import build_version
+
 # Bounded reason vocabularies (documented here so dashboards know what to expect).
 DECISION_REASONS = (
     "queued", "duplicate", "sampled_out", "filtered_out",
@@ -30,21 +31,6 @@ DECISION_REASONS = (
 SCORE_BUCKETS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 """Upper bounds of ``tracescore_score``'s buckets: scores are usually in 0..1 (a score above
 1 lands in ``+Inf`` only, a negative one in every bucket)."""
-
-
-
-def build_version() -> str:
-    """The installed tracescore version ("unknown" when run from a source tree not installed).
-
-    Example:
-        >>> build_version() == VERSION
-        True
-    """
-    try:
-        return metadata.version("tracescore")
-    except metadata.PackageNotFoundError:
-        return "unknown"
-
 
 VERSION = build_version()
 """Read once at import: package metadata is on disk, and instruments are built on the event loop."""

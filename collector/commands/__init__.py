@@ -1,5 +1,6 @@
-"""Subcommands of the `tracescore` CLI, one module each.
+"""Subcommands of the `tracescore` CLI, one implementation module each.
 
-Every module defines ``HELP`` (one line), ``add_arguments(parser)`` and
-``run(args) -> int`` (the process exit code).
+`table` lists the commands: name, help line, the ``add_arguments(parser)`` of each (in
+`arguments`, light: building the parser imports no implementation) and the module whose
+``run(args) -> int`` (the process exit code) carries it out, imported only when it runs.
 """

@@ -32,23 +32,6 @@ from collector.work.record import score_record
 from collector.work.registry import RegisteredScorer
 
 
-def add_export_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add ``--export``, ``--config`` and ``--export-timeout`` to ``score``.
-
-    Example:
-        >>> p = argparse.ArgumentParser(); add_export_arguments(p)
-        >>> a = p.parse_args(["--export", "--config", "ts.toml"])
-        >>> (a.export, a.config, a.export_timeout)
-        (True, 'ts.toml', 120.0)
-    """
-    parser.add_argument("--export", action="store_true",
-                        help="also send the scores to the configured export endpoint and sinks, as the daemon would")
-    parser.add_argument("--config", "-c", metavar="FILE",
-                        help="TOML configuration naming the export endpoint and sinks (with --export)")
-    parser.add_argument("--export-timeout", type=float, default=120.0, metavar="S",
-                        help="with --export: give up on what is not sent after S seconds (exit 1; default 120)")
-
-
 def load_export_config(args: argparse.Namespace) -> Config | None:
     """The configuration to export with (None without ``--export``).
 

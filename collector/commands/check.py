@@ -1,4 +1,8 @@
-"""``tracescore check CONFIG``: validate a configuration and import every scorer, nothing more."""
+"""``tracescore check CONFIG``: validate a configuration and import every scorer, nothing more.
+
+A configuration without ``[[scorers]]`` is checked without importing the scorers' or the
+adapters' packages: only what loading and validating the file needs.
+"""
 
 from __future__ import annotations
 
@@ -8,19 +12,6 @@ from collector.commands.report import report_config_error
 from collector.config import load_config
 from collector.errors import ConfigError
 from collector.work.registry import ScorerRegistry
-
-HELP = "validate a configuration file and import its scorers"
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add the CONFIG argument.
-
-    Example:
-        >>> p = argparse.ArgumentParser(); add_arguments(p)
-        >>> p.parse_args(["ts.toml"]).config
-        'ts.toml'
-    """
-    parser.add_argument("config", metavar="CONFIG", help="TOML configuration file")
 
 
 def run(args: argparse.Namespace) -> int:

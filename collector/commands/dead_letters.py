@@ -6,7 +6,8 @@ while the daemon runs. ``list`` prints what failed (``--format json``: a JSON ar
 dead letter whole: its error, the full traceback and the scorer's partial result;
 ``replay`` re-queues jobs under their own idempotency keys (a running daemon scores each
 once); ``purge`` deletes dead letters. Exit codes: 0 done, 1 an ID not found, 2 a bad
-configuration or usage.
+configuration or usage. The arguments are in `collector.commands.arguments.dead_letters`;
+redis-py is imported only for a Redis store, rich only to draw a table.
 """
 
 from __future__ import annotations
@@ -19,51 +20,12 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from rich.console import Console
-from rich.table import Table
-
-from collector.commands.flags import add_global_flags
 from collector.commands.report import report_config_error
 from collector.config import Config, load_config
 from collector.errors import ConfigError
 from collector.store.interface import DeadLetterAdmin
-from collector.store.redis.conn import UNREACHABLE, connect
-from collector.store.redis.dead_letters import RedisDeadLetters
-from collector.store.redis.keys import RedisKeys
 from collector.store.sqlite.dead_letters import SqliteDeadLetters
 from collector.types import DeadLetter
-
-HELP = "list, show, replay or purge the jobs that failed for good (dead letters)"
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add the actions and their arguments; ``--config`` goes before or after the action.
-
-    Example:
-        >>> p = argparse.ArgumentParser(); add_arguments(p)
-        >>> a = p.parse_args(["replay", "3", "4", "--config", "ts.toml"])
-        >>> a.action, a.ids, a.config, a.all
-        ('replay', ['3', '4'], 'ts.toml', False)
-        >>> p.parse_args(["--config", "ts.toml", "list", "--format", "json"]).config
-        'ts.toml'
-    """
-    parser.add_argument("--config", "-c", metavar="FILE", default=None,
-                        help="the daemon's configuration (its queue.url names the store)")
-    actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
-    for name, text in (("list", "list the dead letters"), ("show", "show one dead letter whole"),
-                       ("replay", "queue dead letters again (same idempotency key)"),
-                       ("purge", "delete dead letters")):
-        action = actions.add_parser(name, help=text, description=text)
-        add_global_flags(action)
-        action.add_argument("--config", "-c", metavar="FILE", default=argparse.SUPPRESS,
-                            help="the daemon's configuration (its queue.url names the store)")
-        if name in ("list", "show"):
-            action.add_argument("--format", choices=("table", "json"), default="table")
-        if name == "show":
-            action.add_argument("id", metavar="ID")
-        if name in ("replay", "purge"):
-            action.add_argument("ids", nargs="*", metavar="ID")
-            action.add_argument("--all", action="store_true", help=f"{name} every dead letter")
 
 
 def open_dead_letters(config: Config) -> DeadLetterAdmin:
@@ -76,8 +38,28 @@ def open_dead_letters(config: Config) -> DeadLetterAdmin:
     """
     q = config.queue
     if q.kind == "redis":
+        from collector.store.redis.conn import connect
+        from collector.store.redis.dead_letters import RedisDeadLetters
+        from collector.store.redis.keys import RedisKeys
+
         return RedisDeadLetters(connect(q.url), RedisKeys(q.key_prefix), idempotency_ttl_s=q.retention_s)
     return SqliteDeadLetters(q.sqlite_path)
+
+
+def unreachable(config: Config) -> tuple[type[Exception], ...]:
+    """The errors that mean the store cannot be reached: Redis's connection errors (and any
+    `OSError`) for a Redis store, an `OSError` for a SQLite file.
+
+    Example:
+        >>> from collector.config import config_from_dict
+        >>> unreachable(config_from_dict({}, env={}))
+        (<class 'OSError'>,)
+    """
+    if config.queue.kind == "redis":
+        from collector.store.redis.conn import UNREACHABLE
+
+        return UNREACHABLE
+    return (OSError,)
 
 
 def _when(at: float) -> str:
@@ -94,6 +76,9 @@ def _print_list(letters: Sequence[DeadLetter], fmt: str) -> None:
     if fmt == "json":
         print(json.dumps([letter.row() for letter in letters], indent=2))
         return
+    from rich.console import Console
+    from rich.table import Table
+
     table = Table(title=f"{len(letters)} dead letter(s)")
     for name in ("id", "failed at", "scorer", "trace / span", "error"):
         table.add_column(name, overflow="fold")
@@ -169,6 +154,6 @@ def run(args: argparse.Namespace) -> int:
     except FileNotFoundError as err:
         print(f"tracescore: {err}", file=sys.stderr)
         return 2
-    except UNREACHABLE as err:
+    except unreachable(config) as err:
         print(f"tracescore: cannot reach the store at {config.queue.display_url}: {err}", file=sys.stderr)
         return 1

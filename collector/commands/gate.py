@@ -8,7 +8,6 @@ at all), when more than ``--max-failures N`` scores failed, or when every score 
 
 from __future__ import annotations
 
-import argparse
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -31,41 +30,6 @@ class Scored(Protocol):
 
     @property
     def not_scorable(self) -> bool: ...
-
-
-def threshold(text: str) -> tuple[str, float]:
-    """Parse ``SCORER=VALUE`` (the argument of ``--fail-under``).
-
-    Example:
-        >>> threshold("answer-length=0.5")
-        ('answer-length', 0.5)
-        >>> threshold("0.5")
-        Traceback (most recent call last):
-        ...
-        argparse.ArgumentTypeError: expected SCORER=VALUE (a scorer id and a number), got '0.5'
-    """
-    scorer, sep, value = text.rpartition("=")
-    try:
-        if not sep or not scorer:
-            raise ValueError(text)
-        return scorer, float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected SCORER=VALUE (a scorer id and a number), got {text!r}") from None
-
-
-def add_gate_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add ``--fail-under SCORER=VALUE`` (repeatable) and ``--max-failures N``.
-
-    Example:
-        >>> p = argparse.ArgumentParser(); add_gate_arguments(p)
-        >>> a = p.parse_args(["--fail-under", "q=0.8", "--max-failures", "0"])
-        >>> a.fail_under, a.max_failures
-        ([('q', 0.8)], 0)
-    """
-    parser.add_argument("--fail-under", type=threshold, action="append", default=[], metavar="SCORER=VALUE",
-                        help="exit 1 when SCORER's mean score is below VALUE (repeatable)")
-    parser.add_argument("--max-failures", type=int, default=None, metavar="N",
-                        help="exit 1 when more than N scores failed (scorer errors)")
 
 
 @dataclass(frozen=True)

@@ -44,13 +44,8 @@ from adapters import (
 from collector.commands.paths import expand_paths
 from scorers._agent_types import Message
 
-HELP = "print the agent runs found in saved OTLP files (no scoring)"
-
 __all__ = [
-    "HELP",
     "Loaded",
-    "add_arguments",
-    "add_common_arguments",
     "explanation_lines",
     "load_runs",
     "load_traces",
@@ -60,47 +55,6 @@ __all__ = [
     "run",
     "run_row",
 ]
-
-
-def add_common_arguments(parser: argparse.ArgumentParser, formats: Sequence[str] = ("jsonl", "table")) -> None:
-    """Add FILE... and ``--format`` with the given choices (shared by ``inspect`` and ``score``).
-
-    Example:
-        >>> p = argparse.ArgumentParser(); add_common_arguments(p)
-        >>> p.parse_args(["a.pb", "--format", "jsonl"]).format
-        'jsonl'
-    """
-    parser.add_argument(
-        "files",
-        nargs="+",
-        metavar="FILE",
-        help="OTLP request files (.pb or .json, optionally gzip; *.logs.pb / *.logs.json hold logs), "
-             "directories (every such file under them) or glob patterns",
-    )
-    parser.add_argument(
-        "--format",
-        choices=tuple(formats),
-        default=None,
-        help="output format (default: table on a terminal, jsonl otherwise)",
-    )
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add the ``inspect`` arguments.
-
-    Example:
-        >>> p = argparse.ArgumentParser(); add_arguments(p)
-        >>> p.parse_args(["S1.pb", "S1.logs.pb"]).files
-        ['S1.pb', 'S1.logs.pb']
-        >>> p.parse_args(["S1.pb", "--explain", "--format", "json"]).explain
-        True
-    """
-    add_common_arguments(parser, ("jsonl", "json", "table"))
-    parser.add_argument(
-        "--explain",
-        action="store_true",
-        help="per trace: each span's convention, which span is the run and why the others are not",
-    )
 
 
 def resolve_format(requested: str | None, stream: Any = None) -> str:

@@ -40,10 +40,9 @@ from rich.console import Console
 from rich.table import Table
 
 from adapters import AgentRun
-from collector.commands.backfill import add_export_arguments, export_outcomes, load_export_config
-from collector.commands.gate import add_gate_arguments, gate_failures, summarize, summary_table
+from collector.commands.backfill import export_outcomes, load_export_config
+from collector.commands.gate import gate_failures, summarize, summary_table
 from collector.commands.inspect import (
-    add_common_arguments,
     load_runs,
     progress,
     resolve_format,
@@ -56,45 +55,7 @@ from collector.work.registry import resolve_scorer
 from scorers.errors import ScorerRunError
 
 logger = logging.getLogger(__name__)
-HELP = "score the agent runs in saved OTLP files with the given scorers (offline)"
-
-__all__ = ["HELP", "Outcome", "add_arguments", "load_scorers", "run", "score_all"]
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add FILE..., ``--scorer`` (repeatable, required), ``--format`` and ``--concurrency``.
-
-    Example:
-        >>> p = argparse.ArgumentParser(); add_arguments(p)
-        >>> a = p.parse_args(["S1.pb", "--scorer", "m:a", "--scorer", "n:b", "--concurrency", "4"])
-        >>> (a.scorers, a.concurrency)
-        (['m:a', 'n:b'], 4)
-    """
-    add_common_arguments(parser)
-    parser.add_argument(
-        "--scorer",
-        dest="scorers",
-        action="append",
-        required=True,
-        metavar="REF",
-        help="scorer to run: module:attribute or path/to/file.py:attribute (repeatable)",
-    )
-    parser.add_argument(
-        "--concurrency",
-        type=_positive_int,
-        default=16,
-        metavar="N",
-        help="scorer runs in flight at once (default 16)",
-    )
-    add_gate_arguments(parser)
-    add_export_arguments(parser)
-
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be at least 1")
-    return value
+__all__ = ["Outcome", "load_scorers", "run", "score_all"]
 
 
 def load_scorers(refs: Sequence[str]) -> list[Any]:

@@ -12,26 +12,7 @@ from collector.config import Config, ScorerConfig, load_config
 from collector.errors import ConfigError
 from collector.work.registry import ScorerRegistry
 
-HELP = "run the daemon: receive OTLP, score agent runs, export scores"
 logger = logging.getLogger(__name__)
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add ``--config``, ``--scorer`` and ``--role``.
-
-    Example:
-        >>> p = argparse.ArgumentParser(); add_arguments(p)
-        >>> p.parse_args(["--scorer", "m:s", "--scorer", "m:t"]).scorer
-        ['m:s', 'm:t']
-        >>> p.parse_args(["--role", "worker"]).role, p.parse_args([]).role
-        ('worker', 'all')
-    """
-    parser.add_argument("--config", "-c", metavar="FILE", help="TOML configuration file")
-    parser.add_argument("--scorer", action="append", default=[], metavar="REF",
-                        help="scorer to run (module:attr or path/file.py:attr); repeatable")
-    parser.add_argument("--role", choices=("all", "receiver", "worker"), default="all",
-                        help="receiver: receive and assemble; worker: score and export "
-                             "(both need a redis:// queue.url); all: everything (default)")
 
 
 def build(args: argparse.Namespace) -> tuple[Config, ScorerRegistry]:

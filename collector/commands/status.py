@@ -22,28 +22,9 @@ import aiohttp
 from rich.console import Console
 from rich.live import Live
 
+from collector.commands.arguments.status import DEFAULT_URL
 from collector.status.group import merge
 from collector.status.view import render
-
-HELP = "show a running daemon's (or a scale-out group's) status, live"
-DEFAULT_URL = "http://127.0.0.1:4318"
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add URL..., ``--token``, ``--once``, ``--format`` and ``--interval``.
-
-    Example:
-        >>> p = argparse.ArgumentParser(); add_arguments(p)
-        >>> a = p.parse_args(["http://a:4318", "b:4318", "--once", "--format", "json"])
-        >>> a.urls, a.once, a.format
-        (['http://a:4318', 'b:4318'], True, 'json')
-    """
-    parser.add_argument("urls", nargs="*", metavar="URL", help=f"a daemon's HTTP listener (default {DEFAULT_URL});"
-                        " several for a group")
-    parser.add_argument("--token", default=None, help="bearer token (default: $TRACESCORE_TOKEN)")
-    parser.add_argument("--once", action="store_true", help="print one view and exit")
-    parser.add_argument("--format", choices=("table", "json"), default="table")
-    parser.add_argument("--interval", type=float, default=2.0, metavar="S", help="refresh every S seconds")
 
 
 def status_url(url: str) -> str:

@@ -14,8 +14,6 @@ from collections.abc import Iterable
 from typing import Any
 from urllib.parse import urlsplit
 
-from redis.asyncio.connection import Connection, parse_url
-
 
 class KeyProblem(ValueError):
     """A bad value found by a check across keys: ``key`` is its dotted path from the root.
@@ -133,6 +131,9 @@ def check_redis_url(url: str) -> None:
         ...
         collector.config.checks.KeyProblem: the database must be a number, got 'zero'
     """
+    # Imported here: only a redis:// queue.url needs redis-py, loading any other config does not.
+    from redis.asyncio.connection import Connection, parse_url
+
     try:
         options = parse_url(url)
     except ValueError as err:

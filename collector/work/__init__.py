@@ -5,9 +5,23 @@ one's filter, sampling and labels); `Worker` takes leased jobs, runs the job's s
 on its run with bounded concurrency, and settles each job with the store: `Done` with a
 `collector.types.ScoreRecord` for the outbox, `Retry` after a transient failure, or
 `Dead` (a dead letter, and a failure record so the failure is exported too).
+
+The names it exports are imported on first use (`collector._lazy`): importing one of its
+modules alone does not import the others.
 """
 
-from collector.work.registry import RegisteredScorer, ScorerRegistry, load_ref
-from collector.work.worker import Worker
+from typing import TYPE_CHECKING
+
+from collector._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from collector.work.registry import RegisteredScorer, ScorerRegistry, load_ref
+    from collector.work.worker import Worker
 
 __all__ = ["RegisteredScorer", "ScorerRegistry", "Worker", "load_ref"]
+__getattr__ = lazy_exports(__name__, {
+    "RegisteredScorer": "collector.work.registry",
+    "ScorerRegistry": "collector.work.registry",
+    "load_ref": "collector.work.registry",
+    "Worker": "collector.work.worker",
+})

@@ -6,7 +6,7 @@ Layers, top to bottom (a module may import its own folder and any lower layer):
     service                            the only place that wires the parts
     receive, assemble, work, export    the stages (never each other)
     store                              interface and split; backends sqlite, redis (never each other)
-    types, errors, metrics, config, _aio, _signals, status
+    types, errors, metrics, version, config, _aio, _signals, _lazy, status
 
 Every import is read from the source (lazy imports inside functions included), so an
 arrow that runs back up fails here however it is written.
@@ -30,6 +30,7 @@ LAYERS: dict[str, int] = {
     "collector.store": 1,
     "collector.types": 0, "collector.record_json": 0, "collector.ids": 0, "collector.errors": 0, "collector.metrics": 0, "collector.config": 0,
     "collector._aio": 0, "collector._signals": 0, "collector.status": 0,
+    "collector.version": 0, "collector._lazy": 0,
 }
 STORE_BACKENDS = ("collector.store.sqlite", "collector.store.redis")
 MAX_LINES = 400

@@ -7,6 +7,6 @@ built-in code scorers it configures; `samples` plans the runs and scorers to exp
 `printer` prints them.
 """
 
-from collector.commands.demo.command import HELP, add_arguments, run, run_demo
+from collector.commands.demo.command import run, run_demo
 
-__all__ = ["HELP", "add_arguments", "run", "run_demo"]
+__all__ = ["run", "run_demo"]

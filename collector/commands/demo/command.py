@@ -40,28 +40,6 @@ from collector.commands.demo.samples import demo_config, load_samples, plan_runs
 from collector.commands.demo.sink import ScoreSink
 from collector.work.registry import ScorerRegistry
 
-HELP = "run the daemon on bundled sample traces and print the scores it exports (no API key, no Redis)"
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add ``--samples`` and ``--timeout``.
-
-    Example:
-        >>> parser = argparse.ArgumentParser()
-        >>> add_arguments(parser)
-        >>> args = parser.parse_args([])
-        >>> (args.samples, args.timeout)
-        (None, 30.0)
-    """
-    parser.add_argument(
-        "--samples", type=Path, default=None, metavar="DIR",
-        help="replay the OTLP trace files (.pb or OTLP/JSON) of DIR instead of the bundled samples",
-    )
-    parser.add_argument(
-        "--timeout", type=float, default=30.0, metavar="SECONDS",
-        help="give up waiting for scores after this long (default: 30)",
-    )
-
 
 @contextlib.contextmanager
 def _signals_stop(task: asyncio.Task[Any] | None, outcome: Outcome) -> Iterator[None]:

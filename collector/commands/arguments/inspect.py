@@ -1,0 +1,47 @@
+"""The arguments of ``tracescore inspect``, and the FILE... and ``--format`` it shares with ``score``."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+
+
+def add_common_arguments(parser: argparse.ArgumentParser, formats: Sequence[str] = ("jsonl", "table")) -> None:
+    """Add FILE... and ``--format`` with the given choices (shared by ``inspect`` and ``score``).
+
+    Example:
+        >>> p = argparse.ArgumentParser(); add_common_arguments(p)
+        >>> p.parse_args(["a.pb", "--format", "jsonl"]).format
+        'jsonl'
+    """
+    parser.add_argument(
+        "files",
+        nargs="+",
+        metavar="FILE",
+        help="OTLP request files (.pb or .json, optionally gzip; *.logs.pb / *.logs.json hold logs), "
+             "directories (every such file under them) or glob patterns",
+    )
+    parser.add_argument(
+        "--format",
+        choices=tuple(formats),
+        default=None,
+        help="output format (default: table on a terminal, jsonl otherwise)",
+    )
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the ``inspect`` arguments.
+
+    Example:
+        >>> p = argparse.ArgumentParser(); add_arguments(p)
+        >>> p.parse_args(["S1.pb", "S1.logs.pb"]).files
+        ['S1.pb', 'S1.logs.pb']
+        >>> p.parse_args(["S1.pb", "--explain", "--format", "json"]).explain
+        True
+    """
+    add_common_arguments(parser, ("jsonl", "json", "table"))
+    parser.add_argument(
+        "--explain",
+        action="store_true",
+        help="per trace: each span's convention, which span is the run and why the others are not",
+    )

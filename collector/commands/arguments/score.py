@@ -1,0 +1,106 @@
+"""The arguments of ``tracescore score``: FILE... and the scorers, the CI gate, ``--export``."""
+
+from __future__ import annotations
+
+import argparse
+
+from collector.commands.arguments.inspect import add_common_arguments
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add FILE..., ``--scorer`` (repeatable, required), ``--format``, ``--concurrency``, the gate's
+    and the export's arguments.
+
+    Example:
+        >>> p = argparse.ArgumentParser(); add_arguments(p)
+        >>> a = p.parse_args(["S1.pb", "--scorer", "m:a", "--scorer", "n:b", "--concurrency", "4"])
+        >>> (a.scorers, a.concurrency, a.fail_under, a.export)
+        (['m:a', 'n:b'], 4, [], False)
+    """
+    add_common_arguments(parser)
+    parser.add_argument(
+        "--scorer",
+        dest="scorers",
+        action="append",
+        required=True,
+        metavar="REF",
+        help="scorer to run: module:attribute or path/to/file.py:attribute (repeatable)",
+    )
+    parser.add_argument(
+        "--concurrency",
+        type=positive_int,
+        default=16,
+        metavar="N",
+        help="scorer runs in flight at once (default 16)",
+    )
+    add_gate_arguments(parser)
+    add_export_arguments(parser)
+
+
+def positive_int(text: str) -> int:
+    """Parse an integer of at least 1 (the argument of ``--concurrency``).
+
+    Example:
+        >>> positive_int("4")
+        4
+        >>> positive_int("0")
+        Traceback (most recent call last):
+        ...
+        argparse.ArgumentTypeError: must be at least 1
+    """
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
+def threshold(text: str) -> tuple[str, float]:
+    """Parse ``SCORER=VALUE`` (the argument of ``--fail-under``).
+
+    Example:
+        >>> threshold("answer-length=0.5")
+        ('answer-length', 0.5)
+        >>> threshold("0.5")
+        Traceback (most recent call last):
+        ...
+        argparse.ArgumentTypeError: expected SCORER=VALUE (a scorer id and a number), got '0.5'
+    """
+    scorer, sep, value = text.rpartition("=")
+    try:
+        if not sep or not scorer:
+            raise ValueError(text)
+        return scorer, float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected SCORER=VALUE (a scorer id and a number), got {text!r}") from None
+
+
+def add_gate_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add ``--fail-under SCORER=VALUE`` (repeatable) and ``--max-failures N`` (`collector.commands.gate`).
+
+    Example:
+        >>> p = argparse.ArgumentParser(); add_gate_arguments(p)
+        >>> a = p.parse_args(["--fail-under", "q=0.8", "--max-failures", "0"])
+        >>> a.fail_under, a.max_failures
+        ([('q', 0.8)], 0)
+    """
+    parser.add_argument("--fail-under", type=threshold, action="append", default=[], metavar="SCORER=VALUE",
+                        help="exit 1 when SCORER's mean score is below VALUE (repeatable)")
+    parser.add_argument("--max-failures", type=int, default=None, metavar="N",
+                        help="exit 1 when more than N scores failed (scorer errors)")
+
+
+def add_export_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add ``--export``, ``--config`` and ``--export-timeout`` (`collector.commands.backfill`).
+
+    Example:
+        >>> p = argparse.ArgumentParser(); add_export_arguments(p)
+        >>> a = p.parse_args(["--export", "--config", "ts.toml"])
+        >>> (a.export, a.config, a.export_timeout)
+        (True, 'ts.toml', 120.0)
+    """
+    parser.add_argument("--export", action="store_true",
+                        help="also send the scores to the configured export endpoint and sinks, as the daemon would")
+    parser.add_argument("--config", "-c", metavar="FILE",
+                        help="TOML configuration naming the export endpoint and sinks (with --export)")
+    parser.add_argument("--export-timeout", type=float, default=120.0, metavar="S",
+                        help="with --export: give up on what is not sent after S seconds (exit 1; default 120)")
