@@ -67,7 +67,9 @@ def test_failure_span() -> None:
 
 
 def test_make_span_exporter_protocols() -> None:
-    from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as SdkGrpcExporter
+    from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (
+        OTLPSpanExporter as SdkGrpcExporter,
+    )
 
     grpc_exp = make_span_exporter(ExportConfig(endpoint="http://127.0.0.1:4317"))
     assert isinstance(grpc_exp, SdkGrpcExporter)  # the SDK's exporter, fed spans encoded by tracescore
