@@ -11,16 +11,17 @@ refreshed every ``--interval`` seconds, until Ctrl-C. ``--once`` prints one view
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import sys
+import time
+import urllib.error
+import urllib.request
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-import aiohttp
 from rich.console import Console
-from rich.live import Live
 
 from collector.commands.arguments.status import DEFAULT_URL
 from collector.status.group import merge
@@ -42,29 +43,41 @@ class Refused(Exception):
     """A daemon answered 401: the token is missing or wrong."""
 
 
-async def fetch(session: aiohttp.ClientSession, urls: Sequence[str], token: str | None) -> tuple[
-        list[dict[str, Any]], list[str]]:
-    """The snapshots every URL answered with, and a problem line per URL that did not.
+def fetch_one(url: str, token: str | None, timeout: float) -> list[dict[str, Any]] | str:
+    """The snapshots one daemon answered with, or a problem line (the standard library's HTTP
+    client: the command starts without importing an async HTTP stack).
+
+    Raises:
+        Refused: the daemon refused the token.
+
+    Example:
+        >>> fetch_one("127.0.0.1:1", None, 2.0).startswith("127.0.0.1:1: URLError:")
+        True
+    """
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    request = urllib.request.Request(status_url(url), headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as resp:  # noqa: S310 (http(s) only)
+            return list(json.loads(resp.read())["replicas"])
+    except urllib.error.HTTPError as err:
+        if err.code == 401:
+            raise Refused(f"{url}: 401 unauthorized (give --token or TRACESCORE_TOKEN)") from None
+        return f"{url}: HTTP {err.code}"
+    except (urllib.error.URLError, OSError, ValueError, KeyError) as err:
+        return f"{url}: {type(err).__name__}: {err}"
+
+
+def fetch(urls: Sequence[str], token: str | None, timeout: float) -> tuple[list[dict[str, Any]], list[str]]:
+    """The snapshots every URL answered with (asked at once), and a problem line per URL that did not.
 
     Raises:
         Refused: a daemon refused the token.
     """
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
-
-    async def one(url: str) -> list[dict[str, Any]] | str:
-        try:
-            async with session.get(status_url(url), headers=headers) as resp:
-                if resp.status == 401:
-                    raise Refused(f"{url}: 401 unauthorized (give --token or TRACESCORE_TOKEN)")
-                if resp.status != 200:
-                    return f"{url}: HTTP {resp.status}"
-                return list((await resp.json())["replicas"])
-        except (aiohttp.ClientError, TimeoutError, ValueError, KeyError) as err:
-            return f"{url}: {type(err).__name__}: {err}"
-
+    with ThreadPoolExecutor(max_workers=min(16, len(urls))) as pool:
+        answers = list(pool.map(lambda url: fetch_one(url, token, timeout), urls))
     snapshots: list[dict[str, Any]] = []
     problems: list[str] = []
-    for answer in await asyncio.gather(*(one(u) for u in urls)):
+    for answer in answers:
         if isinstance(answer, str):
             problems.append(answer)
         else:
@@ -72,31 +85,32 @@ async def fetch(session: aiohttp.ClientSession, urls: Sequence[str], token: str 
     return snapshots, problems
 
 
-async def _watch(args: argparse.Namespace, urls: list[str], token: str | None) -> int:
-    timeout = aiohttp.ClientTimeout(total=max(2.0, args.interval * 2))
-    async with aiohttp.ClientSession(timeout=timeout) as session:
-        snapshots, problems = await fetch(session, urls, token)
-        if args.once:
-            for problem in problems:
-                print(f"tracescore: {problem}", file=sys.stderr)
-            if not snapshots:
-                return 1
-            view = merge(snapshots)
-            if args.format == "json":
-                print(json.dumps(view, indent=2))
-            else:
-                console = Console()
-                if not console.is_terminal:  # a file or a pipe: wide enough for every column
-                    console = Console(width=200)
-                console.print(render(view, f"from {' '.join(urls)}"))
-            return 0
-        console = Console()
-        with Live(console=console, auto_refresh=False, screen=False) as live:
-            while True:
-                note = "  ".join(problems)
-                live.update(render(merge(snapshots), f"from {' '.join(urls)} {note}".rstrip()), refresh=True)
-                await asyncio.sleep(args.interval)
-                snapshots, problems = await fetch(session, urls, token)
+def _watch(args: argparse.Namespace, urls: list[str], token: str | None) -> int:
+    timeout = max(2.0, args.interval * 2)
+    snapshots, problems = fetch(urls, token, timeout)
+    if args.once:
+        for problem in problems:
+            print(f"tracescore: {problem}", file=sys.stderr)
+        if not snapshots:
+            return 1
+        view = merge(snapshots)
+        if args.format == "json":
+            print(json.dumps(view, indent=2))
+        else:
+            console = Console()
+            if not console.is_terminal:  # a file or a pipe: wide enough for every column
+                console = Console(width=200)
+            console.print(render(view, f"from {' '.join(urls)}"))
+        return 0
+    from rich.live import Live
+
+    console = Console()
+    with Live(console=console, auto_refresh=False, screen=False) as live:
+        while True:
+            note = "  ".join(problems)
+            live.update(render(merge(snapshots), f"from {' '.join(urls)} {note}".rstrip()), refresh=True)
+            time.sleep(args.interval)
+            snapshots, problems = fetch(urls, token, timeout)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -109,7 +123,7 @@ def run(args: argparse.Namespace) -> int:
     urls = list(args.urls) or [DEFAULT_URL]
     token = args.token or os.environ.get("TRACESCORE_TOKEN") or None
     try:
-        return asyncio.run(_watch(args, urls, token))
+        return _watch(args, urls, token)
     except Refused as err:
         print(f"tracescore: {err}", file=sys.stderr)
         return 2

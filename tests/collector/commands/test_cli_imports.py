@@ -96,5 +96,6 @@ def test_status_once_imports_no_store_and_no_config(tmp_path: Path) -> None:
         port = sock.getsockname()[1]
     done, modules = imported("status", f"127.0.0.1:{port}", "--once", cwd=tmp_path)
     assert done.returncode == 1 and f"127.0.0.1:{port}" in done.stderr, done.stderr[-2000:]
-    assert "aiohttp" in modules
-    assert found(modules, NEVER + ("redis", "pydantic", "collector.config", "collector.store")) == []
+    assert "urllib.request" in modules  # the standard library's client: no async HTTP stack to import
+    assert found(modules, NEVER + ("aiohttp", "asyncio", "redis", "pydantic", "collector.config",
+                                   "collector.store")) == []
