@@ -11,7 +11,7 @@ holds ``max_body_bytes`` of the budget until its message is read, then the messa
 until it is stored. A call that finds no room within ``admit_wait_s`` is refused with
 RESOURCE_EXHAUSTED and a retry delay. Until then its message waits in the client: BDP
 probing is off, so the transport's flow-control window for a message nobody reads stays
-at its initial 64 KiB instead of growing to the whole message. A message must arrive within
+at its initial size (64 KiB) instead of growing to the whole message. A message must arrive within
 ``body_timeout_s`` of being asked for (else DEADLINE_EXCEEDED). Connections are capped
 (``grpc.max_allowed_incoming_connections``), must finish their handshake within the
 header timeout and are closed when idle for the keep-alive timeout. Requests are parsed here (large ones off the
@@ -74,8 +74,8 @@ class _Service:
             code, message = to_grpc(err), str(err)[:1000]
             self._r.metrics.requests_refused.labels(transport="grpc", reason=type(err).__name__).inc()
             context.set_trailing_metadata(grpc_retry_info(err))
-        except MessageLate:
-            code, message = grpc.StatusCode.DEADLINE_EXCEEDED, "request message not received in time"
+        except MessageLate as err:
+            code, message = grpc.StatusCode.DEADLINE_EXCEEDED, str(err)
             self._r.metrics.requests_refused.labels(transport="grpc", reason="body_timeout").inc()
         except Exception as err:  # a bug must not take the listener down
             code, message = grpc.StatusCode.INTERNAL, f"internal error: {type(err).__name__}"
