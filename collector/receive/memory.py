@@ -79,6 +79,8 @@ class BodyBudget:
         self.in_flight = max(0, self.in_flight - size)
         while self._waiters and self._fits(self._waiters[0][0]):
             wanted, waiter = self._waiters.popleft()
+            if waiter.done():
+                continue  # its caller gave up and is leaving
             self.in_flight += wanted
             waiter.set_result(None)
 
@@ -121,21 +123,25 @@ class BodyBudget:
         entry = (size, waiter)
         self._waiters.append(entry)
         try:
-            await asyncio.wait((waiter,), timeout=wait_s)
+            async with asyncio.timeout(wait_s):
+                await waiter
+        except TimeoutError:
+            if waiter.done() and not waiter.cancelled():
+                return  # room came just as the time ran out: take it
+            self._leave(entry)
+            raise self._full() from None
         except BaseException:  # the caller was cancelled (its client went away)
-            if waiter.done():
-                self.release(size)  # room was granted just then: give it back
+            if waiter.done() and not waiter.cancelled():
+                self.release(size)  # room came just then: give it back
             else:
                 self._leave(entry)
             raise
-        if not waiter.done():
-            self._leave(entry)
-            raise self._full()
 
     def _leave(self, entry: tuple[int, asyncio.Future[None]]) -> None:
         """Take a waiter that gave up out of the queue (the next in line may fit now)."""
         entry[1].cancel()
-        self._waiters.remove(entry)
+        if entry in self._waiters:
+            self._waiters.remove(entry)
         self.release(0)
 
     def hold(self, size: int, wait_s: float) -> Reservation:

@@ -239,3 +239,21 @@ def test_large_blocks_go_back_to_the_system_when_freed() -> None:
     after = _rss_bytes()
     assert held - before >= 64 * MiB  # the 96 MiB were resident...
     assert after - before <= 16 * MiB  # ...and left with the blocks, with no trim asked for
+
+
+async def test_a_waiter_whose_client_went_away_leaves_the_queue_to_the_next() -> None:
+    budget = BodyBudget(100)
+    budget.reserve(100)
+    gone = asyncio.create_task(budget.take(60, wait_s=5.0))
+    next_in_line = asyncio.create_task(budget.take(30, wait_s=5.0))
+    await asyncio.sleep(0.01)
+    gone.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await gone
+    budget.release(100)
+    await asyncio.wait_for(next_in_line, 1.0)
+    assert budget.in_flight == 30
+    with pytest.raises(QueueFull):  # nobody is left waiting in front of a new body
+        await budget.take(80, wait_s=0.01)
+    budget.reserve(70)
+    assert budget.in_flight == 100
