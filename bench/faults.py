@@ -4,7 +4,13 @@ Each scenario starts real ``tracescore serve`` processes of the tree given with 
 (default: this one; e.g. a clone checked out at an older commit, run with this venv),
 drives them over loopback sockets and prints one line of figures:
 
-    .venv/bin/python bench/faults.py [--repo DIR] SCENARIO...
+    .venv/bin/python bench/faults.py [--repo DIR] [--compare REV]... SCENARIO...
+
+``--compare REV`` (repeatable) also runs each scenario against the daemon of commit
+``REV``, checked out with ``git worktree add`` into a temporary directory (removed
+afterwards) and run the same way (``python -m collector.cli serve`` with its cwd and
+PYTHONPATH at that tree): both lines are printed, and for the scenarios that report
+figures (``memory``) the ratio of each figure, this tree's over REV's.
 
 * ``disk``: the store on a 24 MiB tmpfs (needs root) filled mid-load: statuses while
   full, runs scored once space returns (no restart), "trace decision failed" log lines;
@@ -14,8 +20,9 @@ drives them over loopback sockets and prints one line of figures:
 * ``conns``: ``ulimit -n 1024``, 1,100 slow connections: a normal client's latency (or
   failure), log bytes written in 30 s;
 * ``flood``: 20 pending runs, then one request of 100,000 trace ids: runs lost;
-* ``memory``: RSS with 4 and 8 gRPC clients sending 16 MiB bodies without the token,
-  with it, and 10 s after the burst;
+* ``memory``: RSS with 4 and 8 gRPC clients sending 5 bodies of 16 MiB each without the
+  token, with it (each client retries refusals, honouring their RetryInfo, until its 5
+  bodies are accepted; the line counts them), and 10 s after the burst;
 * ``gzip``: a two-member gzip body and a gzip body with trailing garbage: status and spans;
 * ``maxspans``: a run span after its trace reached max_spans_per_trace: scored or not;
 * ``json``: statuses of malformed OTLP/JSON bodies, ERROR bytes logged for a 47-byte
@@ -31,13 +38,16 @@ import gzip
 import json
 import os
 import resource
+import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections import Counter
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import aiohttp
@@ -46,6 +56,7 @@ import grpc
 HERE = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(HERE / "tests" / "integration"), str(HERE / "tests" / "support")]
 from daemon_harness import CaptureBackend, agent_trace_body, free_port  # noqa: E402
+from google.rpc.error_details_pb2 import RetryInfo  # noqa: E402
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2  # noqa: E402
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span  # noqa: E402
 
@@ -78,13 +89,16 @@ class Daemon:
         return f"http://127.0.0.1:{self.http}/v1/traces"
 
     def knows(self, key: str) -> bool:
-        return key in (self.repo / "collector" / "config" / "sections.py").read_text()
+        """Whether the tree's configuration has ``key`` (older trees kept it in config.py)."""
+        places = (self.repo / "collector" / "config" / "sections.py", self.repo / "collector" / "config.py")
+        return any(key in p.read_text() for p in places if p.exists())
 
     async def start(self) -> Daemon:
         limit = self.open_files
         env = {**os.environ, "PYTHONPATH": str(self.repo), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
         self.proc = await asyncio.to_thread(
-            subprocess.Popen, [sys.executable, "-m", "collector.cli", "serve", "--config", str(self.config), "--role", self.role],
+            subprocess.Popen, [sys.executable, "-m", "collector.cli", "serve", "--config", str(self.config),
+                               *(["--role", self.role] if self.role != "all" else [])],
             cwd=self.repo, env=env, stdout=self.log.open("ab"), stderr=subprocess.STDOUT,
             preexec_fn=(lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))) if limit else None)
         await until(self.ready, 60)
@@ -339,35 +353,74 @@ async def flood(repo: Path, tmp: Path) -> str:
         return f"flood: {len(flood_body) / 1e6:.1f} MB request of 100,000 traces (HTTP {status}): {lost} of 20 pending runs lost"
 
 
-async def memory(repo: Path, tmp: Path) -> str:
+@dataclass
+class Outcome:
+    """A scenario's line, and its figures by name (compared across trees by ``--compare``)."""
+
+    text: str
+    figures: dict[str, float] = field(default_factory=dict)
+
+
+RETRYABLE = {grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED}
+
+
+def retry_delay(err: grpc.aio.AioRpcError, default: float = 0.2) -> float:
+    """The delay a refusal's ``google.rpc.RetryInfo`` asks for (at most 2 s), else ``default``."""
+    for key, value in err.trailing_metadata() or ():
+        if key == "google.rpc.retryinfo-bin" and isinstance(value, bytes):
+            delay = RetryInfo.FromString(value).retry_delay
+            return min(2.0, delay.seconds + delay.nanos / 1e9)
+    return default
+
+
+async def send_five(port: int, body: bytes, meta: tuple[tuple[str, str], ...], tally: Counter[str],
+                    deadline: float) -> None:
+    """One gRPC client sending ``body`` 5 times; a retryable refusal is retried after the
+    delay its RetryInfo asks for, until accepted (or ``deadline``); ``tally`` counts the
+    accepted bodies and the refusals by status code."""
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{port}", options=[
+            ("grpc.max_send_message_length", 64 * 2**20)]) as channel:
+        call = channel.unary_unary("/opentelemetry.proto.collector.trace.v1.TraceService/Export")
+        for _ in range(5):
+            while True:
+                try:
+                    await call(body, metadata=meta, timeout=60)
+                    tally["accepted"] += 1
+                    break
+                except grpc.aio.AioRpcError as err:
+                    tally[err.code().name] += 1
+                    await asyncio.sleep(retry_delay(err))
+                    if err.code() not in RETRYABLE or time.monotonic() > deadline:
+                        break
+
+
+async def memory(repo: Path, tmp: Path) -> Outcome:
     async with scoring(repo, tmp, "memory", head='auth_token = "s3cret"\n') as (daemon, _):
         await asyncio.sleep(2)
-        figures = [f"idle {daemon.rss_mb():.0f} MB"]
+        figures = {"idle": daemon.rss_mb()}
+        parts = [f"idle {figures['idle']:.0f} MB"]
         body = big_body(16 * 1024 * 1024 - 4096)
         for token in (False, True):
             for clients in (4, 8):
-                peak = 0.0
                 meta = (("authorization", "Bearer s3cret"),) if token else ()
-
-                async def one(meta: tuple[tuple[str, str], ...] = meta) -> None:
-                    async with grpc.aio.insecure_channel(f"127.0.0.1:{daemon.grpc}", options=[
-                            ("grpc.max_send_message_length", 64 * 2**20)]) as channel:
-                        call = channel.unary_unary("/opentelemetry.proto.collector.trace.v1.TraceService/Export")
-                        for _ in range(5):
-                            try:
-                                await call(body, metadata=meta, timeout=60)
-                            except grpc.aio.AioRpcError:
-                                await asyncio.sleep(0.2)
-
-                task = asyncio.gather(*(one() for _ in range(clients)))
+                tally: Counter[str] = Counter()
+                deadline = time.monotonic() + 180
+                task = asyncio.gather(*(send_five(daemon.grpc, body, meta, tally, deadline) for _ in range(clients)))
+                peak = 0.0
                 while not task.done():
                     peak = max(peak, daemon.rss_mb())
                     await asyncio.sleep(0.05)
                 await task
-                figures.append(f"{clients} clients {'with' if token else 'without'} token: peak {peak:.0f} MB")
+                name = f"{clients} clients {'with' if token else 'without'} token"
+                figures[f"{name}: peak"] = peak
+                accepted = tally.pop("accepted", 0)
+                refused = ", ".join(f"{n} {code}" for code, n in sorted(tally.items()))
+                parts.append(f"{name}: peak {peak:.0f} MB, {accepted}/{5 * clients} accepted"
+                             f"{f' (refused: {refused})' if refused else ''}")
         await asyncio.sleep(10)
-        figures.append(f"10 s later: {daemon.rss_mb():.0f} MB")
-        return "memory: " + "; ".join(figures)
+        figures["10 s later"] = daemon.rss_mb()
+        parts.append(f"10 s later: {figures['10 s later']:.0f} MB")
+        return Outcome("memory: " + "; ".join(parts), figures)
 
 
 async def gzip_(repo: Path, tmp: Path) -> str:
@@ -441,22 +494,66 @@ async def json_(repo: Path, tmp: Path) -> str:
                 f"errors_total after 3 mid-body disconnects {errors:g}")
 
 
-SCENARIOS: dict[str, Callable[[Path, Path], Awaitable[str]]] = {
+SCENARIOS: dict[str, Callable[[Path, Path], Awaitable[str | Outcome]]] = {
     "disk": disk, "bytes": bytes_, "worker": worker, "conns": conns, "flood": flood, "memory": memory,
     "gzip": gzip_, "maxspans": maxspans, "json": json_,
 }
 
 
+@contextlib.contextmanager
+def checkout(rev: str) -> Iterator[Path]:
+    """Commit ``rev`` of this repository in a temporary ``git worktree`` (removed afterwards)."""
+    holder = Path(tempfile.mkdtemp(prefix="faults-compare-"))
+    tree = holder / "tree"
+    subprocess.run(["git", "-C", str(HERE), "worktree", "add", "--detach", "--quiet", str(tree), rev], check=True)
+    try:
+        yield tree
+    finally:
+        subprocess.run(["git", "-C", str(HERE), "worktree", "remove", "--force", str(tree)], check=False)
+        shutil.rmtree(holder, ignore_errors=True)
+        subprocess.run(["git", "-C", str(HERE), "worktree", "prune"], check=False)
+
+
+async def run(name: str, repo: Path) -> Outcome:
+    """One scenario against the daemon of ``repo``, in its own temporary directory."""
+    with tempfile.TemporaryDirectory(prefix=f"faults-{name}-") as tmp:
+        (Path(tmp) / "q").mkdir(exist_ok=True) if name != "disk" else None
+        result = await SCENARIOS[name](repo, Path(tmp))
+        return result if isinstance(result, Outcome) else Outcome(result)
+
+
+def ratios(ours: Outcome, theirs: Outcome) -> str:
+    """Each figure both runs have: ours / theirs.
+
+    Example:
+        >>> ratios(Outcome("", {"peak": 150.0, "idle": 80.0}), Outcome("", {"peak": 450.0}))
+        'peak 0.33'
+    """
+    return "; ".join(f"{key} {ours.figures[key] / value:.2f}" for key, value in theirs.figures.items()
+                     if key in ours.figures and value)
+
+
 async def main(args: argparse.Namespace) -> None:
+    repo = args.repo.resolve()
     for name in args.scenarios:
-        with tempfile.TemporaryDirectory(prefix=f"faults-{name}-") as tmp:
-            (Path(tmp) / "q").mkdir(exist_ok=True) if name != "disk" else None
-            print(await SCENARIOS[name](args.repo.resolve(), Path(tmp)), flush=True)
+        ours = await run(name, repo)
+        if not args.compare:
+            print(ours.text, flush=True)
+            continue
+        print(f"this tree ({repo}): {ours.text}", flush=True)
+        for rev in args.compare:
+            with checkout(rev) as tree:
+                theirs = await run(name, tree)
+            print(f"{rev}: {theirs.text}", flush=True)
+            if theirs.figures:
+                print(f"ratio this tree / {rev}: {ratios(ours, theirs)}", flush=True)
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--repo", type=Path, default=HERE, help="the tree whose daemon is measured")
+    parser.add_argument("--compare", action="append", default=[], metavar="REV",
+                        help="also run each scenario against commit REV (a temporary git worktree)")
     parser.add_argument("scenarios", nargs="+", choices=[*SCENARIOS, "all"])
     parsed = parser.parse_args()
     if "all" in parsed.scenarios:

@@ -216,12 +216,15 @@ class Service:
         cap = connection_cap(r.max_connections, 2, raise_open_file_limit())
         if cap < r.max_connections:
             logger.warning("receiver.max_connections lowered to %d per listener to fit the open-file limit", cap)
-        budget = BodyBudget(4 * r.max_body_bytes, retry_after_s=1.0)  # both listeners' bodies in flight
+        # Both listeners' bodies in flight: two of the largest at once (each takes about four
+        # times its size in memory while it is received and decoded; see bench/README.md).
+        budget = BodyBudget(2 * r.max_body_bytes, retry_after_s=1.0)
         if cfg.receiver.grpc_endpoint and receives:
             self.grpc = GrpcReceiver(cfg.receiver.grpc_endpoint, pipeline, self.metrics, token=token,
                                      max_body_bytes=cfg.receiver.max_body_bytes, tls=tls, max_connections=cap,
                                      header_timeout_s=r.header_timeout_s,
-                                     keepalive_timeout_s=r.keepalive_timeout_s, budget=budget)
+                                     keepalive_timeout_s=r.keepalive_timeout_s, budget=budget,
+                                     body_timeout_s=r.body_timeout_s)
             await self.grpc.start()
         if cfg.receiver.http_endpoint:
             self.http = HttpReceiver(cfg.receiver.http_endpoint, pipeline, self.metrics, token=token,

@@ -37,10 +37,10 @@ def run(args: argparse.Namespace) -> int:
     """Run the daemon; returns the exit code: 0 after SIGTERM/SIGINT, 2 for a configuration
     error (naming the key), 1 when it cannot start (a listener's port is taken: named).
     """
-    from collector.receive.memory import limit_malloc_arenas
+    from collector.receive.memory import tune_malloc
     from collector.service import Service
 
-    limit_malloc_arenas()  # before any thread starts: large bodies' memory is given back
+    tune_malloc()  # before any thread starts: large bodies' memory is given back
     try:
         config, registry = build(args)
         service = Service(config, registry, role=getattr(args, "role", "all"))

@@ -4,8 +4,15 @@ gRPC handles gzip itself; ``max_receive_message_length`` (= ``max_body_bytes``) 
 the message, also after decompression. The bearer token is checked by a server
 interceptor on the call's metadata, before the message is read: a call without the
 token is refused by a handler that never reads its request, so an unauthenticated 16 MiB
-message costs no memory. A message's bytes count in the body budget shared with the HTTP
-listener while it is decoded (`collector.receive.memory`). Connections are capped
+message costs no memory. The message itself is read only once it has room in the body
+budget shared with the HTTP listener (`collector.receive.memory`): the handlers are
+registered as client-streaming, so gRPC does not read the message before they run; a call
+holds ``max_body_bytes`` of the budget until its message is read, then the message's size
+until it is stored. A call that finds no room within ``admit_wait_s`` is refused with
+RESOURCE_EXHAUSTED and a retry delay. Until then its message waits in the client: BDP
+probing is off, so the transport's flow-control window for a message nobody reads stays
+at its initial size (64 KiB) instead of growing to the whole message. A message must arrive within
+``body_timeout_s`` of being asked for (else DEADLINE_EXCEEDED). Connections are capped
 (``grpc.max_allowed_incoming_connections``), must finish their handshake within the
 header timeout and are closed when idle for the keep-alive timeout. Requests are parsed here (large ones off the
 loop); a body that is not a valid request is INVALID_ARGUMENT. Refusals carry the code from `collector.errors.to_grpc`, and retryable ones
@@ -28,12 +35,18 @@ from google.protobuf.message import Message
 from opentelemetry.proto.collector.logs.v1 import logs_service_pb2
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 
-from collector.errors import CollectorError, Unauthenticated, grpc_retry_info, to_grpc
+from collector.errors import (
+    CollectorError,
+    InvalidPayload,
+    Unauthenticated,
+    grpc_retry_info,
+    to_grpc,
+)
 from collector.metrics import Metrics
 from collector.receive.consumer import TraceConsumer
 from collector.receive.decode import parse_message
 from collector.receive.http import check_bearer
-from collector.receive.memory import BodyBudget, MemoryReturner
+from collector.receive.memory import BodyBudget, MemoryReturner, Reservation
 
 logger = logging.getLogger(__name__)
 M = TypeVar("M", bound=Message)
@@ -41,22 +54,34 @@ _TRACE_SERVICE = "opentelemetry.proto.collector.trace.v1.TraceService"
 _LOGS_SERVICE = "opentelemetry.proto.collector.logs.v1.LogsService"
 
 
+class MessageLate(Exception):
+    """A call's request message did not arrive within ``body_timeout_s`` (DEADLINE_EXCEEDED)."""
+
+
 class _Service:
     def __init__(self, receiver: GrpcReceiver) -> None:
         self._r = receiver
 
     async def _guard(self, context: grpc.aio.ServicerContext, fn: Any) -> Any:
+        # gRPC keeps the abort's exception in a reference cycle with the call's state, freed
+        # only when the garbage collector runs: so the call is aborted outside the ``except``
+        # blocks (inside one, the caught error and the frames of its traceback, which hold the
+        # request, would be chained to it), and the message's bytes are locals of ``fn`` alone,
+        # never of a frame the abort passes through.
         try:
             return await fn()
         except CollectorError as err:
-            code = to_grpc(err)
+            code, message = to_grpc(err), str(err)[:1000]
             self._r.metrics.requests_refused.labels(transport="grpc", reason=type(err).__name__).inc()
             context.set_trailing_metadata(grpc_retry_info(err))
-            await context.abort(code, str(err)[:1000])
+        except MessageLate as err:
+            code, message = grpc.StatusCode.DEADLINE_EXCEEDED, str(err)
+            self._r.metrics.requests_refused.labels(transport="grpc", reason="body_timeout").inc()
         except Exception as err:  # a bug must not take the listener down
+            code, message = grpc.StatusCode.INTERNAL, f"internal error: {type(err).__name__}"
             self._r.metrics.errors.labels(component="receiver_grpc").inc()
             logger.exception("OTLP/gRPC request failed")
-            await context.abort(grpc.StatusCode.INTERNAL, f"internal error: {type(err).__name__}")
+        await context.abort(code, message)
 
 
 class _BearerAuth(grpc.aio.ServerInterceptor):
@@ -96,12 +121,14 @@ async def _parse(pool: ThreadPoolExecutor, data: bytes, message_type: type[M]) -
 
 class _TraceService(_Service):
     async def export(
-        self, data: bytes, context: grpc.aio.ServicerContext
+        self, requests: object, context: grpc.aio.ServicerContext
     ) -> trace_service_pb2.ExportTraceServiceResponse:
         async def work() -> trace_service_pb2.ExportTraceServiceResponse:
-            async with self._r.budgeted(len(data)):
+            async with self._r.admitted(context) as held:
+                data = await self._r.read_message(context, held)
                 request = await _parse(self._r.pool, data, trace_service_pb2.ExportTraceServiceRequest)
                 result = await self._r.consumer.consume_traces(request, data)
+                del request, data  # not kept while the answer is sent
             self._r.metrics.spans_received.labels(transport="grpc").inc(result.accepted)
             response = trace_service_pb2.ExportTraceServiceResponse()
             if result.rejected:
@@ -115,12 +142,14 @@ class _TraceService(_Service):
 
 class _LogsService(_Service):
     async def export(
-        self, data: bytes, context: grpc.aio.ServicerContext
+        self, requests: object, context: grpc.aio.ServicerContext
     ) -> logs_service_pb2.ExportLogsServiceResponse:
         async def work() -> logs_service_pb2.ExportLogsServiceResponse:
-            async with self._r.budgeted(len(data)):
+            async with self._r.admitted(context) as held:
+                data = await self._r.read_message(context, held)
                 request = await _parse(self._r.pool, data, logs_service_pb2.ExportLogsServiceRequest)
                 result = await self._r.consumer.consume_logs(request)
+                del request, data
             self._r.metrics.log_records_received.labels(transport="grpc").inc(result.accepted)
             response = logs_service_pb2.ExportLogsServiceResponse()
             if result.rejected:
@@ -180,6 +209,9 @@ class GrpcReceiver:
         header_timeout_s: a connection must finish its handshake within this.
         keepalive_timeout_s: a connection idle this long is closed.
         budget: the body bytes in flight, shared with the HTTP listener (default: its own).
+        body_timeout_s: a call's message must arrive within this once it is asked for.
+        admit_wait_s: a call waits this long at most for room in the budget (then
+            RESOURCE_EXHAUSTED with the budget's retry delay).
 
     Example:
         >>> GrpcReceiver("127.0.0.1:4317", None, Metrics()).port  # type: ignore[arg-type]
@@ -190,10 +222,12 @@ class GrpcReceiver:
         self, endpoint: str, consumer: TraceConsumer, metrics: Metrics, *, token: str | None = None,
         max_body_bytes: int = 16 * 1024 * 1024, tls: tuple[bytes, bytes] | None = None,
         max_connections: int = 1000, header_timeout_s: float = 10.0, keepalive_timeout_s: float = 60.0,
-        budget: BodyBudget | None = None,
+        budget: BodyBudget | None = None, body_timeout_s: float = 60.0, admit_wait_s: float = 2.0,
     ) -> None:
         self.endpoint = endpoint
         self._limits = (max_connections, header_timeout_s, keepalive_timeout_s)
+        self._body_timeout = body_timeout_s
+        self._admit_wait = admit_wait_s
         self._budget = budget or BodyBudget(4 * max_body_bytes)
         self._memory = MemoryReturner()
         self._tls = tls
@@ -224,18 +258,41 @@ class GrpcReceiver:
         return self._port
 
     @contextlib.asynccontextmanager
-    async def budgeted(self, size: int) -> AsyncIterator[None]:
-        """Count a message's bytes in the body budget while it is decoded and stored.
+    async def admitted(self, context: grpc.aio.ServicerContext) -> AsyncIterator[Reservation]:
+        """Hold room in the body budget for a call's message while it is read, decoded and
+        stored: ``max_body_bytes`` until `read_message` knows its size, then that size.
+        Waits up to ``admit_wait_s`` (less when the call's deadline is nearer) for room.
 
         Raises:
-            QueueFull: the budget is spent (RESOURCE_EXHAUSTED with a retry delay).
+            QueueFull: no room came in time (RESOURCE_EXHAUSTED with a retry delay).
         """
-        self._budget.reserve(size)
+        remaining = context.time_remaining()
+        wait_s = self._admit_wait if remaining is None else max(0.0, min(self._admit_wait, remaining / 2))
+        held = self._budget.hold(self._max, wait_s)
+        async with held:
+            try:
+                yield held
+            finally:
+                self._memory.after_request(held.size)
+
+    async def read_message(self, context: grpc.aio.ServicerContext, held: Reservation) -> bytes:
+        """The call's request message (its one message), read within ``body_timeout_s``;
+        ``held`` is settled to its size.
+
+        Raises:
+            InvalidPayload: the call carried no message.
+            MessageLate: the message did not arrive in time.
+        """
         try:
-            yield
-        finally:
-            self._budget.release(size)
-            self._memory.after_request(size)
+            async with asyncio.timeout(self._body_timeout):
+                message = await context.read()
+        except TimeoutError:
+            raise MessageLate(f"request message not received within {self._body_timeout:g} s") from None
+        if message is grpc.aio.EOF:
+            raise InvalidPayload("the call carried no request message")
+        data = message if isinstance(message, bytes) else bytes(message)
+        held.settle(len(data))
+        return data
 
     async def start(self) -> None:
         """Bind and serve; the port is never shared (``SO_REUSEPORT``, gRPC's default, is off).
@@ -254,12 +311,18 @@ class GrpcReceiver:
             ("grpc.server_handshake_timeout_ms", int(header_timeout_s * 1000)),
             ("grpc.max_connection_idle_ms", int(keepalive_timeout_s * 1000)),
             ("grpc.so_reuseport", 0),  # a second daemon on this port must fail, not split the clients
+            # Without BDP probing a stream's window stays at 64 KiB until its message is read
+            # (then it opens to the message's size): messages waiting for room in the body
+            # budget stay in their clients instead of in this process.
+            ("grpc.http2.bdp_probe", 0),
         ])
         server.add_generic_rpc_handlers((
-            grpc.method_handlers_generic_handler(_TRACE_SERVICE, {"Export": grpc.unary_unary_rpc_method_handler(
+            # Client-streaming handlers for the unary methods: the message is read by the
+            # handler once admitted, not by gRPC before the handler runs.
+            grpc.method_handlers_generic_handler(_TRACE_SERVICE, {"Export": grpc.stream_unary_rpc_method_handler(
                 _TraceService(self).export,
                 response_serializer=trace_service_pb2.ExportTraceServiceResponse.SerializeToString)}),
-            grpc.method_handlers_generic_handler(_LOGS_SERVICE, {"Export": grpc.unary_unary_rpc_method_handler(
+            grpc.method_handlers_generic_handler(_LOGS_SERVICE, {"Export": grpc.stream_unary_rpc_method_handler(
                 _LogsService(self).export,
                 response_serializer=logs_service_pb2.ExportLogsServiceResponse.SerializeToString)}),
         ))

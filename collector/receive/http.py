@@ -101,6 +101,8 @@ class HttpReceiver:
         keepalive_timeout_s: an idle keep-alive connection is closed after this.
         budget: the body bytes in flight, shared with the gRPC listener (default: its own,
             four bodies).
+        admit_wait_s: a body of known length waits this long at most for room in the
+            budget before it is read (then 429 with the budget's retry delay).
 
     Example:
         >>> HttpReceiver("127.0.0.1:0", None, Metrics()).port  # type: ignore[arg-type]
@@ -113,9 +115,10 @@ class HttpReceiver:
         ssl_context: ssl.SSLContext | None = None,
         status: Callable[[], Awaitable[dict[str, Any]]] | None = None, max_connections: int = 1000,
         header_timeout_s: float = 10.0, body_timeout_s: float = 60.0, keepalive_timeout_s: float = 60.0,
-        budget: BodyBudget | None = None,
+        budget: BodyBudget | None = None, admit_wait_s: float = 2.0,
     ) -> None:
         self._ssl = ssl_context
+        self._admit_wait = admit_wait_s
         self._status = status
         self._max_connections = max_connections
         self._header_timeout = header_timeout_s
@@ -189,12 +192,13 @@ class HttpReceiver:
             await asyncio.to_thread(self._pool.shutdown, True)
 
     async def _read_body(self, request: web.Request, reserved: list[int]) -> bytes:
-        """The body, read within ``body_timeout_s``; its bytes are counted in the budget
+        """The body, read within ``body_timeout_s`` once it has room in the budget (it waits
+        in the client's socket until then); its bytes are counted in the budget
         (``reserved[0]``: how many this request holds, for the caller to release)."""
         if request.content_length is not None and request.content_length > self._max:
             raise PayloadTooLarge(f"body exceeds {self._max} bytes")
         if request.content_length:
-            self._budget.reserve(request.content_length)
+            await self._budget.take(request.content_length, self._admit_wait)
             reserved[0] += request.content_length
         chunks, size = [], 0
         async with asyncio.timeout(self._body_timeout):
