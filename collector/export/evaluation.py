@@ -244,7 +244,15 @@ def any_value(value: Any) -> AnyValue:
 
 
 def _key_values(attributes: dict[str, Any]) -> list[KeyValue]:
-    return [KeyValue(key=key, value=any_value(value)) for key, value in attributes.items()]
+    return [_text_key_value(key, value) if type(value) is str else KeyValue(key=key, value=any_value(value))
+            for key, value in attributes.items()]
+
+
+@functools.lru_cache(maxsize=4096)
+def _text_key_value(key: str, value: str) -> KeyValue:
+    """A text attribute, built once: scorer names, ids, versions and span kinds repeat on every
+    score (the message is copied into each span, which costs less than building it)."""
+    return KeyValue(key=key, value=AnyValue(string_value=value))
 
 
 @functools.lru_cache(maxsize=1024)
