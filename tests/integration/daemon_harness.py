@@ -31,14 +31,42 @@ OUTPUT = [{"role": "assistant", "parts": [{"type": "text", "content": "The capit
            "finish_reason": "stop"}]
 
 
+_HELD_PORTS: list[socket.socket] = []
+"""The sockets holding the ports `free_port` handed out, closed after each test (conftest)."""
+
+
 def free_port() -> int:
-    """A TCP port free on 127.0.0.1 right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A TCP port on 127.0.0.1 that stays this test's until it ends.
+
+    A port merely found free is anyone's again at once: a daemon that binds it only after its
+    start-up (seconds, more on a busy machine), a backend that is down for a while, or one
+    started again on its old port could find it taken by another xdist worker's server or by
+    any outgoing connection (both draw from the same ephemeral range). So the port stays
+    bound here (``SO_REUSEADDR``, never listening) until the test ends: bind(0) elsewhere
+    and connect() never pick a bound port, connections to it are refused as to a free port,
+    and a listener that sets ``SO_REUSEADDR`` (gRPC, aiohttp, asyncio servers: the daemon's
+    and the test servers') still binds it. A second listener on a port someone listens on
+    still fails, as it would without the holder.
+    """
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    _HELD_PORTS.append(sock)
+    return int(sock.getsockname()[1])
 
 
-async def wait_until(predicate: Callable[[], bool | Awaitable[bool]], timeout: float = 20.0,  # noqa: ASYNC109
+def release_ports() -> None:
+    """Close the sockets holding the ports `free_port` handed out (at the end of each test)."""
+    while _HELD_PORTS:
+        _HELD_PORTS.pop().close()
+
+
+WAIT_S = 30.0
+"""`wait_until`'s default bound: a failure detector (a score cycle takes a second or two,
+many more on a loaded machine), never a claim about speed."""
+
+
+async def wait_until(predicate: Callable[[], bool | Awaitable[bool]], timeout: float = WAIT_S,  # noqa: ASYNC109
                      what: str = "condition") -> None:
     """Poll ``predicate`` until it holds; fail after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
@@ -81,6 +109,7 @@ class CaptureBackend:
     def __init__(self, port: int = 0) -> None:
         self.port = port
         self.requests: list[trace_service_pb2.ExportTraceServiceRequest] = []
+        self.received_at: list[float] = []  # time.monotonic() when each of `requests` arrived
         self.log_requests: list[logs_service_pb2.ExportLogsServiceRequest] = []
         self.metadata: list[dict[str, str]] = []
         self.metric_requests: list[Any] = []
@@ -92,6 +121,7 @@ class CaptureBackend:
         class Traces(trace_service_pb2_grpc.TraceServiceServicer):
             async def Export(self, request, context):  # noqa: N802
                 backend.metadata.append({k: v for k, v in context.invocation_metadata() or ()})
+                backend.received_at.append(time.monotonic())
                 backend.requests.append(request)
                 return trace_service_pb2.ExportTraceServiceResponse()
 
@@ -110,6 +140,8 @@ class CaptureBackend:
                 backend.metric_requests.append(request)
                 return metrics_service_pb2.ExportMetricsServiceResponse()
 
+        if not self.port:  # a held port (see free_port): stopped and started again, it is still ours
+            self.port = free_port()
         self._server = grpc.aio.server()
         metrics_service_pb2_grpc.add_MetricsServiceServicer_to_server(Metrics(), self._server)
         trace_service_pb2_grpc.add_TraceServiceServicer_to_server(Traces(), self._server)
@@ -142,6 +174,17 @@ class CaptureBackend:
 
     def forwarded(self) -> list[CapturedSpan]:
         return [s for s in self.spans() if not s.span.name.startswith("evaluation ")]
+
+    def first_scored_at(self) -> dict[str, float]:
+        """Trace id (hex) -> when the first evaluation span of that trace arrived (monotonic)."""
+        at: dict[str, float] = {}
+        for when, request in zip(list(self.received_at), list(self.requests), strict=False):
+            for rs in request.resource_spans:
+                for ss in rs.scope_spans:
+                    for span in ss.spans:
+                        if span.name.startswith("evaluation "):
+                            at.setdefault(span.trace_id.hex(), when)
+        return at
 
 
 def emit_agent_trace(exporter: SpanExporter, service: str = "support-bot", agent: str = "support",
@@ -191,7 +234,9 @@ class HttpCaptureBackend(CaptureBackend):
             body = await request.read()
             if request.headers.get("Content-Encoding") == "gzip":
                 body = _gzip.decompress(body)
-            self.requests.append(trace_service_pb2.ExportTraceServiceRequest.FromString(body))
+            request_ = trace_service_pb2.ExportTraceServiceRequest.FromString(body)
+            self.received_at.append(time.monotonic())
+            self.requests.append(request_)
             return web.Response(body=trace_service_pb2.ExportTraceServiceResponse().SerializeToString(),
                                 content_type="application/x-protobuf")
 
@@ -204,6 +249,8 @@ class HttpCaptureBackend(CaptureBackend):
         app.router.add_post("/v1/logs", logs)
         self._runner = web.AppRunner(app)
         await self._runner.setup()
+        if not self.port:  # a held port (see free_port)
+            self.port = free_port()
         site = web.TCPSite(self._runner, "127.0.0.1", self.port)
         await site.start()
         self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
