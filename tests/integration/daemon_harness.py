@@ -22,6 +22,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter
+from ports import hold_port  # tests/support
 
 INPUT = [
     {"role": "system", "parts": [{"type": "text", "content": "You are a terse assistant."}]},
@@ -36,23 +37,17 @@ _HELD_PORTS: list[socket.socket] = []
 
 
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that stays this test's until it ends.
+    """A TCP port on 127.0.0.1 that stays this test's until it ends (`ports.hold_port`).
 
-    A port merely found free is anyone's again at once: a daemon that binds it only after its
-    start-up (seconds, more on a busy machine), a backend that is down for a while, or one
-    started again on its old port could find it taken by another xdist worker's server or by
-    any outgoing connection (both draw from the same ephemeral range). So the port stays
-    bound here (``SO_REUSEADDR``, never listening) until the test ends: bind(0) elsewhere
-    and connect() never pick a bound port, connections to it are refused as to a free port,
-    and a listener that sets ``SO_REUSEADDR`` (gRPC, aiohttp, asyncio servers: the daemon's
-    and the test servers') still binds it. A second listener on a port someone listens on
-    still fails, as it would without the holder.
+    A port merely found free is anyone's again at once: a daemon binding it after its
+    start-up (seconds, more on a busy machine), a backend down for a while, or one started
+    again on its old port could find it taken by another xdist worker's server or by an
+    outgoing connection. Held, it refuses connections as a free port does, and the daemon's
+    and the test servers' listeners (``SO_REUSEADDR``) still bind it.
     """
-    sock = socket.socket()
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    _HELD_PORTS.append(sock)
-    return int(sock.getsockname()[1])
+    holder = hold_port()
+    _HELD_PORTS.append(holder)
+    return int(holder.getsockname()[1])
 
 
 def release_ports() -> None:
