@@ -13,7 +13,7 @@ from pathlib import Path
 
 import aiohttp
 from daemon_harness import free_port, wait_until
-from serve_process import START_S, STOP_S
+from serve_process import START_S, STOP_S, store_idle
 
 ROOT = Path(__file__).parents[2]
 SCORERS = Path(__file__).parent / "scorers_for_tests.py"
@@ -79,6 +79,11 @@ class FaultDaemon:
 
     async def ready(self) -> bool:
         return await self.readyz() == 200
+
+    async def idle(self) -> bool:
+        """Whether the daemon's store holds nothing (`serve_process.store_idle`)."""
+        self.assert_alive()
+        return await store_idle(self.http_port)
 
     def assert_alive(self) -> None:
         assert self.proc is not None

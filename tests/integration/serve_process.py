@@ -31,6 +31,18 @@ async def cli(*args: str, env: dict[str, str] | None = None, cwd: Path | None = 
     return int(proc.returncode or 0), out.decode(), err.decode()
 
 
+async def store_idle(http_port: int) -> bool:
+    """Whether the store of the daemon on ``http_port`` holds nothing (``/status``, counted when
+    asked): no trace waiting for its decision, no job queued or running, no score or request
+    waiting to leave. Every run received is then scored and exported, or never will be: the
+    positive event after which a check that something did *not* happen (a second score) holds."""
+    async with aiohttp.ClientSession(timeout=PROBE) as session:
+        async with session.get(f"http://127.0.0.1:{http_port}/status") as resp:
+            (own, *_) = (await resp.json())["replicas"]
+    queue = own["queue"]
+    return not any(queue[k] for k in ("traces", "queued", "in_flight", "outbox", "forward_requests"))
+
+
 class ServeProcess:
     """A `tracescore serve` child process (``-v`` by default, logging to ``log``)."""
 
@@ -66,14 +78,8 @@ class ServeProcess:
                 return await resp.text()
 
     async def idle(self) -> bool:
-        """Whether the store holds nothing of this deployment's (``/status``, counted when asked):
-        no trace waiting for its decision, no job queued or running, no score or request waiting
-        to leave. A run that was received is then scored and exported, or never will be."""
-        async with aiohttp.ClientSession(timeout=PROBE) as session:
-            async with session.get(f"http://127.0.0.1:{self.http_port}/status") as resp:
-                (own, *_) = (await resp.json())["replicas"]
-        queue = own["queue"]
-        return not any(queue[k] for k in ("traces", "queued", "in_flight", "outbox", "forward_requests"))
+        """Whether the store holds nothing (see `store_idle`)."""
+        return await store_idle(self.http_port)
 
     async def stop(self, sig: int = signal.SIGTERM, timeout: float = STOP_S) -> int:  # noqa: ASYNC109
         assert self.proc is not None
