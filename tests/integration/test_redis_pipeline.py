@@ -143,7 +143,9 @@ async def test_a_pending_decision_survives_its_receiver(setup: tuple[str, Captur
     prefix, backend = setup
     memory = InMemorySpanExporter()
     trace_id, _ = await asyncio.to_thread(emit_agent_trace, memory)
-    data = _config(prefix, backend.endpoint, decision_wait=1.0)
+    # The decision is due 5 s after the spans came: the first receiver is gone well before,
+    # however slowly a busy machine shuts it down (with 1 s, a slow shutdown could decide it).
+    data = _config(prefix, backend.endpoint, decision_wait=5.0)
     (first,) = await _services(data, "receiver")
     await _post(first, encode_spans(memory.get_finished_spans()).SerializeToString())
     await first.shutdown()  # gone before the decision was due
