@@ -10,7 +10,7 @@ import asyncio
 import json
 import socket
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,8 +20,8 @@ from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_serv
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
 from ports import hold_port  # tests/support
 
 INPUT = [
@@ -182,12 +182,35 @@ class CaptureBackend:
         return at
 
 
+class _CheckedExporter(SpanExporter):
+    """An exporter that remembers its results: the SDK's span processor drops them."""
+
+    def __init__(self, inner: SpanExporter) -> None:
+        self.inner = inner
+        self.results: list[SpanExportResult] = []
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        result = self.inner.export(spans)
+        self.results.append(result)
+        return result
+
+    def shutdown(self) -> None:
+        self.inner.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return self.inner.force_flush(timeout_millis)
+
+
 def emit_agent_trace(exporter: SpanExporter, service: str = "support-bot", agent: str = "support",
-                     answer: str | None = None) -> tuple[str, str]:
+                     answer: str | None = None, expect_success: bool = True) -> tuple[str, str]:
     """Send one agent trace (invoke_agent -> chat, GenAI semconv) with the SDK; blocking.
 
-    Returns the trace id and the agent span id as hex.
+    Returns the trace id and the agent span id as hex. An export that failed (the daemon
+    refused it, or did not answer within the exporter's timeout) fails here, unless
+    ``expect_success`` is False: otherwise the test would wait for a score that cannot come.
     """
+    checked = _CheckedExporter(exporter)
+    exporter = checked
     output = OUTPUT if answer is None else [
         {"role": "assistant", "parts": [{"type": "text", "content": answer}], "finish_reason": "stop"}]
     provider = TracerProvider(resource=Resource({"service.name": service}))
@@ -204,6 +227,9 @@ def emit_agent_trace(exporter: SpanExporter, service: str = "support-bot", agent
             pass
         ctx = root.get_span_context()
     provider.force_flush()
+    if expect_success:
+        assert checked.results and all(r is SpanExportResult.SUCCESS for r in checked.results), (
+            f"the agent's export failed: {checked.results}")
     return format(ctx.trace_id, "032x"), format(ctx.span_id, "016x")
 
 

@@ -38,6 +38,10 @@ HOLD_S = 1.0  # how long the judge's reply is held after the daemon logged the s
 
 JUDGED = '''import os
 
+# litellm is imported with the scorers, as the daemon starts (its import takes seconds of CPU,
+# tens on a loaded machine), not on the first judge call, whose wait below would include it.
+import litellm  # noqa: F401
+
 from scorers import Judge, create_scorer
 
 judge = Judge(model="openai/gpt-4o-mini", instructions="You are a strict evaluator.",
@@ -96,7 +100,7 @@ def calls_for(llm: Any, answer: str) -> int:
 
 
 async def send(port: int, answer: str) -> None:
-    exporter = HttpExporter(endpoint=f"http://127.0.0.1:{port}/v1/traces", timeout=5)
+    exporter = HttpExporter(endpoint=f"http://127.0.0.1:{port}/v1/traces", timeout=30)
     await asyncio.to_thread(emit_agent_trace, exporter, answer=answer)
 
 
@@ -146,7 +150,7 @@ async def sigterm_during_the_judge_call(daemon: ServeProcess, llm: Any, gate: as
     llm.script(llm_server.Reply.json({"score": 0.9}).held(gate))
     await daemon.start()
     await send(port, answer)
-    await wait_until(lambda: calls_for(llm, answer) == 1, what="the judge call in flight")
+    await wait_until(lambda: calls_for(llm, answer) == 1, timeout=60, what="the judge call in flight")
     await signal_draining(daemon)
     if release_after_exit:
         assert await exited(daemon) == 0  # while the judge had not answered: it did not wait
@@ -171,7 +175,7 @@ async def test_sigterm_lets_the_judge_call_finish_and_never_pays_it_twice(setup:
     await second.start()
     await wait_until(lambda: queue_empty(port), what="an empty queue after the restart")
     await send(port, "Second answer.")  # the worker runs: a job left over would have run first
-    await wait_until(lambda: len(backend.scores()) == 2, timeout=30, what="the second score")
+    await wait_until(lambda: len(backend.scores()) == 2, timeout=60, what="the second score")
     assert (calls_for(llm, "First answer."), calls_for(llm, "Second answer.")) == (1, 1)
     assert await second.stop() == 0
 
@@ -184,7 +188,7 @@ async def test_a_drain_shorter_than_the_call_hands_the_job_back(setup: dict[str,
     assert backend.scores() == []
     second = setup["daemon"](30.0)
     await second.start()
-    await wait_until(lambda: len(backend.scores()) == 1, timeout=30, what="the handed-back job's score")
+    await wait_until(lambda: len(backend.scores()) == 1, timeout=60, what="the handed-back job's score")
     assert calls_for(llm, "Handed back.") == 2  # the unfinished call is made again, once
     assert await second.stop() == 0
 
@@ -206,7 +210,7 @@ async def test_a_handed_back_job_never_pays_again_for_a_judge_call_that_finished
     daemon = setup["daemon"](0.2, "two_step")
     await daemon.start()
     await send(port, "Kept answer.")
-    await wait_until(lambda: calls_for(llm, "Rate: Kept answer.") == 1, timeout=30,
+    await wait_until(lambda: calls_for(llm, "Rate: Kept answer.") == 1, timeout=60,
                      what="the second judge call in flight")
     await signal_draining(daemon)
     assert await exited(daemon) == 0  # with the second step's reply still held
@@ -214,7 +218,7 @@ async def test_a_handed_back_job_never_pays_again_for_a_judge_call_that_finished
     assert backend.scores() == [] and calls_for(llm, "Check: Kept answer.") == 1
     second = setup["daemon"](30.0, "two_step")
     await second.start()
-    await wait_until(lambda: len(backend.scores()) == 1, timeout=30, what="the handed-back job's score")
+    await wait_until(lambda: len(backend.scores()) == 1, timeout=60, what="the handed-back job's score")
     assert calls_for(llm, "Check: Kept answer.") == 1  # finished before the drain: never asked again
     assert calls_for(llm, "Rate: Kept answer.") == 2  # cut off by the drain: asked again, once
     assert await second.stop() == 0

@@ -96,7 +96,7 @@ async def test_receiver_and_worker_roles_score_through_redis(setup: tuple[str, C
         assert receiver.http is not None and worker.http is not None
         assert worker.grpc is None and receiver.worker._task is None  # roles start only their parts
         url = f"http://127.0.0.1:{receiver.http.port}/v1/traces"
-        trace_id, span_id = await asyncio.to_thread(emit_agent_trace, HttpExporter(endpoint=url, timeout=5))
+        trace_id, span_id = await asyncio.to_thread(emit_agent_trace, HttpExporter(endpoint=url, timeout=30))
         await wait_until(lambda: len(backend.scores()) == 1, what="the score")
         (score,) = backend.scores()
         assert (score.span.trace_id.hex(), score.span.parent_span_id.hex()) == (trace_id, span_id)

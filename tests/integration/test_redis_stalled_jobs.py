@@ -7,9 +7,10 @@ live worker is never taken from it (it is judged once, scored once).
 
 The 30 s are timed from the kill to the backend's receipt of the last of those scores, with
 the standby worker already running and warm (as in a deployment, where it has been scoring):
-its start-up, and its first judge call, which imports and builds litellm's client (7.5 s seen
-on a busy machine), are not the take-over. With a 20 s lease renewed every third of it and
-stalled jobs looked for every 4 s, a working take-over needs at most about 25 s.
+its start-up, and litellm's import, which the first judge call of a fresh process does (7.5 to
+17 s seen on a loaded machine; the scorer file here imports it as the worker starts), are not
+the take-over. With a 20 s lease renewed every third of it and stalled jobs looked for every
+4 s, a working take-over needs at most about 25 s.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ __all__ = ["deployment"]  # the fixture, shared with the other Redis fault tests
 pytestmark = pytest.mark.long  # lasts tens of seconds by design: scheduled first (see conftest.py)
 
 LONG_CALL_S = 40.0
+WARM_JUDGE_SCORER = "import litellm  # noqa: F401  as the worker starts, not on its first judge call\n" + JUDGE_SCORER
 
 
 async def test_a_dead_workers_jobs_are_taken_over_within_30s_never_a_live_long_judge_call(
@@ -44,7 +46,7 @@ async def test_a_dead_workers_jobs_are_taken_over_within_30s_never_a_live_long_j
     deployment["backends"] = [backend]
     try:
         scorer = tmp / "judge_scorer.py"
-        scorer.write_text(JUDGE_SCORER)
+        scorer.write_text(WARM_JUDGE_SCORER)
         ref, env = f"{scorer}:judged", {"TS_TEST_JUDGE_URL": llm.url + "/v1"}
         receiver = Proc(tmp, "receiver", "receiver", queue, backend.endpoint, ref, env=env)
         live = Proc(tmp, "live", "worker", queue, backend.endpoint, ref, env=env, concurrency=1)
@@ -53,7 +55,7 @@ async def test_a_dead_workers_jobs_are_taken_over_within_30s_never_a_live_long_j
         deployment["procs"] += [receiver, live, doomed, standby]
         await asyncio.gather(receiver.start(), live.start())
 
-        (long_body, long_ids), *rest, (warm_body, warm_ids) = agent_bodies(22, 1)
+        (long_body, long_ids), *rest = agent_bodies(21, 1)
         async with aiohttp.ClientSession() as session:
             await post_until_accepted(session, receiver.url, long_body)
             await wait_until(lambda: len(llm.requests) == 1, timeout=30, what="the live worker's long judge call")
@@ -64,12 +66,6 @@ async def test_a_dead_workers_jobs_are_taken_over_within_30s_never_a_live_long_j
         await wait_until(lambda: len(llm.requests) == 21, timeout=60, what="the doomed worker's 20 judge calls")
         await standby.start()  # every job is leased (and renewed) by now: it has nothing to take yet
         slow["on"] = False  # the judge answers at once from now on
-        # One run for the standby alone (the other workers are full): its first judge call, slow
-        # in a fresh process, is made before the clock starts.
-        async with aiohttp.ClientSession() as session:
-            await post_until_accepted(session, receiver.url, warm_body)
-        await wait_until(lambda: warm_ids[0] in backend.first_scored_at(), timeout=60,
-                         what="the standby's first score")
         killed = time.monotonic()  # before the signal: the kill's own latency only adds to the figure
         await doomed.stop(signal.SIGKILL)  # holding 20 leased jobs, their judge calls in flight
 
@@ -86,7 +82,7 @@ async def test_a_dead_workers_jobs_are_taken_over_within_30s_never_a_live_long_j
         prompts = [r.message_text("user") for r in llm.requests]
         assert sum(long_ids[0] in p for p in prompts) == 1, "the live worker's long call was taken over"
         scored = [s.span.trace_id.hex() for s in backend.scores()]
-        assert sorted(set(scored)) == sorted(others | set(long_ids) | set(warm_ids)) and len(set(scored)) == 22
+        assert sorted(set(scored)) == sorted(others | set(long_ids)) and len(set(scored)) == 21
         live.assert_alive()
         standby.assert_alive()
     finally:
