@@ -25,6 +25,7 @@ from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExport
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from ports import hold_port  # tests/support
 from repo_paths import REPO
 
 SCORERS = Path(__file__).parent / "backend_scorers.py"
@@ -43,11 +44,19 @@ def readme_block(language: str, containing: str) -> str:
     return found[0]
 
 
+_HELD_PORTS: list[socket.socket] = []
+
+
 def free_port() -> int:
-    """A TCP port free on 127.0.0.1 right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A TCP port on 127.0.0.1, held for this process's life (`ports.hold_port`): a server
+    that binds it only after a start-up of seconds (Phoenix takes tens), or binds it again
+    after an outage, finds it still free of other tests' sockets. Held, it refuses
+    connections as a free port does; the servers here (uvicorn, gRPC, the daemon) set
+    ``SO_REUSEADDR`` and bind it all the same. The few ports these tests use are never given
+    back (session servers keep theirs to the end anyway)."""
+    holder = hold_port()
+    _HELD_PORTS.append(holder)
+    return int(holder.getsockname()[1])
 
 
 def poll(predicate: Callable[[], Any], timeout: float, what: str, every: float = 0.25) -> Any:

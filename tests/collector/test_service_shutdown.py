@@ -7,6 +7,7 @@ from pathlib import Path
 
 import grpc
 import pytest
+from ports import hold_port  # tests/support
 
 from collector.config import config_from_dict
 from collector.service import Service
@@ -38,7 +39,14 @@ async def test_a_part_that_fails_to_stop_does_not_keep_the_rest_running(
     assert service.worker._task is None
     with pytest.raises(RuntimeError, match="after shutdown"):  # the store's thread is gone
         await service.store.stats()
-    async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
-        with pytest.raises(grpc.aio.AioRpcError) as refused:
-            await channel.unary_unary("/x/y")(b"", timeout=1.0)
+    try:  # held (never listening) for the check: no other test's server can take the port meanwhile
+        holder = hold_port(port)
+    except OSError as err:
+        raise AssertionError(f"the gRPC listener on {port} is still there: {err}") from None
+    try:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+            with pytest.raises(grpc.aio.AioRpcError) as refused:  # refused at once; the deadline
+                await channel.unary_unary("/x/y")(b"", timeout=30.0)  # only detects a hang
+    finally:
+        holder.close()
     assert refused.value.code() == grpc.StatusCode.UNAVAILABLE

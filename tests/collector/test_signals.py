@@ -41,9 +41,12 @@ async def _wait_for_signal(fill: bool, times: int = 1) -> list[str]:
         for _ in range(times):
             called.clear()
             os.kill(os.getpid(), signal.SIGUSR1)
-            async with asyncio.timeout(5):
+            async with asyncio.timeout(30):  # a failure detector: delivery is immediate
                 await called.wait()
-        await asyncio.sleep(0.1)  # a second delivery of the same signal, if any, has run by now
+        # A second delivery of the same signal would come from the byte the C handler wrote to
+        # the self-pipe before the callback above ran: the loop reads it in its next select(),
+        # which this sleep's timer has to go through, however busy the machine.
+        await asyncio.sleep(0.1)
     return calls
 
 

@@ -32,7 +32,7 @@ def record(j: ScoreJob) -> ScoreRecord:
     return ScoreRecord(j.key, j.run.trace_id, j.run.span_id, "ef" * 8, j.scorer_id, j.scorer_id, score=1.0)
 
 
-async def take_until(store: Any, want: int = 1, timeout: float = 5.0) -> list[LeasedJob]:  # noqa: ASYNC109
+async def take_until(store: Any, want: int = 1, timeout: float = 30.0) -> list[LeasedJob]:  # noqa: ASYNC109
     """Take until ``want`` jobs came back (polling with a deadline, never sleeping blind)."""
     deadline = time.monotonic() + timeout
     got: list[LeasedJob] = []
@@ -86,7 +86,7 @@ class TestQueueContract:
         store = await make_store(visibility_timeout_s=0.1, max_attempts=2)
         j = job(1)
         await store.put([j])
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + 30
         while not await store.dead_letters():
             await store.take(1)  # never settled
             assert time.monotonic() < deadline, "the job was never dead-lettered"
@@ -138,10 +138,10 @@ class TestQueueContract:
         (leased,) = await store.take(1)
         await store.settle(leased, Done(record(j)))
         (item,) = await store.pending(10)
-        await store.defer([item.item_id], 0.2)
+        await store.defer([item.item_id], 1.0)  # the next call comes well within it, however busy the machine
         assert await store.pending(10) == []
-        deadline = time.monotonic() + 5
-        while not (items := await store.pending(10)):
+        deadline = time.monotonic() + 30
+        while not (items := await store.pending(10)):  # until the deferral ran out
             assert time.monotonic() < deadline
             await asyncio.sleep(0.02)
         assert items[0].attempts == 1 and items[0].record == record(j)
@@ -161,7 +161,9 @@ class TestQueueContract:
             done += len(batch)
         rate = n / (time.perf_counter() - started)
         print(f"{type(store).__name__}: {rate:.0f} jobs/s (put + take + settle)")
-        assert rate > 300, f"{rate:.0f} jobs/s"
+        # An order of magnitude: both stores do 2000-3000 jobs/s here on an idle machine; one
+        # ten times slower (a round trip or a sync per job) fails, a busy machine's few times not.
+        assert rate > 200, f"{rate:.0f} jobs/s"
         assert len(await store.pending(n + 1)) == n
 
 

@@ -10,7 +10,7 @@ import asyncio
 import json
 import socket
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,8 +20,9 @@ from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_serv
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
+from ports import hold_port  # tests/support
 
 INPUT = [
     {"role": "system", "parts": [{"type": "text", "content": "You are a terse assistant."}]},
@@ -31,14 +32,36 @@ OUTPUT = [{"role": "assistant", "parts": [{"type": "text", "content": "The capit
            "finish_reason": "stop"}]
 
 
+_HELD_PORTS: list[socket.socket] = []
+"""The sockets holding the ports `free_port` handed out, closed after each test (conftest)."""
+
+
 def free_port() -> int:
-    """A TCP port free on 127.0.0.1 right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A TCP port on 127.0.0.1 that stays this test's until it ends (`ports.hold_port`).
+
+    A port merely found free is anyone's again at once: a daemon binding it after its
+    start-up (seconds, more on a busy machine), a backend down for a while, or one started
+    again on its old port could find it taken by another xdist worker's server or by an
+    outgoing connection. Held, it refuses connections as a free port does, and the daemon's
+    and the test servers' listeners (``SO_REUSEADDR``) still bind it.
+    """
+    holder = hold_port()
+    _HELD_PORTS.append(holder)
+    return int(holder.getsockname()[1])
 
 
-async def wait_until(predicate: Callable[[], bool | Awaitable[bool]], timeout: float = 20.0,  # noqa: ASYNC109
+def release_ports() -> None:
+    """Close the sockets holding the ports `free_port` handed out (at the end of each test)."""
+    while _HELD_PORTS:
+        _HELD_PORTS.pop().close()
+
+
+WAIT_S = 30.0
+"""`wait_until`'s default bound: a failure detector (a score cycle takes a second or two,
+many more on a loaded machine), never a claim about speed."""
+
+
+async def wait_until(predicate: Callable[[], bool | Awaitable[bool]], timeout: float = WAIT_S,  # noqa: ASYNC109
                      what: str = "condition") -> None:
     """Poll ``predicate`` until it holds; fail after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
@@ -81,6 +104,7 @@ class CaptureBackend:
     def __init__(self, port: int = 0) -> None:
         self.port = port
         self.requests: list[trace_service_pb2.ExportTraceServiceRequest] = []
+        self.received_at: list[float] = []  # time.monotonic() when each of `requests` arrived
         self.log_requests: list[logs_service_pb2.ExportLogsServiceRequest] = []
         self.metadata: list[dict[str, str]] = []
         self.metric_requests: list[Any] = []
@@ -92,6 +116,7 @@ class CaptureBackend:
         class Traces(trace_service_pb2_grpc.TraceServiceServicer):
             async def Export(self, request, context):  # noqa: N802
                 backend.metadata.append({k: v for k, v in context.invocation_metadata() or ()})
+                backend.received_at.append(time.monotonic())
                 backend.requests.append(request)
                 return trace_service_pb2.ExportTraceServiceResponse()
 
@@ -110,6 +135,8 @@ class CaptureBackend:
                 backend.metric_requests.append(request)
                 return metrics_service_pb2.ExportMetricsServiceResponse()
 
+        if not self.port:  # a held port (see free_port): stopped and started again, it is still ours
+            self.port = free_port()
         self._server = grpc.aio.server()
         metrics_service_pb2_grpc.add_MetricsServiceServicer_to_server(Metrics(), self._server)
         trace_service_pb2_grpc.add_TraceServiceServicer_to_server(Traces(), self._server)
@@ -143,13 +170,47 @@ class CaptureBackend:
     def forwarded(self) -> list[CapturedSpan]:
         return [s for s in self.spans() if not s.span.name.startswith("evaluation ")]
 
+    def first_scored_at(self) -> dict[str, float]:
+        """Trace id (hex) -> when the first evaluation span of that trace arrived (monotonic)."""
+        at: dict[str, float] = {}
+        for when, request in zip(list(self.received_at), list(self.requests), strict=False):
+            for rs in request.resource_spans:
+                for ss in rs.scope_spans:
+                    for span in ss.spans:
+                        if span.name.startswith("evaluation "):
+                            at.setdefault(span.trace_id.hex(), when)
+        return at
+
+
+class _CheckedExporter(SpanExporter):
+    """An exporter that remembers its results: the SDK's span processor drops them."""
+
+    def __init__(self, inner: SpanExporter) -> None:
+        self.inner = inner
+        self.results: list[SpanExportResult] = []
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        result = self.inner.export(spans)
+        self.results.append(result)
+        return result
+
+    def shutdown(self) -> None:
+        self.inner.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return self.inner.force_flush(timeout_millis)
+
 
 def emit_agent_trace(exporter: SpanExporter, service: str = "support-bot", agent: str = "support",
-                     answer: str | None = None) -> tuple[str, str]:
+                     answer: str | None = None, expect_success: bool = True) -> tuple[str, str]:
     """Send one agent trace (invoke_agent -> chat, GenAI semconv) with the SDK; blocking.
 
-    Returns the trace id and the agent span id as hex.
+    Returns the trace id and the agent span id as hex. An export that failed (the daemon
+    refused it, or did not answer within the exporter's timeout) fails here, unless
+    ``expect_success`` is False: otherwise the test would wait for a score that cannot come.
     """
+    checked = _CheckedExporter(exporter)
+    exporter = checked
     output = OUTPUT if answer is None else [
         {"role": "assistant", "parts": [{"type": "text", "content": answer}], "finish_reason": "stop"}]
     provider = TracerProvider(resource=Resource({"service.name": service}))
@@ -166,6 +227,9 @@ def emit_agent_trace(exporter: SpanExporter, service: str = "support-bot", agent
             pass
         ctx = root.get_span_context()
     provider.force_flush()
+    if expect_success:
+        assert checked.results and all(r is SpanExportResult.SUCCESS for r in checked.results), (
+            f"the agent's export failed: {checked.results}")
     return format(ctx.trace_id, "032x"), format(ctx.span_id, "016x")
 
 
@@ -191,7 +255,9 @@ class HttpCaptureBackend(CaptureBackend):
             body = await request.read()
             if request.headers.get("Content-Encoding") == "gzip":
                 body = _gzip.decompress(body)
-            self.requests.append(trace_service_pb2.ExportTraceServiceRequest.FromString(body))
+            request_ = trace_service_pb2.ExportTraceServiceRequest.FromString(body)
+            self.received_at.append(time.monotonic())
+            self.requests.append(request_)
             return web.Response(body=trace_service_pb2.ExportTraceServiceResponse().SerializeToString(),
                                 content_type="application/x-protobuf")
 
@@ -204,6 +270,8 @@ class HttpCaptureBackend(CaptureBackend):
         app.router.add_post("/v1/logs", logs)
         self._runner = web.AppRunner(app)
         await self._runner.setup()
+        if not self.port:  # a held port (see free_port)
+            self.port = free_port()
         site = web.TCPSite(self._runner, "127.0.0.1", self.port)
         await site.start()
         self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import aiohttp
 from daemon_harness import free_port, wait_until
+from serve_process import START_S, STOP_S, store_idle
 
 ROOT = Path(__file__).parents[2]
 SCORERS = Path(__file__).parent / "scorers_for_tests.py"
@@ -64,7 +65,7 @@ class FaultDaemon:
                 sys.executable, "-m", "collector.cli", "-v", "serve", "--config", str(self.config),
                 stdout=log, stderr=log, env=env, cwd=ROOT, preexec_fn=self._limits(),
             )
-        await wait_until(self.ready, timeout=30, what=f"daemon ready (log: {self.log})")
+        await wait_until(self.ready, timeout=START_S, what=f"daemon ready (log: {self.log})")
         return self
 
     async def readyz(self) -> int:
@@ -78,6 +79,11 @@ class FaultDaemon:
 
     async def ready(self) -> bool:
         return await self.readyz() == 200
+
+    async def idle(self) -> bool:
+        """Whether the daemon's store holds nothing (`serve_process.store_idle`)."""
+        self.assert_alive()
+        return await store_idle(self.http_port)
 
     def assert_alive(self) -> None:
         assert self.proc is not None
@@ -93,7 +99,7 @@ class FaultDaemon:
         if self.proc is not None and self.proc.returncode is None:
             self.proc.send_signal(sig)
             try:
-                await asyncio.wait_for(self.proc.wait(), 30)
+                await asyncio.wait_for(self.proc.wait(), STOP_S)
             except TimeoutError:
                 self.proc.kill()
                 await self.proc.wait()

@@ -11,6 +11,14 @@ from pathlib import Path
 import aiohttp
 from daemon_harness import wait_until
 
+START_S = 60.0
+"""How long a started daemon has to answer /readyz: Python's start-up and the imports take a few
+seconds, many more on a loaded machine (a failure detector, not a claim about speed)."""
+STOP_S = 60.0
+"""How long a signalled daemon has to exit (it drains first)."""
+PROBE = aiohttp.ClientTimeout(total=5)
+"""One /readyz probe: a listener that accepts and never answers must not stall the start-up wait."""
+
 
 async def cli(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None,
               timeout: float = 60.0) -> tuple[int, str, str]:  # noqa: ASYNC109
@@ -21,6 +29,18 @@ async def cli(*args: str, env: dict[str, str] | None = None, cwd: Path | None = 
         cwd=cwd)
     out, err = await asyncio.wait_for(proc.communicate(), timeout)
     return int(proc.returncode or 0), out.decode(), err.decode()
+
+
+async def store_idle(http_port: int) -> bool:
+    """Whether the store of the daemon on ``http_port`` holds nothing (``/status``, counted when
+    asked): no trace waiting for its decision, no job queued or running, no score or request
+    waiting to leave. Every run received is then scored and exported, or never will be: the
+    positive event after which a check that something did *not* happen (a second score) holds."""
+    async with aiohttp.ClientSession(timeout=PROBE) as session:
+        async with session.get(f"http://127.0.0.1:{http_port}/status") as resp:
+            (own, *_) = (await resp.json())["replicas"]
+    queue = own["queue"]
+    return not any(queue[k] for k in ("traces", "queued", "in_flight", "outbox", "forward_requests"))
 
 
 class ServeProcess:
@@ -39,17 +59,17 @@ class ServeProcess:
                 sys.executable, "-m", "collector.cli", "serve", "--config", str(self.config), *self.flags,
                 stdout=log, stderr=log, env=env, cwd=self.config.parent,
             )
-        await wait_until(self.ready, timeout=30, what=f"daemon ready (log: {self.log})")
+        await wait_until(self.ready, timeout=START_S, what=f"daemon ready (log: {self.log})")
 
     async def ready(self) -> bool:
         assert self.proc is not None
         if self.proc.returncode is not None:
             raise AssertionError(f"daemon exited: {self.log.read_text()[-3000:]}")
         try:
-            async with aiohttp.ClientSession() as session:
+            async with aiohttp.ClientSession(timeout=PROBE) as session:
                 async with session.get(f"http://127.0.0.1:{self.http_port}/readyz") as resp:
                     return resp.status == 200
-        except aiohttp.ClientError:
+        except (aiohttp.ClientError, TimeoutError):
             return False
 
     async def metrics(self) -> str:
@@ -57,7 +77,11 @@ class ServeProcess:
             async with session.get(f"http://127.0.0.1:{self.http_port}/metrics") as resp:
                 return await resp.text()
 
-    async def stop(self, sig: int = signal.SIGTERM, timeout: float = 30.0) -> int:  # noqa: ASYNC109
+    async def idle(self) -> bool:
+        """Whether the store holds nothing (see `store_idle`)."""
+        return await store_idle(self.http_port)
+
+    async def stop(self, sig: int = signal.SIGTERM, timeout: float = STOP_S) -> int:  # noqa: ASYNC109
         assert self.proc is not None
         self.proc.send_signal(sig)
         code = await asyncio.wait_for(self.proc.wait(), timeout)

@@ -46,7 +46,7 @@ async def _one_scored_run(service: Service, backend: CaptureBackend) -> tuple[st
     assert service.grpc is not None
     exporter = GrpcExporter(endpoint=f"127.0.0.1:{service.grpc.port}", insecure=True)
     ids = await asyncio.to_thread(emit_agent_trace, exporter)
-    await wait_until(lambda: len(backend.scores()) == 1, what="the judged score")
+    await wait_until(lambda: len(backend.scores()) == 1, timeout=60, what="the judged score")  # litellm may be imported first
     return ids
 
 

@@ -146,7 +146,7 @@ async def test_bad_requests_do_not_stop_the_daemon(tmp_path: Path, backend: Capt
         exporter = HttpExporter(endpoint=url, headers={"Authorization": "Bearer s3cret"})
         trace_id, _ = await asyncio.to_thread(emit_agent_trace, exporter)
         unauth = GrpcExporter(endpoint=f"127.0.0.1:{service.grpc.port}", insecure=True, timeout=2)
-        await asyncio.to_thread(emit_agent_trace, unauth)  # refused: UNAUTHENTICATED
+        await asyncio.to_thread(emit_agent_trace, unauth, expect_success=False)  # refused: UNAUTHENTICATED
         await wait_until(lambda: len(backend.scores()) == 2, what="scores of the accepted trace")
         assert {s.span.trace_id.hex() for s in backend.scores()} == {trace_id}
     finally:

@@ -131,7 +131,10 @@ async def test_fuzzed_bodies_never_crash_nor_5xx_and_valid_runs_are_scored_once(
             return sum(s.span.trace_id.hex() == trace_id for s in backend.scores())
 
         await wait_until(lambda: all(scores_of(t) for t in checked), timeout=60, what="the valid runs scored")
-        await asyncio.sleep(1.0)  # a second score would arrive within a decision and export cycle
+        # A second score would be in the store (a job, a score to export) until exported: once
+        # the store holds nothing, it would be in the backend. The short sleep only adds margin.
+        await wait_until(daemon.idle, timeout=30, what="nothing left in the store")
+        await asyncio.sleep(0.5)
         assert [scores_of(t) for t in checked] == [1, 1]
         assert "Traceback" not in daemon.log.read_text()
     finally:

@@ -37,6 +37,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from serve_process import PROBE, START_S, STOP_S
 
 from collector.store.redis.store import RedisStore
 
@@ -99,7 +100,8 @@ class Proc:
     """One `tracescore serve --role ROLE` child process with its own config and log."""
 
     def __init__(self, tmp: Path, name: str, role: str, queue: dict[str, Any], export: str, scorer: str,
-                 concurrency: int = 8, env: dict[str, str] | None = None, receiver: dict[str, Any] | None = None) -> None:
+                 concurrency: int = 8, env: dict[str, str] | None = None, receiver: dict[str, Any] | None = None,
+                 export_timeout_s: float = 1.0) -> None:
         self.http_port, self.grpc_port = free_port(), free_port()
         self.role, self.log = role, tmp / f"{name}.log"
         self.env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", **(env or {})}
@@ -112,7 +114,7 @@ class Proc:
             + "[queue]\n" + "".join(f"{k} = {_toml(v)}\n" for k, v in queue.items())
             + f"[workers]\nconcurrency = {concurrency}\n"
             + (f"job_timeout_s = {queue['visibility_timeout_s'] / 2}\n" if "visibility_timeout_s" in queue else "")
-            + f'[export]\nendpoint = "{export}"\ntimeout_s = 1.0\nmax_backoff_s = 0.3\nforward_spans = false\n'
+            + f'[export]\nendpoint = "{export}"\ntimeout_s = {export_timeout_s}\nmax_backoff_s = 0.3\nforward_spans = false\n'
             + f'[[scorers]]\nref = "{scorer}"\n'
         )
         self.proc: asyncio.subprocess.Process | None = None
@@ -127,16 +129,16 @@ class Proc:
                 sys.executable, "-m", "collector.cli", "-v", "serve", "--config", str(self.config),
                 "--role", self.role, stdout=log, stderr=log, env=self.env, cwd=ROOT,
             )
-        await wait_until(self.ready, timeout=30, what=f"{self.role} ready (log: {self.log})")
+        await wait_until(self.ready, timeout=START_S, what=f"{self.role} ready (log: {self.log})")
         return self
 
     async def ready(self) -> bool:
         self.assert_alive()
         try:
-            async with aiohttp.ClientSession() as session:
+            async with aiohttp.ClientSession(timeout=PROBE) as session:
                 async with session.get(f"http://127.0.0.1:{self.http_port}/readyz") as resp:
                     return resp.status == 200
-        except aiohttp.ClientError:
+        except (aiohttp.ClientError, TimeoutError):
             return False
 
     def assert_alive(self) -> None:
@@ -154,7 +156,7 @@ class Proc:
     async def stop(self, sig: int = signal.SIGTERM) -> None:
         if self.proc is not None and self.proc.returncode is None:
             self.proc.send_signal(sig)
-            await asyncio.wait_for(self.proc.wait(), 30)
+            await asyncio.wait_for(self.proc.wait(), STOP_S)
 
 
 def _toml(value: Any) -> str:
@@ -257,13 +259,18 @@ async def test_export_outage_delays_scores_never_duplicates_them_nor_the_judge_c
     tmp, queue, client, prefix = deployment["tmp"], deployment["queue"], deployment["redis"], deployment["prefix"]
     llm = await llm_server.LLMTestServer().start()
     try:
-        backend_port = free_port()  # reserved; the backend is down until later
+        # Held (bound, not listening: connections are refused) until the backend binds it: a
+        # port only found free could be another test's by then, the outage lasting seconds.
+        backend_port = free_port()
         endpoint = f"http://127.0.0.1:{backend_port}"
         scorer = tmp / "judge_scorer.py"
         scorer.write_text(JUDGE_SCORER)
         env = {"TS_TEST_JUDGE_URL": llm.url + "/v1"}
-        both = Proc(tmp, "all", "all", queue, endpoint, f"{scorer}:judged", env=env)
-        worker = Proc(tmp, "worker", "worker", queue, endpoint, f"{scorer}:judged", env=env)
+        # An export that outlives its timeout is ambiguous (the backend may have the spans) and
+        # is sent again, by design (at least once): with 1 s, a busy machine could cause such a
+        # re-send, which this test counts as a duplicate. 10 s leaves only a real fault to do it.
+        both = Proc(tmp, "all", "all", queue, endpoint, f"{scorer}:judged", env=env, export_timeout_s=10.0)
+        worker = Proc(tmp, "worker", "worker", queue, endpoint, f"{scorer}:judged", env=env, export_timeout_s=10.0)
         deployment["procs"] += [both, worker]
         await asyncio.gather(both.start(), worker.start())
 
@@ -273,7 +280,7 @@ async def test_export_outage_delays_scores_never_duplicates_them_nor_the_judge_c
             for body, _ in bodies:
                 await post_until_accepted(session, both.url, body)
         # Every run is judged and its score waits in the outbox while the backend is down.
-        await wait_until(lambda: len(llm.requests) >= 200, timeout=60, what="200 judge calls")
+        await wait_until(lambda: len(llm.requests) >= 200, timeout=90, what="200 judge calls")
 
         async def all_in_outbox() -> bool:
             return await client.zcard(prefix + "outbox") == 200

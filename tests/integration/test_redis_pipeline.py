@@ -96,7 +96,7 @@ async def test_receiver_and_worker_roles_score_through_redis(setup: tuple[str, C
         assert receiver.http is not None and worker.http is not None
         assert worker.grpc is None and receiver.worker._task is None  # roles start only their parts
         url = f"http://127.0.0.1:{receiver.http.port}/v1/traces"
-        trace_id, span_id = await asyncio.to_thread(emit_agent_trace, HttpExporter(endpoint=url, timeout=5))
+        trace_id, span_id = await asyncio.to_thread(emit_agent_trace, HttpExporter(endpoint=url, timeout=30))
         await wait_until(lambda: len(backend.scores()) == 1, what="the score")
         (score,) = backend.scores()
         assert (score.span.trace_id.hex(), score.span.parent_span_id.hex()) == (trace_id, span_id)
@@ -143,7 +143,9 @@ async def test_a_pending_decision_survives_its_receiver(setup: tuple[str, Captur
     prefix, backend = setup
     memory = InMemorySpanExporter()
     trace_id, _ = await asyncio.to_thread(emit_agent_trace, memory)
-    data = _config(prefix, backend.endpoint, decision_wait=1.0)
+    # The decision is due 5 s after the spans came: the first receiver is gone well before,
+    # however slowly a busy machine shuts it down (with 1 s, a slow shutdown could decide it).
+    data = _config(prefix, backend.endpoint, decision_wait=5.0)
     (first,) = await _services(data, "receiver")
     await _post(first, encode_spans(memory.get_finished_spans()).SerializeToString())
     await first.shutdown()  # gone before the decision was due

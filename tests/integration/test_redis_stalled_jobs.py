@@ -4,6 +4,13 @@ Real `tracescore serve --role ...` processes, the real Redis, the loopback OpenA
 test server as the judge (with latency). A SIGKILLed worker's jobs are scored by another
 worker within 30 s of the kill (default lease settings), while a 40 s judge call on a
 live worker is never taken from it (it is judged once, scored once).
+
+The 30 s are timed from the kill to the backend's receipt of the last of those scores, with
+the standby worker already running and warm (as in a deployment, where it has been scoring):
+its start-up, and litellm's import, which the first judge call of a fresh process does (7.5 to
+17 s seen on a loaded machine; the scorer file here imports it as the worker starts), are not
+the take-over. With a 20 s lease renewed every third of it and stalled jobs looked for every
+4 s, a working take-over needs at most about 25 s.
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ __all__ = ["deployment"]  # the fixture, shared with the other Redis fault tests
 pytestmark = pytest.mark.long  # lasts tens of seconds by design: scheduled first (see conftest.py)
 
 LONG_CALL_S = 40.0
+WARM_JUDGE_SCORER = "import litellm  # noqa: F401  as the worker starts, not on its first judge call\n" + JUDGE_SCORER
 
 
 async def test_a_dead_workers_jobs_are_taken_over_within_30s_never_a_live_long_judge_call(
@@ -38,7 +46,7 @@ async def test_a_dead_workers_jobs_are_taken_over_within_30s_never_a_live_long_j
     deployment["backends"] = [backend]
     try:
         scorer = tmp / "judge_scorer.py"
-        scorer.write_text(JUDGE_SCORER)
+        scorer.write_text(WARM_JUDGE_SCORER)
         ref, env = f"{scorer}:judged", {"TS_TEST_JUDGE_URL": llm.url + "/v1"}
         receiver = Proc(tmp, "receiver", "receiver", queue, backend.endpoint, ref, env=env)
         live = Proc(tmp, "live", "worker", queue, backend.endpoint, ref, env=env, concurrency=1)
@@ -55,16 +63,16 @@ async def test_a_dead_workers_jobs_are_taken_over_within_30s_never_a_live_long_j
             await doomed.start()
             for body, _ in rest:
                 await post_until_accepted(session, receiver.url, body)
-        await wait_until(lambda: len(llm.requests) == 21, timeout=30, what="the doomed worker's 20 judge calls")
-        await doomed.stop(signal.SIGKILL)  # holding 20 leased jobs, their judge calls in flight
-        killed = time.monotonic()
+        await wait_until(lambda: len(llm.requests) == 21, timeout=60, what="the doomed worker's 20 judge calls")
+        await standby.start()  # every job is leased (and renewed) by now: it has nothing to take yet
         slow["on"] = False  # the judge answers at once from now on
-        await standby.start()
+        killed = time.monotonic()  # before the signal: the kill's own latency only adds to the figure
+        await doomed.stop(signal.SIGKILL)  # holding 20 leased jobs, their judge calls in flight
 
         others = {t for _, ids in rest for t in ids}
-        await wait_until(lambda: others <= {s.span.trace_id.hex() for s in backend.scores()},
-                         timeout=60, what="the dead worker's runs scored")
-        taken_over_s = time.monotonic() - killed
+        await wait_until(lambda: others <= set(backend.first_scored_at()),
+                         timeout=90, what="the dead worker's runs scored")
+        taken_over_s = max(at for t, at in backend.first_scored_at().items() if t in others) - killed
         print(f"dead worker's 20 jobs scored {taken_over_s:.1f}s after the SIGKILL")  # the issue's figure
         assert taken_over_s < 30, f"the dead worker's jobs were scored {taken_over_s:.1f}s after the kill"
 

@@ -4,6 +4,7 @@ reached ``max_spans_per_trace`` is kept and the run scored."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
@@ -33,6 +34,10 @@ def _flood(traces: int) -> bytes:
 async def test_a_100000_trace_request_does_not_evict_another_clients_accepted_runs(tmp_path: Path) -> None:
     backend = await CaptureBackend().start()
     daemon = FaultDaemon(tmp_path, scoring_config(tmp_path / "queue.db", backend.endpoint, "decision_wait = 4.0\n"))
+    # Built before the runs are sent (seconds of CPU on a busy machine): the runs are still
+    # waiting for their decision (4 s) when the flood comes.
+    flood = await asyncio.to_thread(_flood, 100_000)
+    assert len(flood) > 3_000_000
     try:
         await daemon.start()
         expected = set()
@@ -42,8 +47,6 @@ async def test_a_100000_trace_request_does_not_evict_another_clients_accepted_ru
                 async with session.post(daemon.url, data=body, headers=PROTOBUF) as resp:
                     assert resp.status == 200
                 expected.add(trace_id)
-            flood = _flood(100_000)
-            assert len(flood) > 3_000_000
             async with session.post(daemon.url, data=flood, headers=PROTOBUF) as resp:
                 assert resp.status == 200
         await wait_until(lambda: {s.span.trace_id.hex() for s in backend.scores()} == expected,

@@ -4,8 +4,9 @@ It serves ``POST /v1/chat/completions`` (and ``/chat/completions``, and Ollama's
 ``/api/chat`` with Ollama-shaped replies) on 127.0.0.1 with
 scripted replies: JSON, fenced JSON, junk or plain text with usage; HTTP errors with
 headers (429 + ``retry-after-ms`` / ``retry-after``, 5xx, 4xx); dropped connections (a TCP
-reset); a fixed or per-reply latency. Every request received is logged (path, headers,
-parsed body) and the maximum number of concurrent requests in flight is tracked.
+reset); a fixed or per-reply latency, or a reply held until the test releases it. Every
+request received is logged (path, headers, parsed body) and the maximum number of concurrent
+requests in flight is tracked.
 
 This file is the network boundary fake (STYLE: fakes only at boundaries). It has no
 dependency on tracescore: tests ``import llm_server`` (``tests/support`` is on pytest's
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import socket
 import struct
@@ -51,6 +53,7 @@ class Reply:
     drop: bool = False
     usage: dict[str, int] | None = None
     finish_reason: str = "stop"
+    gate: asyncio.Event | None = field(default=None, compare=False, repr=False)
 
     @classmethod
     def text(cls, text: str, *, usage: dict[str, int] | None = None,
@@ -101,6 +104,17 @@ class Reply:
                           "code": code}}
         return cls(status=status, content=None, headers=dict(headers or {}), body=body,
                    latency_ms=latency_ms)
+
+    def held(self, gate: asyncio.Event) -> Reply:
+        """This reply, sent only once ``gate`` is set (after its latency, if any): a call that is
+        in flight for exactly as long as the test needs, however slow the machine. Set the gate
+        before `LLMTestServer.stop`, which waits for the requests being answered.
+
+        Example:
+            >>> Reply.json({"score": 1}).held(asyncio.Event()).gate is not None
+            True
+        """
+        return dataclasses.replace(self, gate=gate)
 
     @classmethod
     def reset(cls, *, latency_ms: float | None = None) -> Reply:
@@ -287,6 +301,8 @@ class LLMTestServer:
             latency = self.latency_ms if reply.latency_ms is None else reply.latency_ms
             if latency > 0:
                 await asyncio.sleep(latency / 1000)
+            if reply.gate is not None:
+                await reply.gate.wait()
             if reply.drop:
                 transport = request.transport
                 if transport is not None:

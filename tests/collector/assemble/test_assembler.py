@@ -32,7 +32,7 @@ from scorers import create_scorer
 
 
 async def _poll(check: Callable[[], Awaitable[bool]], what: str) -> None:
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 30
     while not await check():
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         await asyncio.sleep(0.01)

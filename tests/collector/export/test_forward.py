@@ -16,6 +16,7 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsSer
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord, ResourceLogs, ScopeLogs
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
+from ports import hold_port  # tests/support
 
 from collector.config import ExportConfig
 from collector.export.forward import Forwarder
@@ -80,7 +81,7 @@ def body(*names: str) -> bytes:
                                      ).SerializeToString()
 
 
-async def until(check: Callable[[], bool], what: str, timeout: float = 10.0) -> None:  # noqa: ASYNC109
+async def until(check: Callable[[], bool], what: str, timeout: float = 30.0) -> None:  # noqa: ASYNC109
     deadline = time.monotonic() + timeout
     while not check():
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
@@ -148,15 +149,21 @@ async def test_an_endpoint_down_then_back_gets_everything_after_a_restart(tmp_pa
     """Requests wait in the file while nothing listens, survive the process (a new store and
     forwarder on the same file), and arrive once the endpoint is up."""
     state = Backend()
-    runner, port = await serve(state)
-    await runner.cleanup()  # the port is now closed: connections are refused
+    holder = hold_port()  # nothing listens (connections are refused), and nobody else takes it
+    port = holder.getsockname()[1]
     first = SqliteStore(str(tmp_path / "q.db"), forward=True)
     await first.start()
     for n in range(5):
         await first.forward_log.forward_append("traces", body(f"s{n}"))
-    fwd = Forwarder(http(f"http://127.0.0.1:{port}"), first.forward_log, Metrics())
+    metrics = Metrics()
+    fwd = Forwarder(http(f"http://127.0.0.1:{port}"), first.forward_log, metrics)
     await fwd.start()
-    await asyncio.sleep(0.5)  # a few refused attempts
+
+    def retried() -> float:
+        return metrics.registry.get_sample_value(
+            "tracescore_forwarded_requests_total", {"signal": "traces", "outcome": "retried"}) or 0.0
+
+    await until(lambda: retried() >= 10, "a few refused attempts")  # counted per request carried
     await fwd.shutdown(0.5)
     await first.shutdown()
 
@@ -164,6 +171,7 @@ async def test_an_endpoint_down_then_back_gets_everything_after_a_restart(tmp_pa
     await second.start()
     assert (await second.forward_log.forward_state()).requests == 5
     runner, _ = await serve(state, port)
+    holder.close()
     fwd = Forwarder(http(f"http://127.0.0.1:{port}"), second.forward_log, Metrics())
     try:
         await fwd.start()

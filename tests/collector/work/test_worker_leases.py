@@ -23,17 +23,19 @@ async def test_a_job_longer_than_its_lease_runs_once_and_is_settled(tmp_path: Pa
 
     async def slow(run: object) -> float:
         calls.append(time.monotonic())
-        await asyncio.sleep(1.5)  # five leases long
+        await asyncio.sleep(4.0)  # four leases long
         return 1.0
 
     scorer = create_scorer(id="slow", description="d").generate_score(slow)
-    store = SqliteStore(str(tmp_path / "q.db"), visibility_timeout_s=0.3, max_attempts=2)
+    # A 1 s lease renewed every third of it: a renewal may come up to 2/3 s late (a busy
+    # machine) before the lease runs out; with 0.3 s, a 0.2 s stall let the job be taken again.
+    store = SqliteStore(str(tmp_path / "q.db"), visibility_timeout_s=1.0, max_attempts=2)
     await store.start()
     await store.put([ScoreJob(RUN, "slow", None)])
     registry = ScorerRegistry([RegisteredScorer(scorer, ScorerConfig(ref="x:slow"))])
-    worker = Worker(store, registry, Metrics(), concurrency=4, lease_s=0.3, poll_s=0.02)
+    worker = Worker(store, registry, Metrics(), concurrency=4, lease_s=1.0, poll_s=0.02)
     await worker.start()
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + 60
     while (await store.stats()).outbox == 0:
         assert time.monotonic() < deadline, "the job was never settled"
         await asyncio.sleep(0.05)

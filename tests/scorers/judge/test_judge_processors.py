@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import Any
 
@@ -225,35 +226,66 @@ def concurrency() -> Any:
     set_judge_concurrency(before)
 
 
+async def until(check: Callable[[], object], what: str) -> None:
+    """Poll ``check`` until it is true (bounded: a failure detector, not a speed claim)."""
+    deadline = asyncio.get_running_loop().time() + 30
+    while not check():
+        assert asyncio.get_running_loop().time() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(0.001)
+
+
+async def calls_at_the_cap(server: Any, calls: list[Awaitable[Any]], cap: int) -> None:
+    """Run ``calls`` with every reply held until ``cap`` requests are in flight at once (then
+    released): the cap is reached however the machine schedules them, and a request past it,
+    were there one, has had a moment to come before the release."""
+    gate = asyncio.Event()
+    server.responder = lambda body: Reply.json({"score": 0.5}).held(gate)
+    running = asyncio.gather(*calls)
+    try:
+        await until(lambda: server.in_flight >= cap, f"{cap} requests in flight")
+        await asyncio.sleep(0.1)  # after the cap was reached: one more request would be in by now
+    finally:
+        gate.set()
+    await running
+
+
 async def test_concurrency_limit_per_model(server: Any, settings: dict[str, Any], concurrency: Any) -> None:
     concurrency(4)
-    server.latency_ms = 15
     judge = Judge(model="openai/gpt-4o-mini", instructions="i", model_settings=settings)
-    await asyncio.gather(*(execute_judge_call(judge, f"p{i}", output_schema=None) for i in range(30)))
+    await calls_at_the_cap(server, [execute_judge_call(judge, f"p{i}", output_schema=None) for i in range(30)], 4)
     assert len(server.requests) == 30
     assert server.max_in_flight == 4
 
 
 async def test_models_have_separate_limits(server: Any, settings: dict[str, Any], concurrency: Any) -> None:
     concurrency(3)
-    server.latency_ms = 15
     judges = [Judge(model=m, instructions="i", model_settings=settings)
               for m in ("openai/gpt-4o-mini", "hosted_vllm/other")]
-    await asyncio.gather(*(execute_judge_call(judges[i % 2], "p", output_schema=None) for i in range(24)))
+    await calls_at_the_cap(server, [execute_judge_call(judges[i % 2], "p", output_schema=None)
+                                    for i in range(24)], 6)
     assert server.max_in_flight == 6
 
 
 async def test_retry_delays_do_not_hold_a_slot(server: Any, settings: dict[str, Any], concurrency: Any) -> None:
+    """The 429 is held until a second call waits for the only slot: the slot must go to it
+    during the retry's delay, so the order is the same however slow the machine (with a 60 ms
+    delay raced against the second call's start, a busy machine could reorder them)."""
+    from scorers import _judge
+
     concurrency(1)
-    server.script(Reply.error(429, headers={"retry-after-ms": "60"}))
+    gate = asyncio.Event()
+    server.script(Reply.error(429, headers={"retry-after-ms": "60"}).held(gate))
     judge = Judge(model="openai/gpt-4o-mini", instructions="i", model_settings=settings,
                   error_processors=[StreamErrorRetryProcessor()])
     slow = asyncio.create_task(execute_judge_call(judge, "retried", output_schema=None))
-    deadline = asyncio.get_running_loop().time() + 5
-    while len(server.requests) < 1:  # poll until the first (429) request has been received
-        assert asyncio.get_running_loop().time() < deadline
-        await asyncio.sleep(0.001)
-    await execute_judge_call(judge, "meanwhile", output_schema=None)
+    try:
+        await until(lambda: len(server.requests) == 1, "the first (429) request")  # it holds the slot
+        meanwhile = asyncio.create_task(execute_judge_call(judge, "meanwhile", output_schema=None))
+        slots = _judge._semaphores._by_loop[asyncio.get_running_loop()].values()
+        await until(lambda: any(slot._waiters for slot in slots), "the second call waiting for the slot")
+    finally:
+        gate.set()  # the 429 comes now
+    await meanwhile
     await slow
     assert [r.message_text("user") for r in server.requests] == ["retried", "meanwhile", "retried"]
 

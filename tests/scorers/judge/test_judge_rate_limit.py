@@ -44,11 +44,11 @@ async def test_a_burst_of_one_second_then_the_rate() -> None:
     limiter = RateLimiter(6000)  # 100 a second; holds one second's worth
     loop = asyncio.get_running_loop()
     start = loop.time()
-    times = []
+    times, waited = [], []
     for _ in range(250):
-        await limiter.acquire()
+        waited.append(await limiter.acquire())
         times.append(loop.time() - start)
-    assert times[99] < 0.5  # the first 100 need no wait
+    assert waited[:100] == [0.0] * 100  # the first 100 need no wait (as the limiter tells, not a clock)
     assert times[-1] >= (250 - 100) / 100 - SLACK_S  # the other 150 come at 100 a second
     assert _most_in_any_window(times, 1.0) <= 100 + 100 + 1
 
@@ -67,14 +67,18 @@ async def test_concurrent_waiters_are_served_in_arrival_order() -> None:
 
 async def test_a_cancelled_waiter_takes_no_token() -> None:
     limiter = RateLimiter(60)  # one a second
+    loop = asyncio.get_running_loop()
+    before = loop.time()
     await limiter.acquire()
     waiter = asyncio.create_task(limiter.acquire())
-    await asyncio.sleep(0.05)
-    waiter.cancel()
+    await asyncio.sleep(0)  # the waiter runs to its sleep for a token (nothing it awaits before)
+    waiter.cancel()  # long before its ~1 s wait could end, however busy the machine
     await asyncio.wait({waiter})
     assert waiter.cancelled()
-    limiter._refill(asyncio.get_running_loop().time())
-    assert 0.0 < limiter.tokens < 0.2  # refilling since the first token; nothing taken since
+    now = loop.time()
+    limiter._refill(now)
+    # Refilling since the first token (taken at `before` or later); nothing taken since.
+    assert 0.0 < limiter.tokens <= min(1.0, (now - before) * limiter.rate) + 1e-9
 
 
 def test_settings_default_per_model_and_exemption() -> None:
@@ -140,4 +144,5 @@ async def test_unlimited_models_are_not_slowed(server: Any, settings: dict[str, 
     judge = Judge(model=MODEL, instructions="i", model_settings=settings)
     await asyncio.gather(*(execute_judge_call(judge, f"p{i}", output_schema=None) for i in range(20)))
     times = [r.received_at for r in server.requests]
-    assert len(times) == 20 and max(times) - min(times) < 5.0  # 20 at one a second would take 19 s
+    # 20 at one a second would take 19 s: half of that leaves a busy machine room.
+    assert len(times) == 20 and max(times) - min(times) < 9.5

@@ -62,15 +62,15 @@ def sender(store: SqliteStore, server: LangfuseServer, metrics: Metrics, **cfg: 
 
 
 async def until(predicate: Callable[[], bool]) -> None:
-    """Poll ``predicate`` for up to 10 s."""
-    deadline = time.monotonic() + 10
+    """Poll ``predicate`` for up to 30 s (a failure detector)."""
+    deadline = time.monotonic() + 30
     while not predicate():
         assert time.monotonic() < deadline, "timed out"
         await asyncio.sleep(0.02)
 
 
 async def drained(store: SqliteStore) -> None:
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 30
     while await store.sink_outbox("langfuse").backlog():
         assert time.monotonic() < deadline, "the sink's outbox did not drain"
         await asyncio.sleep(0.02)

@@ -46,11 +46,17 @@ async def test_requests_come_back_in_order_and_leave_once_released(store: RedisS
 
 async def test_one_forwarder_at_a_time_and_a_dead_ones_requests_are_sent_again(store: RedisStore) -> None:
     await store.append([], forward=("traces", b"one"))
-    first, other = (RedisForwardLog(store.client, store.keys, lease_s=0.3) for _ in range(2))
+    # A 2 s lease: the next call, however slow the machine, comes while it is held.
+    first, other = (RedisForwardLog(store.client, store.keys, lease_s=2.0) for _ in range(2))
     assert [i.body for i in await first.forward_pending(1 << 20, 10)] == [b"one"]
     assert await other.forward_pending(1 << 20, 10) == []  # the lease is held
-    await asyncio.sleep(0.5)  # the first forwarder stops renewing (it died): its lease runs out
-    assert [i.body for i in await other.forward_pending(1 << 20, 10)] == [b"one"]  # sent again
+    # The first forwarder stops renewing (it died): once its lease ran out, the other one sends
+    # the request again (polled for that event, bounded).
+    deadline = asyncio.get_running_loop().time() + 30
+    while not (again := await other.forward_pending(1 << 20, 10)):
+        assert asyncio.get_running_loop().time() < deadline, "the lease never ran out"
+        await asyncio.sleep(0.05)
+    assert [i.body for i in again] == [b"one"]  # sent again
     await first.forward_release(1)  # the old forwarder lost the lease: no effect
     assert (await other.forward_state()).requests == 1
     await other.forward_release(1)

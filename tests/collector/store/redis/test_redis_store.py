@@ -163,14 +163,15 @@ def redis_with_password(tmp_path: Path) -> Iterator[str]:
     import subprocess
     import time
 
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    from ports import hold_port  # tests/support
+
+    holder = hold_port()  # held until redis-server listens on it (it binds with SO_REUSEADDR)
+    port = holder.getsockname()[1]
     server = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--requirepass",
                                "right", "--save", "", "--appendonly", "no", "--dir", str(tmp_path)],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 30
         while True:
             try:
                 socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
@@ -180,8 +181,9 @@ def redis_with_password(tmp_path: Path) -> Iterator[str]:
                 time.sleep(0.05)
         yield f"redis://127.0.0.1:{port}/0"
     finally:
+        holder.close()
         server.terminate()
-        server.wait(10)
+        server.wait(30)
 
 
 async def test_credentials_redis_refuses_fail_at_start(redis_with_password: str) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -60,15 +61,17 @@ async def test_jobs_are_idempotent_on_key(tmp_path: Path) -> None:
 
 
 async def test_expired_lease_is_redelivered_and_late_settle_ignored(tmp_path: Path) -> None:
-    store = SqliteStore(str(tmp_path / "q.db"), visibility_timeout_s=0.05)
+    # A 1 s lease: the second take, however slow the machine, comes while it is held.
+    store = SqliteStore(str(tmp_path / "q.db"), visibility_timeout_s=1.0)
     await store.start()
     await store.put([_job()])
     first = (await store.take(1))[0]
     assert await store.take(1) == []
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 30
     second = []
-    while not second and time.monotonic() < deadline:
+    while not second and time.monotonic() < deadline:  # until the lease ran out
         second = await store.take(1)
+        await asyncio.sleep(0.02)
     assert second and second[0].attempt == 2
     await store.settle(first, Done(_record(first.job.key)))  # lost its lease: ignored
     assert await store.pending(10) == []
