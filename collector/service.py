@@ -238,6 +238,12 @@ class Service:
             await asyncio.to_thread(check_destinations, cfg.destinations(), bound)
         except KeyProblem as err:
             raise ConfigError(f"invalid configuration: {err.key}: {err.message}") from None
+        if works and any(entry.has_prompt_step for entry in self.registry.entries):
+            # The judge client (litellm) takes seconds to import: before /readyz, not in the
+            # first judge call of a job (a worker that takes over a dead one's jobs is warm).
+            from scorers._judge_transport import ensure_litellm
+
+            await ensure_litellm()
         self._stats_task = asyncio.create_task(self._stats_loop(), name="tracescore-stats")
         self.ready = True
         logger.info("tracescore ready: %d scorers", len(self.registry.entries))

@@ -45,8 +45,9 @@ def litellm_module() -> Any:
     Also silences litellm's "Give Feedback" banner, which it prints to stdout on errors.
 
     Example:
-        >>> callable(litellm_module)
-        True
+        >>> litellm = litellm_module()
+        >>> (litellm is litellm_module(), litellm.suppress_debug_info)
+        (True, True)
     """
     global _litellm, _optional_param_names, _original_acompletion
     if _litellm is None:
@@ -71,8 +72,13 @@ def acompletion_replaced() -> bool:
     ``litellm.acompletion``") holds for whoever patched it.
 
     Example:
-        >>> acompletion_replaced() in (True, False)
+        >>> litellm = litellm_module()
+        >>> acompletion_replaced()
+        False
+        >>> saved, litellm.acompletion = litellm.acompletion, lambda **kw: None
+        >>> acompletion_replaced()
         True
+        >>> litellm.acompletion = saved
     """
     return _litellm is not None and _litellm.acompletion is not _original_acompletion
 

@@ -161,7 +161,9 @@ class ScoreExporter:
         try:
             async with asyncio.timeout(timeout):
                 await self._task
-                while await self.export_batch() > 0:
+                # Records held back until their run's spans were forwarded are taken too: the
+                # forwarder stopped before this flush, so what it sent is final now.
+                while await self.export_batch(within_s=self._hold) > 0:
                     pass
         except TimeoutError:
             logger.warning("outbox not flushed within %.1fs; the rest is exported after restart", timeout)
@@ -187,9 +189,11 @@ class ScoreExporter:
                 await wait_event(wake, self._poll)
                 wake.clear()
 
-    async def export_batch(self) -> int:
-        """Export one batch; returns records exported (0: nothing due, -1: the export failed)."""
-        items = list(await self._outbox.pending(self._max_batch))
+    async def export_batch(self, within_s: float = 0.0) -> int:
+        """Export one batch of records due now (or within ``within_s``); returns records exported
+        (0: nothing due, -1: the export failed)."""
+        items = list(await self._outbox.pending(self._max_batch, within_s) if within_s
+                     else await self._outbox.pending(self._max_batch))
         if items and self._forwarded is not None:
             state = await self._forwarded.forward_state()
             early = [item.item_id for item in items if not state.caught_up(item.record.forward_mark)]

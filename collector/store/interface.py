@@ -151,8 +151,9 @@ class JobQueue(Protocol):
 class Outbox(Protocol):
     """Durable results waiting for export."""
 
-    async def pending(self, limit: int) -> Sequence[OutboxItem]:
-        """Lease up to ``limit`` results for export (a lease that runs out frees them again)."""
+    async def pending(self, limit: int, within_s: float = 0.0) -> Sequence[OutboxItem]:
+        """Lease up to ``limit`` results for export (a lease that runs out frees them again):
+        those due now, or within ``within_s`` (a flush before stopping takes the ones held back)."""
         ...
 
     async def release(self, item_ids: Sequence[int]) -> None:

@@ -53,8 +53,8 @@ class RedisOutbox:
         self._pending_backoff = Backoff("reading the outbox", logger)
         self._release_backoff = Backoff("releasing exported records", logger)
 
-    async def pending(self, limit: int) -> list[OutboxItem]:
-        """Claim and return records due for (another) export attempt.
+    async def pending(self, limit: int, within_s: float = 0.0) -> list[OutboxItem]:
+        """Claim and return records due for (another) export attempt, now or within ``within_s``.
 
         While Redis is unreachable this waits with backoff and returns nothing.
         """
@@ -62,7 +62,7 @@ class RedisOutbox:
         try:
             rows = await self._claim(
                 keys=[self._k.outbox, self._k.outbox_data, self._k.outbox_attempts],
-                args=[now, limit, now + self._lease],
+                args=[now + within_s, limit, now + self._lease],
             )
         except UNREACHABLE as err:
             await self._pending_backoff.wait(err)

@@ -279,9 +279,9 @@ class RedisStore:
             await asyncio.shield(pipe.execute())
 
     # ----------------------------------------------------------------------- outbox
-    async def pending(self, limit: int) -> list[OutboxItem]:
-        """Claim records due for export (see `RedisOutbox.pending`)."""
-        return await self.outbox.pending(limit)
+    async def pending(self, limit: int, within_s: float = 0.0) -> list[OutboxItem]:
+        """Claim records due for export, now or within ``within_s`` (see `RedisOutbox.pending`)."""
+        return await self.outbox.pending(limit, within_s)
 
     async def release(self, item_ids: Sequence[int]) -> None:
         """Delete exported records."""

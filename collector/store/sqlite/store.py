@@ -300,9 +300,9 @@ class SqliteStore:
             (job_key, request_key, reply))))
 
     # ----------------------------------------------------------------------- outbox
-    async def pending(self, limit: int) -> list[OutboxItem]:
-        """Outbox records due for (another) export attempt, oldest first."""
-        now = time.time()
+    async def pending(self, limit: int, within_s: float = 0.0) -> list[OutboxItem]:
+        """Outbox records due for (another) export attempt (now, or within ``within_s``), oldest first."""
+        now = time.time() + within_s
 
         def work(db: sqlite3.Connection) -> list[OutboxItem]:
             rows = db.execute(

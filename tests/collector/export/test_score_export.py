@@ -5,7 +5,9 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
+import pytest
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -244,3 +246,37 @@ async def test_a_score_waits_until_its_runs_spans_were_forwarded(tmp_path: Path)
     assert await exporter.export_batch() == 1
     assert len(sink.get_finished_spans()) == 2
     await store.shutdown()
+
+
+@pytest.mark.parametrize("store_kind", ["sqlite", "redis"])
+async def test_a_score_held_for_its_spans_leaves_with_the_flush_before_the_daemon_stops(
+    tmp_path: Path, store_kind: str,
+) -> None:
+    """Held back while the run's spans were on their way, then forwarded: the flush at shutdown
+    sends the score now, not after a restart (the hold would otherwise outlast the flush)."""
+    import uuid
+
+    from collector.store.redis.store import RedisStore
+
+    store: Any = (SqliteStore(str(tmp_path / "q.db"), forward=True) if store_kind == "sqlite"
+                  else RedisStore("redis://127.0.0.1:6379/0", key_prefix=f"test-{uuid.uuid4().hex[:12]}:",
+                                  forward=True, block_ms=0))
+    await store.start()
+    try:
+        await store.forward_log.forward_append("traces", b"the run's spans")
+        (job,) = [ScoreJob(RunRecord(TRACE, f"{1:016x}", forward_mark=1), "quality", "3")]
+        await store.put([job])
+        (leased,) = await store.take(1)
+        await store.settle(leased, Done(_record(key=job.key, span_id=job.run.span_id, forward_mark=1)))
+        sink = InMemorySpanExporter()
+        exporter = ScoreExporter(store, sink, Metrics(), forwarded=store.forward_log, hold_s=600.0)
+        assert await exporter.export_batch() == 0  # held: the spans were not forwarded yet
+        assert len(await store.forward_log.forward_pending(1 << 20, 10)) == 1  # as the forwarder reads them
+        await store.forward_log.forward_release(1)  # the forwarder sent them, then stopped
+        await exporter.start()
+        await exporter.shutdown(timeout=30.0)
+        assert [format(s.parent.span_id, "016x") for s in sink.get_finished_spans()] == [f"{1:016x}"]
+    finally:
+        if store_kind == "redis":
+            await store.delete_all()
+        await store.shutdown()
