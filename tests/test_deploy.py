@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from collector.commands import serve
+from collector.commands.arguments import serve
 from collector.config import load_config
 from collector.errors import ConfigError
 from collector.work.registry import ScorerRegistry
