@@ -50,6 +50,7 @@ class RedisOutbox:
         self._lease = lease_s
         self._claim = client.register_script(scripts.CLAIM)
         self._defer = client.register_script(scripts.DEFER)
+        self._release = client.register_script(scripts.RELEASE)
         self._pending_backoff = Backoff("reading the outbox", logger)
         self._release_backoff = Backoff("releasing exported records", logger)
 
@@ -76,12 +77,10 @@ class RedisOutbox:
             return
         ids = [str(i) for i in item_ids]
 
-        async def delete() -> None:
-            async with self._r.pipeline(transaction=True) as pipe:
-                pipe.zrem(self._k.outbox, *ids)
-                pipe.hdel(self._k.outbox_data, *ids)
-                pipe.hdel(self._k.outbox_attempts, *ids)
-                await pipe.execute()
+        async def delete() -> None:  # one script: the three deletions at once, each id sent once
+            for start in range(0, len(ids), 4096):  # Lua's unpack takes a few thousand values at most
+                await self._release(keys=[self._k.outbox, self._k.outbox_data, self._k.outbox_attempts],
+                                    args=ids[start:start + 4096])
 
         await retry_unreachable(delete, self._release_backoff, self._lease)
 

@@ -310,25 +310,31 @@ class RedisJobQueue:
                 done.setdefault(call.consumer, []).append(index)
         k = self._k
 
+        commands: list[tuple[Any, list[str], list[Any], list[int]]] = []  # script, keys, args, call indexes
+        for consumer, indexes in done.items():
+            keys = [k.jobs, k.outbox, k.outbox_data, k.outbox_seq, *self.sink_keys]
+            args: list[Any] = [GROUP, consumer, time.time(), self._ttl_ms, len(self.sink_keys)]
+            for index in indexes:
+                call = calls[index]
+                assert isinstance(call, _DoneSettle)
+                keys += [k.idem(call.job_key), k.replies(call.job_key)]
+                args += [call.entry_id, call.deliveries, call.record]
+            commands.append((self._settle_done, keys, args, indexes))
+        for index, call in enumerate(calls):
+            if not isinstance(call, _DoneSettle):
+                commands.append((self._settle, call[0], call[1], [index]))
+
         async def run() -> list[int]:
             results = [0] * len(calls)
-            order: list[list[int]] = []  # the call indexes each pipelined command answers for
-            async with self._r.pipeline(transaction=False) as pipe:
-                for consumer, indexes in done.items():
-                    keys = [k.jobs, k.outbox, k.outbox_data, k.outbox_seq, *self.sink_keys]
-                    args: list[Any] = [GROUP, consumer, time.time(), self._ttl_ms, len(self.sink_keys)]
-                    for index in indexes:
-                        call = calls[index]
-                        assert isinstance(call, _DoneSettle)
-                        keys += [k.idem(call.job_key), k.replies(call.job_key)]
-                        args += [call.entry_id, call.deliveries, call.record]
-                    await self._settle_done(keys=keys, args=args, client=pipe)
-                    order.append(indexes)
-                for index, call in enumerate(calls):
-                    if not isinstance(call, _DoneSettle):
-                        await self._settle(keys=call[0], args=call[1], client=pipe)
-                        order.append([index])
-                replies = await pipe.execute()
+            if len(commands) == 1:  # the usual batch: one script call (a pipeline checks SCRIPT EXISTS first)
+                script, keys, args, _ = commands[0]
+                replies = [await script(keys=keys, args=args)]
+            else:
+                async with self._r.pipeline(transaction=False) as pipe:
+                    for script, keys, args, _ in commands:
+                        await script(keys=keys, args=args, client=pipe)
+                    replies = await pipe.execute()
+            order = [indexes for *_, indexes in commands]  # the call indexes each reply answers for
             for indexes, reply in zip(order, replies, strict=True):
                 for index, value in zip(indexes, reply if isinstance(reply, list) else [reply], strict=True):
                     results[index] = int(value)

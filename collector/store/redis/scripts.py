@@ -315,6 +315,14 @@ end
 return out
 """
 
+# Delete exported records. KEYS: outbox, outbox data, outbox attempts; ARGV: ids...
+RELEASE = """
+redis.call('ZREM', KEYS[1], unpack(ARGV))
+redis.call('HDEL', KEYS[2], unpack(ARGV))
+redis.call('HDEL', KEYS[3], unpack(ARGV))
+return #ARGV
+"""
+
 # Postpone records still in the outbox. KEYS: outbox, outbox attempts; ARGV: until, ids...
 DEFER = """
 for i = 2, #ARGV do
