@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from urllib.parse import urlsplit, urlunsplit
 
 MAX_CAUSE_CHARS = 300
 """A cause longer than this is cut (a server's error page is not a log line)."""
@@ -41,22 +40,6 @@ def one_line(cause: str) -> str:
     """
     flat = " ".join(cause.split())
     return flat if len(flat) <= MAX_CAUSE_CHARS else flat[: MAX_CAUSE_CHARS - 1] + "…"
-
-
-def without_password(url: str) -> str:
-    """``url`` fit for a log line: a password in it replaced by ``***``.
-
-    Example:
-        >>> without_password("https://user:s3cret@backend:4318/otel"), without_password("backend:4317")
-        ('https://user:***@backend:4318/otel', 'backend:4317')
-    """
-    if "://" not in url:
-        return url
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.netloc.rpartition("@")[2]
-    return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:***@{host}"))
 
 
 @dataclass
