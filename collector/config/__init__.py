@@ -7,8 +7,13 @@ and bad values raise `collector.errors.ConfigError` naming the key's dotted path
 `sections` holds the models, `checks` the value checks across keys, `load` the loading.
 """
 
-from collector.config.checks import KeyProblem, check_destinations, endpoint_host_port
-from collector.config.load import config_from_dict, load_config
+from collector.config.checks import (
+    KeyProblem,
+    check_destinations,
+    endpoint_host_port,
+    without_password,
+)
+from collector.config.load import config_from_dict, load_config, load_receiver
 from collector.config.sections import (
     AssemblyConfig,
     Config,
@@ -31,5 +36,5 @@ __all__ = [
     "AssemblyConfig", "Config", "ExportConfig", "FilterConfig", "KeyProblem", "LangfuseSinkConfig",
     "MlflowSinkConfig", "PhoenixSinkConfig", "QueueConfig", "ReceiverConfig", "ScorerConfig",
     "SinksConfig", "WorkersConfig", "check_destinations", "config_from_dict", "endpoint_host_port", "load_config",
-    "secret_value",
+    "load_receiver", "secret_value", "without_password",
 ]

@@ -121,6 +121,23 @@ def endpoint_host_port(endpoint: str) -> str:
     return endpoint.split("://", 1)[-1].split("/", 1)[0]
 
 
+def without_password(url: str) -> str:
+    """``url`` fit for a log line or ``check``'s output: a password in it replaced by ``***``.
+
+    Example:
+        >>> without_password("redis://:s3cret@redis:6379/0"), without_password("https://user:pw@backend:4318/otel")
+        ('redis://:***@redis:6379/0', 'https://user:***@backend:4318/otel')
+        >>> without_password("redis+sentinel://:pw@h1:26379,h2:26379/primary/0"), without_password("backend:4317")
+        ('redis+sentinel://:***@h1:26379,h2:26379/primary/0', 'backend:4317')
+    """
+    scheme, sep, rest = url.partition("://")
+    netloc, slash, path = rest.partition("/")
+    userinfo, at, hosts = netloc.rpartition("@")
+    if not sep or not at or ":" not in userinfo:
+        return url
+    return f"{scheme}{sep}{userinfo.split(':', 1)[0]}:***@{hosts}{slash}{path}"
+
+
 def check_redis_url(url: str) -> None:
     """Refuse what redis-py would refuse only when connecting: a bad port, database or option.
 

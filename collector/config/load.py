@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from collector.config.checks import KeyProblem
-from collector.config.sections import Config
+from collector.config.sections import Config, ReceiverConfig
 from collector.errors import ConfigError
 
 _SECTIONS = ("receiver", "assembly", "queue", "workers", "export")
@@ -131,6 +131,20 @@ def config_from_dict(data: Mapping[str, Any], env: Mapping[str, str] | None = No
     return config
 
 
+def _read_toml(path: str | Path) -> dict[str, Any]:
+    """The TOML document at ``path``.
+
+    Raises:
+        ConfigError: when the file is missing or is not TOML.
+    """
+    try:
+        return tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"config file not found: {path}") from None
+    except tomllib.TOMLDecodeError as err:
+        raise ConfigError(f"{path}: not valid TOML: {err}") from None
+
+
 def load_config(path: str | Path | None, env: Mapping[str, str] | None = None) -> Config:
     """Load the TOML file at ``path`` (or only env and defaults when None).
 
@@ -141,12 +155,38 @@ def load_config(path: str | Path | None, env: Mapping[str, str] | None = None) -
         >>> load_config(None, env={"TRACESCORE_WORKERS_CONCURRENCY": "4"}).workers.concurrency
         4
     """
-    data: dict[str, Any] = {}
-    if path is not None:
-        try:
-            data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise ConfigError(f"config file not found: {path}") from None
-        except tomllib.TOMLDecodeError as err:
-            raise ConfigError(f"{path}: not valid TOML: {err}") from None
+    data = _read_toml(path) if path is not None else {}
     return config_from_dict(data, env)
+
+
+def load_receiver(path: str | Path, env: Mapping[str, str] | None = None) -> ReceiverConfig:
+    """The ``[receiver]`` section of the configuration file at ``path``, with its
+    ``TRACESCORE_RECEIVER_*`` overrides: what a command that talks to the running daemon
+    needs to find it (``tracescore status``). The other sections are the daemon's business:
+    a sink secret read from a variable this shell does not set is no error here, and the
+    receiver's own ``env:NAME`` token is read only if the caller asks for it.
+
+    Raises:
+        ConfigError: when the file is missing, is not TOML, or its ``[receiver]`` section
+            does not validate (naming the key).
+
+    Example:
+        >>> import pathlib, tempfile
+        >>> path = pathlib.Path(tempfile.mkdtemp()) / "ts.toml"
+        >>> _ = path.write_text('[receiver]\\nhttp_endpoint = "0.0.0.0:14318"\\n[sinks.langfuse]\\nhost = "https://x"\\n'
+        ...                     'public_key = "env:UNSET_HERE"\\nsecret_key = "env:UNSET_HERE"\\n')
+        >>> load_receiver(path, env={}).http_endpoint
+        '0.0.0.0:14318'
+        >>> load_receiver(path, env={"TRACESCORE_RECEIVER_HTTP_ENDPOINT": "127.0.0.1:0"}).http_endpoint
+        '127.0.0.1:0'
+        >>> load_config(path, env={})
+        Traceback (most recent call last):
+        ...
+        collector.errors.ConfigError: invalid configuration: sinks.langfuse.public_key: environment variable UNSET_HERE is not set
+    """
+    data = _read_toml(path)
+    _apply_env(data, os.environ if env is None else env)
+    try:
+        return Config.model_validate({"receiver": data.get("receiver", {})}).receiver
+    except ValidationError as err:
+        raise ConfigError(_format_validation(err)) from None

@@ -25,6 +25,7 @@ from collector.config.checks import (
     check_receiver_endpoint,
     check_redis_url,
     url_problem,
+    without_password,
 )
 from collector.config.sinks import SinksConfig
 from collector.errors import ConfigError
@@ -157,12 +158,7 @@ class QueueConfig(BaseModel):
             >>> QueueConfig(url="redis://:s3cret@redis:6379/0").display_url
             'redis://:***@redis:6379/0'
         """
-        scheme, sep, rest = self.url.partition("://")
-        userinfo, at, host = rest.rpartition("@")
-        if not at or ":" not in userinfo:
-            return self.url
-        user = userinfo.split(":", 1)[0]
-        return f"{scheme}{sep}{user}:***@{host}"
+        return without_password(self.url)
 
     @property
     def kind(self) -> Literal["sqlite", "redis"]:

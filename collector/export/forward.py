@@ -14,6 +14,11 @@ A request the endpoint refuses for good (HTTP 400/413 and other codes the OTLP
 specification says not to retry; gRPC INVALID_ARGUMENT and the like) would block
 everything behind it: a merged batch so refused is sent again request by request, and
 each request refused alone is dropped, counted (``outcome="rejected"``) and logged.
+
+An outage is logged twice (`collector.export.outage.OutageWatch`): a warning when a send
+first fails, naming the endpoint and the cause (the HTTP status, the gRPC status, or the
+exception), and a line when the endpoint takes requests again, with how long it lasted and
+how many attempts failed; each failed attempt in between is a DEBUG line.
 """
 
 from __future__ import annotations
@@ -21,14 +26,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import aiohttp
 import grpc
 
 from collector._aio import cancel_and_wait, wait_event
-from collector.config import ExportConfig
+from collector.config import ExportConfig, without_password
+from collector.export.outage import OutageWatch, describe_error, one_line
 from collector.export.scores import http_url
 from collector.metrics import Metrics
 from collector.store.interface import ForwardItem, ForwardLog
@@ -46,8 +52,34 @@ _GRPC_METHODS = {"traces": "/opentelemetry.proto.collector.trace.v1.TraceService
 MAX_BATCH_BYTES = 2 * 1024 * 1024  # below gRPC's default 4 MiB receive limit of most backends
 MAX_BATCH_REQUESTS = 512
 
-Sent = bool | None
-"""One send's outcome: None accepted, True refused retryably, False refused for good."""
+
+@dataclass(frozen=True)
+class Refused:
+    """A send the endpoint did not take: whether to try it again, and why (for the log).
+
+    Example:
+        >>> Refused(retryable=True, cause="HTTP 503 Service Unavailable").retryable
+        True
+    """
+
+    retryable: bool
+    cause: str
+
+
+Sent = Refused | None
+"""One send's outcome: None when the endpoint accepted it."""
+
+
+def grpc_cause(err: grpc.aio.AioRpcError) -> str:
+    """A failed gRPC call's cause in one line: its status code and details.
+
+    Example:
+        >>> from grpc.aio import AioRpcError, Metadata
+        >>> grpc_cause(AioRpcError(grpc.StatusCode.UNAVAILABLE, Metadata(), Metadata(), details="no backend"))
+        'gRPC UNAVAILABLE: no backend'
+    """
+    details = err.details() or ""
+    return one_line(f"gRPC {err.code().name}: {details}" if details else f"gRPC {err.code().name}")
 
 
 def merge(items: Sequence[ForwardItem]) -> list[tuple[str, list[ForwardItem]]]:
@@ -93,7 +125,9 @@ class Forwarder:
         self._wake: asyncio.Event | None = None
         self._stop = asyncio.Event()  # cuts a backoff wait short (new requests do not)
         self._stopping = False
-        self._last_warning = 0.0
+        where = f"forwarding to {without_password(cfg.endpoint)} ({cfg.protocol})"
+        self._outage = OutageWatch(where, "received requests are kept in the store and retried "
+                                          f"(backoff up to {cfg.max_backoff_s:g} s) until it takes them")
 
     def notify(self) -> None:
         """Wake the forwarding loop (a request was added).
@@ -164,16 +198,17 @@ class Forwarder:
         items = await self._log.forward_pending(MAX_BATCH_BYTES, MAX_BATCH_REQUESTS)
         if not items:
             return 0
-        through, done = None, 0
+        through, done, failed = None, 0, False
         for signal, run in merge(items):
             outcome = await self._send(signal, b"".join(item.body for item in run))
-            if outcome is False and len(run) > 1:  # find the request refused: send them one by one
+            if outcome is not None and not outcome.retryable and len(run) > 1:  # find the one refused
                 outcome = await self._send_each(signal, run)
-            elif outcome is False:
-                self._rejected(signal, run)
-            if outcome:
+            elif outcome is not None and not outcome.retryable:
+                self._rejected(signal, run, outcome.cause)
+            if outcome is not None and outcome.retryable:
                 self._metrics.forwarded.labels(signal=signal, outcome="retried").inc(len(run))
-                self._warn_retry(signal)
+                self._failed(signal, run, outcome.cause)
+                failed = True
                 break
             if outcome is None:
                 self._metrics.forwarded.labels(signal=signal, outcome="sent").inc(len(run))
@@ -181,45 +216,42 @@ class Forwarder:
         if through is not None:
             await self._log.forward_release(through)
             self._failures = 0
+            if not failed and (line := self._outage.recovered()) is not None:
+                # A warning as the outage's was: whoever saw that one at the default level sees this.
+                logger.warning("%s", line)
         return done if done else -1
 
     async def _send_each(self, signal: str, run: list[ForwardItem]) -> Sent:
         """Send a refused batch request by request: drop those refused alone (None when every
-        one was accepted or dropped; True when one met a retryable failure: the batch is retried)."""
+        one was accepted or dropped; the retryable refusal when one met one: the batch is retried)."""
         for item in run:
             outcome = await self._send(signal, item.body)
-            if outcome:
-                return True
-            if outcome is False:
-                self._rejected(signal, [item])
+            if outcome is not None and outcome.retryable:
+                return outcome
+            if outcome is not None:
+                self._rejected(signal, [item], outcome.cause)
         return None
 
-    def _rejected(self, signal: str, run: list[ForwardItem]) -> None:
+    def _rejected(self, signal: str, run: list[ForwardItem], cause: str) -> None:
         self._metrics.forwarded.labels(signal=signal, outcome="rejected").inc(len(run))
-        logger.error("the export endpoint refused %d forwarded %s request(s) for good (positions %d..%d);"
-                     " dropped", len(run), signal, run[0].position, run[-1].position)
+        logger.error("%s refused %d forwarded %s request(s) for good (%s; positions %d..%d); dropped",
+                     without_password(self._cfg.endpoint), len(run), signal, cause, run[0].position,
+                     run[-1].position)
 
-    def _warn_retry(self, signal: str) -> None:
-        # Rate-limited: a backend outage would otherwise log once per attempt.
-        now = time.monotonic()
-        if now - self._last_warning >= 10.0:
-            self._last_warning = now
-            logger.warning("the export endpoint did not take forwarded %s; kept and retried (backoff up to %gs)",
-                           signal, self._cfg.max_backoff_s)
+    def _failed(self, signal: str, run: list[ForwardItem], cause: str) -> None:
+        """A retryable failure: the outage's first line, or a DEBUG line during one."""
+        line = self._outage.failed(cause, requests=len(run))
+        if line is not None:
+            logger.warning("%s", line)
+        else:
+            logger.debug("forwarding %d %s request(s) failed again: %s", len(run), signal, cause)
 
     async def _send(self, signal: str, body: bytes) -> Sent:
         """Send one request body once (see `Sent`)."""
         if self._channel is not None:
-            metadata = tuple((k.lower(), v) for k, v in self._headers.items())
-            export = self._channel.unary_unary(_GRPC_METHODS[signal])  # bytes in, bytes out
-            try:
-                await export(body, metadata=metadata, timeout=self._cfg.timeout_s)
-            except grpc.aio.AioRpcError as err:
-                too_large = err.code() is grpc.StatusCode.RESOURCE_EXHAUSTED and "larger than" in (err.details() or "")
-                return err.code() in _RETRYABLE_GRPC and not too_large
-            return None
+            return await self._send_grpc(self._channel, signal, body)
         if self._session is None:
-            return True
+            return Refused(retryable=True, cause="the HTTP client is closed")
         url = http_url(self._cfg.endpoint, f"/v1/{signal}")
         headers = {**self._headers, "Content-Type": "application/x-protobuf"}
         try:
@@ -227,6 +259,18 @@ class Forwarder:
                 await resp.read()
                 if 200 <= resp.status < 300:
                     return None
-                return resp.status in _RETRYABLE_HTTP
-        except (aiohttp.ClientError, TimeoutError, OSError):
-            return True
+                cause = one_line(f"HTTP {resp.status} {resp.reason or ''}")
+                return Refused(retryable=resp.status in _RETRYABLE_HTTP, cause=cause)
+        except (aiohttp.ClientError, TimeoutError, OSError) as err:
+            return Refused(retryable=True, cause=describe_error(err))
+
+    async def _send_grpc(self, channel: grpc.aio.Channel, signal: str, body: bytes) -> Sent:
+        """Send one request body once over gRPC (see `Sent`)."""
+        metadata = tuple((k.lower(), v) for k, v in self._headers.items())
+        export = channel.unary_unary(_GRPC_METHODS[signal])  # bytes in, bytes out
+        try:
+            await export(body, metadata=metadata, timeout=self._cfg.timeout_s)
+        except grpc.aio.AioRpcError as err:
+            too_large = err.code() is grpc.StatusCode.RESOURCE_EXHAUSTED and "larger than" in (err.details() or "")
+            return Refused(retryable=err.code() in _RETRYABLE_GRPC and not too_large, cause=grpc_cause(err))
+        return None

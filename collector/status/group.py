@@ -4,12 +4,12 @@ Replicas are told apart by their id (a snapshot seen twice, from two URLs of one
 group, counts once). Per-replica counters (received, decisions, scores, judge, exported,
 failures) are summed; store counts (queue depth, dead letters, outbox) are shared by the
 replicas of one store, so each store counts once (its latest snapshot). Backlogs are summed
-per (backlog, destination) over stores alike.
+per (backlog, destination) over stores alike, items and bytes apart (bytes None where no
+store measured them).
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -20,6 +20,28 @@ def _add(into: dict[str, Any], more: Mapping[str, Any]) -> None:
             _add(into.setdefault(key, {}), value)
         elif isinstance(value, (int, float)):
             into[key] = into.get(key, 0) + value
+
+
+def merge_backlogs(per_store: Iterable[Iterable[Mapping[str, Any]]]) -> list[dict[str, Any]]:
+    """The backlogs of several stores, summed per (backlog, destination): items, and bytes
+    where some store measured them (None where none did).
+
+    Example:
+        >>> one = [{"backlog": "forward", "destination": "otlp", "items": 58, "bytes": 54850}]
+        >>> two = [{"backlog": "forward", "destination": "otlp", "items": 2, "bytes": 150},
+        ...        {"backlog": "outbox", "destination": "otlp", "items": 4}]  # a snapshot of schema 1: no bytes
+        >>> merge_backlogs([one, two])
+        [{'backlog': 'forward', 'destination': 'otlp', 'items': 60.0, 'bytes': 55000.0}, {'backlog': 'outbox', 'destination': 'otlp', 'items': 4.0, 'bytes': None}]
+    """
+    summed: dict[tuple[str, str], dict[str, Any]] = {}
+    for backlog in per_store:
+        for item in backlog:
+            key = (str(item["backlog"]), str(item["destination"]))
+            entry = summed.setdefault(key, {"backlog": key[0], "destination": key[1], "items": 0.0, "bytes": None})
+            entry["items"] += float(item["items"])
+            if item.get("bytes") is not None:
+                entry["bytes"] = (entry["bytes"] or 0.0) + float(item["bytes"])
+    return [summed[key] for key in sorted(summed)]
 
 
 def merge(snapshots: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
@@ -49,11 +71,8 @@ def merge(snapshots: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
         store = str(snap.get("store") or replica)
         if store not in stores or snap.get("at", 0) >= stores[store].get("at", 0):
             stores[store] = snap
-    backlog: defaultdict[tuple[str, str], float] = defaultdict(float)
     for snap in stores.values():
         _add(view["queue"], snap.get("queue") or {})
-        for item in snap.get("backlog") or ():
-            backlog[(item["backlog"], item["destination"])] += float(item["items"])
-    view["backlog"] = [{"backlog": k, "destination": d, "items": n} for (k, d), n in sorted(backlog.items())]
+    view["backlog"] = merge_backlogs(snap.get("backlog") or () for snap in stores.values())
     view["stores"] = sorted(stores)
     return view

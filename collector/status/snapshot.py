@@ -3,9 +3,13 @@
 The snapshot is JSON (served on ``/status``; on Redis also shared with the group): the
 Prometheus samples of the service's registry, grouped by what an operator asks about, and
 the store's counts. Counters are totals since the replica started; ``received`` also has
-per-minute rates over the last minute (`RateWindow`). Any gauge whose name holds
-``backlog`` is read as a backlog per destination (label ``destination``, or ``sink``), so
-further destinations show up without a change here.
+per-minute rates over the last minute (`RateWindow`).
+
+Each figure comes from named instruments of `collector.metrics`, never from a name that
+merely looks alike: ``scores`` from ``tracescore_score`` alone (not the scoring duration's
+histogram), the backlog's items from ``tracescore_backlog_items`` (per backlog and
+destination) and ``tracescore_sink_backlog_records`` (per sink) and its bytes, where they
+are measured, from ``tracescore_forward_backlog_bytes``.
 """
 
 from __future__ import annotations
@@ -25,8 +29,20 @@ from prometheus_client.samples import Sample
 from collector.metrics import VERSION
 from collector.types import StoreStats
 
-SCHEMA = 1
-"""Version of the snapshot's JSON layout."""
+SCHEMA = 2
+"""Version of the snapshot's JSON layout (2: a backlog entry has ``bytes``, ``failures`` has
+``forward``; a view merges snapshots of either version)."""
+
+SCORE_SAMPLES = {"tracescore_score_bucket": "buckets", "tracescore_score_count": "count",
+                 "tracescore_score_sum": "sum"}
+"""The samples of the score histogram, and the entry of a scorer's ``scores`` each fills."""
+
+JUDGE_COUNTERS = {"tracescore_judge_attempts_total": "calls", "tracescore_judge_errors_total": "errors",
+                  "tracescore_judge_cost_usd_total": "cost_usd"}
+"""The judge's counters per model, and the entry each fills."""
+
+BACKLOG_BYTES = {"tracescore_forward_backlog_bytes": ("forward", "otlp")}
+"""Gauges of a backlog's bytes, and the (backlog, destination) they measure."""
 
 
 def replica_id() -> str:
@@ -54,6 +70,89 @@ def _nested() -> defaultdict[str, dict[str, float]]:
     return defaultdict(dict)
 
 
+def score_histograms(found: Iterable[Sample]) -> dict[str, dict[str, Any]]:
+    """Per scorer: its scores' count, sum and cumulative buckets (``le`` -> count).
+
+    Example:
+        >>> from collector.metrics import Metrics
+        >>> m = Metrics()
+        >>> m.scores.labels(scorer="q").observe(0.75)
+        >>> m.score_latency.labels(scorer="q").observe(3.0)  # seconds: not a score
+        >>> h = score_histograms(samples(m.registry))["q"]
+        >>> h["count"], h["sum"], [le for le, n in h["buckets"].items() if n]
+        (1.0, 0.75, ['0.8', '0.9', '1.0', '+Inf'])
+    """
+    scores: dict[str, dict[str, Any]] = {}
+    for s in found:
+        entry = SCORE_SAMPLES.get(s.name)
+        if entry is None:
+            continue
+        histogram = scores.setdefault(s.labels["scorer"], {"count": 0.0, "sum": 0.0, "buckets": {}})
+        if entry == "buckets":
+            histogram["buckets"][s.labels["le"]] = float(s.value)
+        else:
+            histogram[entry] = float(s.value)
+    return scores
+
+
+def backlogs(found: Iterable[Sample]) -> list[dict[str, Any]]:
+    """What waits to be sent, per (backlog, destination): items, and bytes where measured (else None).
+
+    Example:
+        >>> from collector.metrics import Metrics
+        >>> m = Metrics()
+        >>> m.backlog.labels(backlog="forward", destination="otlp").set(58)
+        >>> m.forward_backlog_bytes.set(54850)
+        >>> m.sink_backlog.labels(sink="langfuse").set(3)
+        >>> backlogs(samples(m.registry))
+        [{'backlog': 'forward', 'destination': 'otlp', 'items': 58.0, 'bytes': 54850.0}, {'backlog': 'sink', 'destination': 'langfuse', 'items': 3.0, 'bytes': None}]
+    """
+    found_: dict[tuple[str, str], dict[str, Any]] = {}
+
+    def entry(kind: str, destination: str) -> dict[str, Any]:
+        return found_.setdefault((kind, destination), {"backlog": kind, "destination": destination,
+                                                       "items": 0.0, "bytes": None})
+
+    for s in found:
+        if s.name == "tracescore_backlog_items":
+            entry(s.labels["backlog"], s.labels["destination"])["items"] = float(s.value)
+        elif s.name == "tracescore_sink_backlog_records":
+            entry("sink", s.labels["sink"])["items"] = float(s.value)
+        elif s.name in BACKLOG_BYTES:
+            entry(*BACKLOG_BYTES[s.name])["bytes"] = float(s.value)
+    return [found_[key] for key in sorted(found_)]
+
+
+def failures(found: Iterable[Sample]) -> dict[str, Any]:
+    """What failed: internal errors per component, score export attempts the backend refused
+    or missed, and forwarded requests the endpoint did not take (``retried``: kept for
+    another attempt, a request counted once per failed attempt that carried it, as
+    ``tracescore_forwarded_requests_total{outcome="retried"}`` counts them; ``rejected``:
+    refused for good and dropped). `digest` adds the failed scores per scorer.
+
+    Example:
+        >>> from collector.metrics import Metrics
+        >>> m = Metrics()
+        >>> m.forwarded.labels(signal="traces", outcome="retried").inc(232)
+        >>> m.forwarded.labels(signal="logs", outcome="retried").inc(4)
+        >>> m.export_failures.inc(2)
+        >>> f = failures(samples(m.registry))
+        >>> f["forward"], f["export"]
+        ({'retried': 236.0, 'rejected': 0.0}, 2.0)
+    """
+    errors: dict[str, float] = {}
+    forward = {"retried": 0.0, "rejected": 0.0}
+    export = 0.0
+    for s in found:
+        if s.name == "tracescore_errors_total":
+            errors[s.labels["component"]] = float(s.value)
+        elif s.name == "tracescore_export_failures_total":
+            export = float(s.value)
+        elif s.name == "tracescore_forwarded_requests_total" and s.labels["outcome"] in forward:
+            forward[s.labels["outcome"]] += float(s.value)
+    return {"errors": errors, "export": export, "forward": forward}
+
+
 def digest(found: Iterable[Sample]) -> dict[str, Any]:
     """The per-replica counters of a snapshot, from Prometheus samples.
 
@@ -62,54 +161,36 @@ def digest(found: Iterable[Sample]) -> dict[str, Any]:
         >>> m = Metrics()
         >>> m.scores.labels(scorer="q").observe(0.75)
         >>> m.judge_tokens.labels(model="openai/gpt-4o-mini", direction="input").inc(12)
+        >>> m.decisions.labels(scorer="q", reason="failed").inc()
         >>> d = digest(samples(m.registry))
         >>> d["scores"]["q"]["count"], d["scores"]["q"]["buckets"]["0.8"], d["judge"]["openai/gpt-4o-mini"]["input_tokens"]
         (1.0, 1.0, 12.0)
+        >>> d["failures"]["scorers"]
+        {'q': 1.0}
     """
+    found = list(found)
     received: dict[str, float] = defaultdict(float)
     decisions: defaultdict[str, dict[str, float]] = _nested()
-    scores: dict[str, dict[str, Any]] = {}
     judge: defaultdict[str, dict[str, float]] = _nested()
     exported: dict[str, float] = {}
-    errors: dict[str, float] = {}
-    backlog: list[dict[str, Any]] = []
-    export_failures = 0.0
-    judge_names = {"tracescore_judge_attempts_total": "calls", "tracescore_judge_errors_total": "errors",
-                   "tracescore_judge_cost_usd_total": "cost_usd"}
+    received_names = {"tracescore_spans_received_total": "spans", "tracescore_log_records_received_total":
+                      "log_records", "tracescore_runs_found_total": "runs"}
     for s in found:
         name, labels, value = s.name, s.labels, float(s.value)
-        if name == "tracescore_spans_received_total":
-            received["spans"] += value
-        elif name == "tracescore_log_records_received_total":
-            received["log_records"] += value
-        elif name == "tracescore_runs_found_total":
-            received["runs"] += value
+        if name in received_names:
+            received[received_names[name]] += value
         elif name == "tracescore_decisions_total":
             decisions[labels["scorer"]][labels["reason"]] = value
-        elif name.startswith("tracescore_score_") and name != "tracescore_score_duration_seconds":
-            entry = scores.setdefault(labels["scorer"], {"count": 0.0, "sum": 0.0, "buckets": {}})
-            if name.endswith("_bucket"):
-                entry["buckets"][labels["le"]] = value
-            elif name.endswith("_count") or name.endswith("_sum"):
-                entry[name.rpartition("_")[2]] = value
-        elif name in judge_names:
-            judge[labels["model"]][judge_names[name]] = value
+        elif name in JUDGE_COUNTERS:
+            judge[labels["model"]][JUDGE_COUNTERS[name]] = value
         elif name == "tracescore_judge_tokens_total":
             judge[labels["model"]][f"{labels['direction']}_tokens"] = value
         elif name == "tracescore_scores_exported_total":
             exported[labels.get("scorer", "")] = value
-        elif name == "tracescore_errors_total":
-            errors[labels["component"]] = value
-        elif name == "tracescore_export_failures_total":
-            export_failures = value
-        elif name.startswith("tracescore_") and "backlog" in name:
-            kind = labels.get("backlog") or name.removeprefix("tracescore_").partition("_backlog")[0] or "backlog"
-            backlog.append({"backlog": kind, "destination": labels.get("destination") or labels.get("sink") or "otlp",
-                            "items": value})
     failed = {scorer: reasons.get("failed", 0.0) for scorer, reasons in decisions.items()}
-    return {"received": dict(received), "decisions": dict(decisions), "scores": scores, "judge": dict(judge),
-            "exported": exported, "backlog": backlog,
-            "failures": {"scorers": failed, "errors": errors, "export": export_failures}}
+    return {"received": dict(received), "decisions": dict(decisions), "scores": score_histograms(found),
+            "judge": dict(judge), "exported": exported, "backlog": backlogs(found),
+            "failures": {"scorers": failed, **failures(found)}}
 
 
 class RateWindow:

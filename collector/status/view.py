@@ -69,6 +69,60 @@ def _pairs(title: str, rows: list[tuple[str, str]]) -> Table:
     return table
 
 
+def backlog_table(view: Mapping[str, Any]) -> Table:
+    """Per backlog and destination: the items waiting, and their bytes where measured ("-" elsewhere).
+
+    Example:
+        >>> from rich.console import Console
+        >>> import io
+        >>> console = Console(width=100, record=True, file=io.StringIO())
+        >>> console.print(backlog_table({"backlog": [
+        ...     {"backlog": "forward", "destination": "otlp", "items": 58, "bytes": 54850},
+        ...     {"backlog": "outbox", "destination": "otlp", "items": 2, "bytes": None}]}))
+        >>> [line.split() for line in console.export_text().splitlines() if "otlp" in line]
+        [['│', 'forward', '│', 'otlp', '│', '58', '│', '54,850', '│'], ['│', 'outbox', '│', 'otlp', '│', '2', '│', '-', '│']]
+    """
+    table = Table(title="backlog per destination", title_justify="left")
+    for name in ("backlog", "destination", "items", "bytes"):
+        table.add_column(name, justify="right" if name in ("items", "bytes") else "left")
+    for item in view.get("backlog", []):
+        table.add_row(item["backlog"], item["destination"], _n(item["items"]), _n(item.get("bytes")))
+    return table
+
+
+def judge_table(view: Mapping[str, Any]) -> Table:
+    """Per judge model: calls, errors, tokens and cost.
+
+    Example:
+        >>> judge_table({"judge": {"openai/gpt-4o-mini": {"calls": 3, "cost_usd": 0.01}}}).row_count
+        1
+    """
+    table = Table(title="judge per model", title_justify="left")
+    for name in ("model", "calls", "errors", "input tokens", "output tokens", "cost (USD)"):
+        table.add_column(name, justify="left" if name == "model" else "right")
+    for model, j in sorted(view.get("judge", {}).items()):
+        table.add_row(model, _n(j.get("calls", 0)), _n(j.get("errors", 0)), _n(j.get("input_tokens", 0)),
+                      _n(j.get("output_tokens", 0)), _n(j.get("cost_usd", 0), 4))
+    return table
+
+
+def failure_rows(failures: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The failures table's rows: failed scores, score export attempts refused, forwarded
+    requests refused (kept and retried, or dropped) and internal errors per component.
+
+    Example:
+        >>> failure_rows({"scorers": {"q": 2}, "export": 0, "forward": {"retried": 232, "rejected": 1},
+        ...               "errors": {"forward": 1}})
+        [('scorer failures', '2'), ('score export failures', '0'), ('forward failures', '233'), ('forwarded requests dropped', '1'), ('errors: forward', '1')]
+    """
+    forward = failures.get("forward") or {}
+    return [("scorer failures", _n(sum(failures.get("scorers", {}).values()))),
+            ("score export failures", _n(failures.get("export", 0))),
+            ("forward failures", _n(forward.get("retried", 0) + forward.get("rejected", 0))),
+            ("forwarded requests dropped", _n(forward.get("rejected", 0))),
+            *((f"errors: {c}", _n(n)) for c, n in sorted(failures.get("errors", {}).items()))]
+
+
 def render(view: Mapping[str, Any], sources: str = "") -> RenderableType:
     """The whole status screen for a merged view.
 
@@ -91,22 +145,7 @@ def render(view: Mapping[str, Any], sources: str = "") -> RenderableType:
     store = _pairs("queue", [(name.replace("_", " "), _n(queue.get(key))) for name, key in (
         ("jobs queued", "queued"), ("jobs in flight", "in_flight"), ("dead letters", "dead"),
         ("outbox", "outbox"), ("traces buffered", "traces"))])
-    backlog = Table(title="backlog per destination", title_justify="left")
-    for name in ("backlog", "destination", "items"):
-        backlog.add_column(name, justify="right" if name == "items" else "left")
-    for item in view.get("backlog", []):
-        backlog.add_row(item["backlog"], item["destination"], _n(item["items"]))
-    judge = Table(title="judge per model", title_justify="left")
-    for name in ("model", "calls", "errors", "input tokens", "output tokens", "cost (USD)"):
-        judge.add_column(name, justify="left" if name == "model" else "right")
-    for model, j in sorted(view.get("judge", {}).items()):
-        judge.add_row(model, _n(j.get("calls", 0)), _n(j.get("errors", 0)), _n(j.get("input_tokens", 0)),
-                      _n(j.get("output_tokens", 0)), _n(j.get("cost_usd", 0), 4))
-    failures = view.get("failures", {})
-    failed = _pairs("failures", [
-        ("scorer failures", _n(sum(failures.get("scorers", {}).values()))),
-        ("export failures", _n(failures.get("export", 0))),
-        *((f"errors: {c}", _n(n)) for c, n in sorted(failures.get("errors", {}).items()))])
+    failed = _pairs("failures", failure_rows(view.get("failures", {})))
     top = Table.grid(padding=(0, 4))
     top.add_row(traffic, store, failed)
-    return Group(header, top, scorer_table(view), backlog, judge)
+    return Group(header, top, scorer_table(view), backlog_table(view), judge_table(view))

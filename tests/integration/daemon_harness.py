@@ -233,13 +233,14 @@ def emit_agent_trace(exporter: SpanExporter, service: str = "support-bot", agent
     return format(ctx.trace_id, "032x"), format(ctx.span_id, "016x")
 
 
-def agent_trace_body() -> tuple[bytes, str, str]:
-    """One agent trace as the bytes the SDK's OTLP/HTTP exporter would post (replayable)."""
+def agent_trace_body(answer: str | None = None) -> tuple[bytes, str, str]:
+    """One agent trace as the bytes the SDK's OTLP/HTTP exporter would post (replayable);
+    ``answer``: the agent's answer (default: `OUTPUT`'s)."""
     from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
     memory = InMemorySpanExporter()
-    trace_id, span_id = emit_agent_trace(memory)
+    trace_id, span_id = emit_agent_trace(memory, answer=answer)
     return encode_spans(memory.get_finished_spans()).SerializeToString(), trace_id, span_id
 
 

@@ -1,7 +1,7 @@
 """README "Operating it": every command line parses, and they run as written against a real
 daemon started by the README's own `serve` line, in a folder holding `tracescore.toml` and
-`traces/`. The only substitution: `status` is pointed at that daemon's port (its default,
-127.0.0.1:4318, and the example group hosts are not ours to bind or reach here)."""
+`traces/`. The only substitutions: the group `status` is pointed at that daemon's port (the
+example group hosts are not ours to reach here), and the live `status` is asked for one view."""
 
 from __future__ import annotations
 
@@ -67,8 +67,8 @@ async def test_the_operating_commands_run_as_written(tmp_path: Path) -> None:
         await wait_until(dead_lettered, timeout=30, what="a dead letter")
         url = f"http://127.0.0.1:{http_port}"
         status_alone, status_group = commands[1], commands[2]
-        code, out, err = await cli(*status_alone[1:], url, "--once", cwd=tmp_path)
-        assert code == 0 and "broken" in out, err
+        code, out, err = await cli(*status_alone[1:], "--once", cwd=tmp_path)  # --config finds the daemon
+        assert code == 0 and "broken" in out and f"from {url}" in out, err
         group = [url if a.startswith("http://10.") else a for a in status_group[1:]]
         code, out, err = await cli(*group, cwd=tmp_path)
         assert code == 0 and json.loads(out)["decisions"]["broken"]["failed"] == 1, err

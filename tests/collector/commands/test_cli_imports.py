@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from ports import hold_port  # tests/support
 from repo_paths import REPO
 
 from collector.store.sqlite.schema import SCHEMA
@@ -99,3 +100,31 @@ def test_status_once_imports_no_store_and_no_config(tmp_path: Path) -> None:
     assert "urllib.request" in modules  # the standard library's client: no async HTTP stack to import
     assert found(modules, NEVER + ("aiohttp", "asyncio", "redis", "pydantic", "collector.config",
                                    "collector.store")) == []
+
+
+STATUS_NEVER = NEVER + ("aiohttp", "asyncio", "redis", "collector.store", "collector.export", "collector.receive")
+"""What ``tracescore status`` never imports: an async stack, a store, the daemon's stages."""
+
+
+def test_status_without_a_url_reads_no_config(tmp_path: Path) -> None:
+    """No URL and no ``--config``: the default listener, and no configuration read (whether a
+    daemon answers on 127.0.0.1:4318 of this machine is not this test's business)."""
+    done, modules = imported("status", "--once", "--interval", "0.5", cwd=tmp_path)
+    assert done.returncode in (0, 1), done.stderr[-2000:]
+    assert found(modules, STATUS_NEVER + ("pydantic", "collector.config")) == []
+
+
+def test_status_with_a_config_reads_it_and_imports_no_async_stack(tmp_path: Path) -> None:
+    """``--config`` names the listener (0.0.0.0 reached on 127.0.0.1): reading it imports
+    pydantic and the configuration, and still no asyncio, aiohttp, redis-py or daemon code."""
+    holder = hold_port()  # nothing listens on it, and nobody else takes it meanwhile
+    try:
+        port = holder.getsockname()[1]
+        config = tmp_path / "tracescore.toml"
+        config.write_text(f'[receiver]\nhttp_endpoint = "0.0.0.0:{port}"\n[queue]\nurl = "redis://127.0.0.1:1/0"\n')
+        done, modules = imported("status", "--config", str(config), "--once", cwd=tmp_path)
+    finally:
+        holder.close()
+    assert done.returncode == 1 and f"http://127.0.0.1:{port}: URLError" in done.stderr, done.stderr[-2000:]
+    assert {"pydantic", "collector.config"} <= modules
+    assert found(modules, STATUS_NEVER) == []

@@ -1,10 +1,13 @@
 """Forwarding from the store's forward log: bodies unchanged and in order, kept through
-retryable failures and restarts, a request refused for good dropped alone (counted), and
-the endpoint's own protocols (OTLP/HTTP and OTLP/gRPC servers on loopback)."""
+retryable failures and restarts, a request refused for good dropped alone (counted), an
+outage logged once with its endpoint and cause and again when it ends, and the endpoint's
+own protocols (OTLP/HTTP and OTLP/gRPC servers on loopback)."""
 
 from __future__ import annotations
 
 import asyncio
+import logging
+import re
 import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -128,6 +131,92 @@ async def test_retryable_answers_keep_the_requests_until_accepted(
     assert state.names == ["s0", "s1", "s2"]
     assert metrics.registry.get_sample_value(
         "tracescore_forwarded_requests_total", {"signal": "traces", "outcome": "retried"}) == 9
+
+
+def outage_lines(caplog: pytest.LogCaptureFixture) -> list[str]:
+    """The forwarder's WARNING (and above) lines, in order."""
+    return [r.getMessage() for r in caplog.records
+            if r.name == "collector.export.forward" and r.levelno >= logging.WARNING]
+
+
+def recovered(caplog: pytest.LogCaptureFixture) -> bool:
+    return any("recovered after" in line for line in outage_lines(caplog))
+
+
+async def test_an_outage_is_logged_once_naming_the_endpoint_and_cause_and_again_when_it_ends(
+    backend: tuple[Backend, str], store: SqliteStore, caplog: pytest.LogCaptureFixture,
+) -> None:
+    state, url = backend
+    state.script = [503] * 4
+    for n in range(3):
+        await store.forward_log.forward_append("traces", body(f"s{n}"))
+    metrics = Metrics()
+    fwd = Forwarder(http(url), store.forward_log, metrics, backoff_s=0.01)
+    caplog.set_level(logging.DEBUG, logger="collector.export.forward")
+    await fwd.start()
+    await until(lambda: recovered(caplog), "the line saying forwarding recovered")
+    await fwd.shutdown(2.0)
+    assert state.names == ["s0", "s1", "s2"]
+    first, last = outage_lines(caplog)  # one line as the outage began, one as it ended: none per attempt
+    assert first.startswith(f"forwarding to {url} (http/protobuf) failed: HTTP 503 Service Unavailable; "), first
+    match = re.fullmatch(rf"forwarding to {re.escape(url)} \(http/protobuf\) recovered after (\S+) s and 4 failed "
+                         r"attempts \(12 requests retried\); last error: HTTP 503 Service Unavailable", last)
+    assert match and float(match.group(1)) >= 0, last
+    retried = metrics.registry.get_sample_value(
+        "tracescore_forwarded_requests_total", {"signal": "traces", "outcome": "retried"})
+    assert retried == 12  # the log's figure is the metric's
+    again = [r.getMessage() for r in caplog.records if r.levelno == logging.DEBUG and "failed again" in r.getMessage()]
+    assert len(again) == 3 and all(line.endswith("HTTP 503 Service Unavailable") for line in again)
+
+
+async def test_a_grpc_outage_names_the_status_and_a_refusal_for_good_names_its_cause(
+    store: SqliteStore, caplog: pytest.LogCaptureFixture,
+) -> None:
+    """gRPC: the status code and details of the refusal; a request refused for good is logged
+    as an error with its cause, and ends no outage it did not start."""
+    unavailable = 2  # the first two calls: the backend is away
+    received: list[bytes] = []
+
+    async def export(request: bytes, context: grpc.aio.ServicerContext) -> bytes:
+        nonlocal unavailable
+        if unavailable:
+            unavailable -= 1
+            await context.abort(grpc.StatusCode.UNAVAILABLE, "backend says unavailable")
+        if b"refused" in request:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "backend says invalid_argument")
+        received.append(request)
+        return b""
+
+    server = grpc.aio.server()
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(
+        "opentelemetry.proto.collector.trace.v1.TraceService",
+        {"Export": grpc.unary_unary_rpc_method_handler(export)}),))
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    caplog.set_level(logging.WARNING, logger="collector.export.forward")
+    try:
+        await store.forward_log.forward_append("traces", body("refused"))
+        await store.forward_log.forward_append("traces", body("accepted"))
+        endpoint = f"127.0.0.1:{port}"
+        fwd = Forwarder(ExportConfig(endpoint=endpoint, protocol="grpc", max_backoff_s=0.2), store.forward_log,
+                        Metrics(), backoff_s=0.01)
+        await fwd.start()
+        await until(lambda: recovered(caplog) and len(received) == 1, "the outage's end and the second request")
+        await fwd.shutdown(2.0)
+    finally:
+        await server.stop(0)
+    first, *middle, last = outage_lines(caplog)
+    assert first.startswith(f"forwarding to {endpoint} (grpc) failed: gRPC UNAVAILABLE: backend says unavailable; ")
+    # The two requests went as one batch, refused for good, then one by one: the first refused
+    # for good again (dropped), the second accepted.
+    (dropped,) = middle
+    assert re.fullmatch(rf"{re.escape(endpoint)} refused 1 forwarded traces request\(s\) for good \(gRPC "
+                        r"INVALID_ARGUMENT: backend says invalid_argument; positions (\d+)\.\.\1\); dropped", dropped)
+    assert last.startswith(f"forwarding to {endpoint} (grpc) recovered after "), last
+    assert last.endswith("2 failed attempts (4 requests retried); last error: gRPC UNAVAILABLE: backend says "
+                         "unavailable"), last
+    assert [s.name for r in received for rs in ExportTraceServiceRequest.FromString(r).resource_spans
+            for ss in rs.scope_spans for s in ss.spans] == ["accepted"]
 
 
 async def test_a_request_refused_for_good_is_dropped_alone(backend: tuple[Backend, str], store: SqliteStore) -> None:
