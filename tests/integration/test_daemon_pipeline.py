@@ -117,6 +117,25 @@ async def test_scores_reach_backend_as_child_spans(tmp_path: Path, backend: Capt
         await service.shutdown()
 
 
+async def test_steps_read_additional_context_in_the_daemon(tmp_path: Path, backend: CaptureBackend) -> None:
+    """Issue 19 (5): a run the daemon scores has ``run.additional_context`` (``{}``: nothing gives
+    one), as the README promises every step; reading it used to fail with an AttributeError."""
+    data = _config(tmp_path, backend.endpoint, forward_spans=False)
+    data["scorers"] = [{"ref": f"{SCORERS}:context_keys"}]
+    service = await _service(data)
+    try:
+        assert service.grpc is not None
+        exporter = GrpcExporter(endpoint=f"127.0.0.1:{service.grpc.port}", insecure=True)
+        await asyncio.to_thread(emit_agent_trace, exporter)
+        await wait_until(lambda: len(backend.scores()) == 1, what="the score")
+        (score,) = backend.scores()
+        assert "error.type" not in score.event_attributes, score.event_attributes["error.type"]
+        assert score.event_attributes["gen_ai.evaluation.score.value"] == 0.0
+        assert score.event_attributes["gen_ai.evaluation.explanation"] == "{}"
+    finally:
+        await service.shutdown()
+
+
 def format_trace(span: object) -> str:
     return span.span.trace_id.hex()  # type: ignore[attr-defined]
 

@@ -42,6 +42,11 @@ SCORERS = textwrap.dedent(
     broken = create_scorer(id="broken", description="always fails").generate_score(lambda run: 1 / 0)
     skipper = create_scorer(id="skipper", description="never scorable").generate_score(
         lambda run: not_scorable("nothing to judge"))
+    context = (
+        create_scorer(id="context", description="the keys of run.additional_context")
+        .generate_score(lambda run: float(len(run.additional_context)))
+        .generate_reason(lambda run: repr(run.additional_context))
+    )
     """
 )
 
@@ -89,6 +94,15 @@ def test_table_format_and_file_path_ref(tmp_path: Path, capsys: pytest.CaptureFi
     out = capsys.readouterr().out
     assert code == 0
     assert "1 score(s)" in out and "scores per scorer" in out and "answered" in out and "1.000" in out
+
+
+def test_steps_read_an_empty_additional_context(scorer_module: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 19 (5): ``run.additional_context`` is ``{}`` for the runs of saved files, as every step
+    may read it; it used to fail every score with an AttributeError."""
+    code = main(["score", *S1_FILES, "--scorer", f"{scorer_module}:context", "--format", "jsonl"])
+    rows = _rows(capsys.readouterr().out)
+    assert code == 0 and len(rows) == len(S1_FILES)
+    assert {(r["score"], r["reason"], r["error"]) for r in rows} == {(0.0, "{}", None)}
 
 
 def test_bad_file_still_scores_the_others(scorer_module: str, capsys: pytest.CaptureFixture[str]) -> None:
