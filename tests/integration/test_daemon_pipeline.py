@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import gzip
+import logging
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -135,6 +136,27 @@ async def test_steps_read_additional_context_in_the_daemon(tmp_path: Path, backe
     finally:
         await service.shutdown()
 
+
+async def test_http_exporters_at_a_trailing_slash_or_a_wrong_path(tmp_path: Path, backend: CaptureBackend,
+                                                                  caplog: pytest.LogCaptureFixture) -> None:
+    """Issue 19 (7), with the SDK's OTLP/HTTP exporter: an endpoint given with a trailing slash is
+    served; at a wrong path the exporter's own error log names the paths that are."""
+    data = _config(tmp_path, backend.endpoint, forward_spans=False)
+    data["scorers"] = data["scorers"][:1]
+    service = await _service(data)
+    try:
+        assert service.http is not None
+        base = f"http://127.0.0.1:{service.http.port}"
+        with caplog.at_level(logging.ERROR, logger="opentelemetry.exporter"):
+            await asyncio.to_thread(emit_agent_trace, HttpExporter(endpoint=f"{base}/v1/trace"),
+                                    expect_success=False)
+        failures = [r.getMessage() for r in caplog.records if r.name.startswith("opentelemetry.exporter")]
+        assert failures and all("404" in m and "/v1/traces" in m and "/v1/logs" in m for m in failures), failures
+        trace_id, _ = await asyncio.to_thread(emit_agent_trace, HttpExporter(endpoint=f"{base}/v1/traces/"))
+        await wait_until(lambda: len(backend.scores()) == 1, what="the score of the trace sent to /v1/traces/")
+        assert backend.scores()[0].span.trace_id.hex() == trace_id
+    finally:
+        await service.shutdown()
 
 def format_trace(span: object) -> str:
     return span.span.trace_id.hex()  # type: ignore[attr-defined]
