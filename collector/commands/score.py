@@ -8,11 +8,13 @@ receive ``input`` = the run's `ScorerRunInputForAgent`, ``output`` = its
 `ScorerRunOutputForAgent`, ``request_context``, ``trace_id`` and ``span_id`` — whatever
 their ``type``: a scorer without ``type="agent"`` gets the same models as they are.
 
-Output: ``--format jsonl`` prints one row per (run, scorer) on stdout (SPEC §3 row format;
-``score`` null and ``reason`` "not scorable: ..." when a step returned ``not_scorable``;
-``error`` set when the scorer failed) and the per-scorer summary (runs, scored, not
-scorable, failed, mean, p50, min: `collector.commands.gate`) on stderr, so stdout stays
-pure JSONL; ``--format table`` prints both as rich tables on stdout. FILE may be a
+Output: ``--format table``, the default on a terminal or not (a CI log wants the summary
+and the failures, not every run's messages), prints on stdout a table of the scores (each
+with its reason or error) and the per-scorer summary (runs, scored, not scorable, failed,
+mean, p50, min: `collector.commands.gate`). ``--format jsonl`` prints one row per (run,
+scorer) on stdout (SPEC §3 row format, with the run's input and output; ``score`` null and
+``reason`` "not scorable: ..." when a step returned ``not_scorable``; ``error`` set when the
+scorer failed) and the summary on stderr, so stdout stays pure JSONL. FILE may be a
 directory or a glob pattern. A scorer ref may name a zero-argument factory
 (``scorers.builtin:completeness``). Exit codes: 0 done; 1 a file could not be read, the
 gate failed (``--fail-under``, ``--max-failures``, or every score failed) or ``--export``
@@ -42,12 +44,7 @@ from rich.table import Table
 from adapters import AgentRun
 from collector.commands.backfill import export_outcomes, load_export_config
 from collector.commands.gate import gate_failures, summarize, summary_table
-from collector.commands.inspect import (
-    load_runs,
-    progress,
-    resolve_format,
-    run_row,
-)
+from collector.commands.inspect import load_runs, progress, run_row
 from collector.commands.report import report_config_error
 from collector.errors import ConfigError
 from collector.ids import run_id_for
@@ -197,7 +194,7 @@ def run(args: argparse.Namespace) -> int:
         2
     """
     err = Console(stderr=True)
-    out_format = resolve_format(args.format)
+    out_format = args.format or "table"
     try:
         scorers = load_scorers(args.scorers)
         export_config = load_export_config(args)  # before scoring: a bad config costs no judge call

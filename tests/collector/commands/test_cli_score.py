@@ -96,6 +96,19 @@ def test_table_format_and_file_path_ref(tmp_path: Path, capsys: pytest.CaptureFi
     assert "1 score(s)" in out and "scores per scorer" in out and "answered" in out and "1.000" in out
 
 
+def test_the_default_is_the_table_off_a_terminal_too(scorer_module: str, capsys: pytest.CaptureFixture[str],
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 19 (9): stdout that is not a terminal (a CI log) gets the scores' table and the summary,
+    not a JSONL row per score with the whole run's messages (that takes ``--format jsonl``)."""
+    monkeypatch.setenv("COLUMNS", "200")
+    code = main(["score", *S1_FILES, "--scorer", f"{scorer_module}:answered", "--scorer", f"{scorer_module}:broken"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert f"{2 * len(S1_FILES)} score(s)" in out and "scores per scorer" in out and "division by zero" in out
+    assert not any(line.startswith("{") for line in out.splitlines())
+    assert "input_messages" not in out and "The capital of France" not in out
+
+
 def test_steps_read_an_empty_additional_context(scorer_module: str, capsys: pytest.CaptureFixture[str]) -> None:
     """Issue 19 (5): ``run.additional_context`` is ``{}`` for the runs of saved files, as every step
     may read it; it used to fail every score with an AttributeError."""
