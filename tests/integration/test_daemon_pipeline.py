@@ -158,6 +158,7 @@ async def test_http_exporters_at_a_trailing_slash_or_a_wrong_path(tmp_path: Path
     finally:
         await service.shutdown()
 
+
 def format_trace(span: object) -> str:
     return span.span.trace_id.hex()  # type: ignore[attr-defined]
 

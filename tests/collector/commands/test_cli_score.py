@@ -157,6 +157,7 @@ async def test_v_with_a_judge_scorer_loads_litellm_first_and_logs_its_lines_once
     scored = err.index(f"scored judged on trace {row['trace_id']} span {row['span_id']}: 0.5 (")
     assert loaded < scored
 
+
 def test_bad_file_still_scores_the_others(scorer_module: str, capsys: pytest.CaptureFixture[str]) -> None:
     code = main(["score", "/nonexistent.pb", str(FIXTURES / "openai-v2" / "S1.pb"),
                  "--scorer", f"{scorer_module}:answered", "--format", "jsonl"])

@@ -169,6 +169,7 @@ async def test_http_the_otlp_paths_accept_a_trailing_slash(http: tuple[str, Reco
         assert resp.status == 401  # the same route: the same bearer token
     assert len(rec.traces) == 1 and len(rec.logs) == 1
 
+
 async def test_grpc_receiver() -> None:
     rec = Recorder()
     receiver = GrpcReceiver("127.0.0.1:0", rec, Metrics(), token=TOKEN, max_body_bytes=MAX)
