@@ -80,6 +80,9 @@ def test_filter_run_still_filters_lists_in_a_dict_input() -> None:
 # --------------------------------------------------------------------------- 10. extra fields
 
 
+STEPS = ("preprocess", "analyze", "generate_score", "generate_reason")
+
+
 def every_step_reads(seen: list[Any], prepare_run: Any = None) -> Any:
     def step(name: str, value: Any) -> Any:
         def read(run: ScorerRun[Any, Any]) -> Any:
@@ -106,9 +109,6 @@ async def test_run_sync_keeps_extra_fields_too() -> None:
     seen: list[Any] = []
     every_step_reads(seen).run_sync(input="q", output="a", additional_context={"k": 1})
     assert {entry[1]["k"] for entry in seen} == {1}
-
-
-STEPS = ("preprocess", "analyze", "generate_score", "generate_reason")
 
 
 async def test_additional_context_is_an_empty_dict_when_none_was_given() -> None:
