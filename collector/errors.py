@@ -12,7 +12,8 @@ Tree::
         ├── InvalidPayload      malformed body (400 / INVALID_ARGUMENT)
         ├── PayloadTooLarge     body or decompressed body over the limit (413 / RESOURCE_EXHAUSTED)
         ├── UnsupportedMediaType unknown content type or encoding (415 / INVALID_ARGUMENT)
-        └── Unauthenticated     missing or wrong bearer token (401 / UNAUTHENTICATED)
+        ├── Unauthenticated     missing or wrong bearer token (401 / UNAUTHENTICATED)
+        └── UnknownPath         no route at the request's HTTP path (404)
 """
 
 from __future__ import annotations
@@ -153,6 +154,15 @@ class Unauthenticated(PermanentError):
     """
 
 
+class UnknownPath(PermanentError):
+    """The request's path is not one the listener serves (an exporter's endpoint misspelt).
+
+    Example:
+        >>> to_http(UnknownPath("no route at POST /v1/trace")).status
+        404
+    """
+
+
 @dataclass(frozen=True)
 class HttpStatus:
     """An HTTP answer for an error: status code and extra headers.
@@ -187,6 +197,8 @@ def to_http(err: BaseException) -> HttpStatus:
         return HttpStatus(401, {"WWW-Authenticate": "Bearer"})
     if isinstance(err, InvalidPayload):
         return HttpStatus(400, {})
+    if isinstance(err, UnknownPath):
+        return HttpStatus(404, {})
     return HttpStatus(500, {})
 
 

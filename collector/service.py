@@ -45,7 +45,7 @@ from collector.status.reporter import StatusReporter
 from collector.store.redis.status import RedisStatusBoard
 from collector.store.redis.store import RedisStore
 from collector.store.sqlite.store import SqliteStore
-from collector.work.registry import ScorerRegistry
+from collector.work.registry import ScorerRegistry, load_judge_client
 from collector.work.worker import Worker
 from scorers import set_judge_concurrency
 from scorers._rate_limit import configure_judge_rate_limits
@@ -238,12 +238,8 @@ class Service:
             await asyncio.to_thread(check_destinations, cfg.destinations(), bound)
         except KeyProblem as err:
             raise ConfigError(f"invalid configuration: {err.key}: {err.message}") from None
-        if works and any(entry.has_prompt_step for entry in self.registry.entries):
-            # The judge client (litellm) takes seconds to import: before /readyz, not in the
-            # first judge call of a job (a worker that takes over a dead one's jobs is warm).
-            from scorers._judge_transport import ensure_litellm
-
-            await ensure_litellm()
+        if works:  # the judge client before /readyz: a worker that takes over a dead one's jobs is warm
+            await load_judge_client(entry.scorer for entry in self.registry.entries)
         self._stats_task = asyncio.create_task(self._stats_loop(), name="tracescore-stats")
         self.ready = True
         logger.info("tracescore ready: %d scorers", len(self.registry.entries))

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
+import logging
 import os
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,7 +43,9 @@ _optional_param_names: frozenset[str] = frozenset()
 def litellm_module() -> Any:
     """Import litellm on first use, with the local price map (no network at import).
 
-    Also silences litellm's "Give Feedback" banner, which it prints to stdout on errors.
+    Also silences litellm's "Give Feedback" banner, which it prints to stdout on errors, and
+    drops the handler litellm gives its loggers when the application configured logging
+    (`_leave_logging_to_the_application`).
 
     Example:
         >>> litellm = litellm_module()
@@ -55,6 +58,7 @@ def litellm_module() -> Any:
         import litellm
 
         litellm.suppress_debug_info = True
+        _leave_logging_to_the_application()
         params = inspect.signature(litellm.get_optional_params).parameters
         _optional_param_names = frozenset(
             name for name, p in params.items()
@@ -63,6 +67,26 @@ def litellm_module() -> Any:
         _original_acompletion = litellm.acompletion
         _litellm = litellm
     return _litellm
+
+
+_LITELLM_LOGGERS = ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy")
+
+
+def _leave_logging_to_the_application() -> None:
+    """When the root logger has handlers (the application configured logging, as ``tracescore``
+    does), remove the stream handler litellm adds to its loggers at import: their records also
+    propagate to the root's handlers, so each litellm line was printed twice, once by litellm's
+    handler on stdout (where ``tracescore score --format jsonl`` writes its rows). Without root
+    handlers litellm's handler is the only one and stays."""
+    if not logging.getLogger().handlers:
+        return
+    from litellm import _logging
+
+    own = getattr(_logging, "handler", None)  # litellm's module-level LevelRoutingStreamHandler
+    if own is None:
+        return
+    for name in _LITELLM_LOGGERS:
+        logging.getLogger(name).removeHandler(own)
 
 
 def acompletion_replaced() -> bool:

@@ -1,6 +1,7 @@
 """Run-time data of a scorer: `ScorerRun` (what is scored), `StepResults`, `ScorerResult`, `not_scorable`.
 
-Invariants: a `ScorerRun` always has a non-empty ``run_id`` and a dict ``request_context``,
+Invariants: a `ScorerRun` always has a non-empty ``run_id``, a dict ``request_context`` and an
+``additional_context`` extra field (``{}`` when none was given),
 and keeps any extra field it is given (Mastra's run object spreads unknown keys through);
 a `ScorerResult` has ``score`` None exactly when the run was not scorable (``not_scorable``
 set, naming the step) or, in a partial result attached to a `ScorerRunError`, when
@@ -33,6 +34,9 @@ class ScorerRun(BaseModel, Generic[InT, OutT]):
     ``additionalContext``) are accepted when validating a dict. Like Mastra's run object it keeps extra fields: a run made with
     ``additional_context={...}`` (``scorer.run(..., additional_context=...)``, or a
     ``prepare_run`` that adds it) has ``run.additional_context``, listed in ``run.model_extra``.
+    ``additional_context`` is ``{}`` when none (or None) was given, so a step reads it however
+    the run was made (``run()``, the daemon, ``tracescore score``) without an AttributeError
+    (in Mastra an absent key reads as ``undefined``).
     Annotate step functions with ``run: ScorerRun[MyInput, MyOutput]`` to type ``run.input``.
 
     Attributes:
@@ -54,6 +58,8 @@ class ScorerRun(BaseModel, Generic[InT, OutT]):
         >>> extra = ScorerRun(output="4", additional_context={"rubric": "- is a number"})
         >>> (extra.additional_context, extra.model_extra)
         ({'rubric': '- is a number'}, {'additional_context': {'rubric': '- is a number'}})
+        >>> (ScorerRun(output="4").additional_context, ScorerRun(output="4", additional_context=None).model_extra)
+        ({}, {'additional_context': {}})
     """
 
     model_config = ConfigDict(
@@ -71,16 +77,18 @@ class ScorerRun(BaseModel, Generic[InT, OutT]):
     request_context: dict[str, Any] = Field(default_factory=dict)
     trace_id: str | None = None
     span_id: str | None = None
-    if TYPE_CHECKING:  # for type checkers only: an extra field, present when it was given
+    if TYPE_CHECKING:  # for type checkers only: an extra field, {} unless one was given
         additional_context: Any = None
 
     @model_validator(mode="before")
     @classmethod
-    def _snake_case_additional_context(cls, data: Any) -> Any:
-        # Mastra's extra key, as runs exported from Mastra spell it.
-        if isinstance(data, dict) and "additionalContext" in data and "additional_context" not in data:
-            data = dict(data)
-            data["additional_context"] = data.pop("additionalContext")
+    def _additional_context(cls, data: Any) -> Any:
+        # Mastra's extra key as runs exported from Mastra spell it, and {} when none was given.
+        if not isinstance(data, dict) or data.get("additional_context") is not None:
+            return data
+        data = dict(data)
+        camel = data.pop("additionalContext", None)
+        data["additional_context"] = {} if camel is None else camel
         return data
 
     @field_validator("run_id", mode="before")

@@ -1,4 +1,5 @@
-"""The README's first-scorer example runs as written and prints what the README says."""
+"""The README's python examples run as written: the first scorer prints what the README says, and
+the judges on your own endpoint send their requests there."""
 
 from __future__ import annotations
 
@@ -6,6 +7,12 @@ import contextlib
 import io
 import re
 from pathlib import Path
+from typing import Any
+
+import pytest
+from llm_server import Reply
+
+from scorers.utils import make_agent_run, make_message
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 
@@ -14,16 +21,49 @@ def blocks(language: str) -> list[str]:
     return re.findall(rf"```{language}\n(.*?)```", README.read_text(encoding="utf-8"), re.S)
 
 
+def run_readme() -> tuple[dict[str, Any], str]:
+    """Every python block of the README, run in one namespace as a reader would: the names it
+    defines and what it printed."""
+    code = blocks("python")
+    assert code, "README has no python block"
+    namespace: dict[str, Any] = {"__name__": "readme"}
+    stdout = io.StringIO()
+    with contextlib.redirect_stdout(stdout):
+        exec(compile("\n".join(code), str(README), "exec"), namespace)
+    return namespace, stdout.getvalue()
+
+
 def test_readme_names_the_two_setup_commands() -> None:
     shell = "\n".join(blocks("sh"))
     assert "make demo" in shell and "make test" in shell
 
 
 def test_readme_python_example_runs_and_prints_the_documented_output() -> None:
-    code = blocks("python")
-    assert code, "README has no python block"
-    stdout = io.StringIO()
-    with contextlib.redirect_stdout(stdout):
-        exec(compile("\n".join(code), str(README), "exec"), {"__name__": "readme"})
+    _, printed = run_readme()
     (expected,) = blocks("text")
-    assert stdout.getvalue() == expected
+    assert printed == expected
+
+
+@pytest.mark.parametrize(("judge", "path", "model"), [
+    ("vllm_judge", "/v1/chat/completions", "Qwen/Qwen2.5-7B-Instruct"),
+    ("ollama_judge", "/api/generate", "llama3.1"),
+    ("gateway_judge", "/v1/chat/completions", "gpt-4o-mini"),
+])
+async def test_readme_judges_on_your_own_endpoint_send_there(server: Any, monkeypatch: pytest.MonkeyPatch,
+                                                             judge: str, path: str, model: str) -> None:
+    """Issue 19 (6): the README's own-endpoint judges (vLLM, Ollama, a gateway with its key), with
+    their endpoints set the README's way, score a run through the README's scorer."""
+    monkeypatch.setenv("VLLM_API_BASE", server.url + "/v1")
+    monkeypatch.setenv("OLLAMA_API_BASE", server.url)
+    monkeypatch.setenv("GATEWAY_API_BASE", server.url + "/v1")
+    monkeypatch.setenv("GATEWAY_API_KEY", "gateway-key")
+    readme, _ = run_readme()
+    scorer = readme["local_relevance"] if judge == "vllm_judge" else readme["relevance_on"](readme[judge])
+    server.script(Reply.json({"score": 0.75}))
+    result = await scorer.run(make_agent_run("Where is my parcel?", [make_message("It ships today.", role="assistant")]))
+    assert result.score == 0.75
+    (request,) = server.requests
+    assert (request.path, request.body["model"]) == (path, model)
+    assert "Answer: It ships today." in (request.body.get("prompt") or request.message_text("user"))
+    if judge == "gateway_judge":
+        assert request.headers["Authorization"] == "Bearer gateway-key"

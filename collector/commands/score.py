@@ -8,16 +8,20 @@ receive ``input`` = the run's `ScorerRunInputForAgent`, ``output`` = its
 `ScorerRunOutputForAgent`, ``request_context``, ``trace_id`` and ``span_id`` — whatever
 their ``type``: a scorer without ``type="agent"`` gets the same models as they are.
 
-Output: ``--format jsonl`` prints one row per (run, scorer) on stdout (SPEC §3 row format;
-``score`` null and ``reason`` "not scorable: ..." when a step returned ``not_scorable``;
-``error`` set when the scorer failed) and the per-scorer summary (runs, scored, not
-scorable, failed, mean, p50, min: `collector.commands.gate`) on stderr, so stdout stays
-pure JSONL; ``--format table`` prints both as rich tables on stdout. FILE may be a
-directory or a glob pattern. A scorer ref may name a zero-argument factory
-(``scorers.builtin:completeness``). Exit codes: 0 done; 1 a file could not be read, the
-gate failed (``--fail-under``, ``--max-failures``, or every score failed) or ``--export``
-could not send every score in time; 2 a scorer ref or the ``--config`` could not be loaded,
-or ``--fail-under`` names no given scorer.
+Output: ``--format table``, the default on a terminal or not (a CI log wants the summary
+and the failures, not every run's messages), prints on stdout a table of the scores (each
+with its reason or error) and the per-scorer summary (runs, scored, not scorable, failed,
+mean, p50, min: `collector.commands.gate`). ``--format jsonl`` prints one row per (run,
+scorer) on stdout (SPEC §3 row format, with the run's input and output; ``score`` null and
+``reason`` "not scorable: ..." when a step returned ``not_scorable``; ``error`` set when the
+scorer failed) and the summary on stderr, so stdout stays pure JSONL. With ``-v`` a line is
+logged per score (scorer, trace id, score, duration). When a scorer has a prompt step, the
+judge client (litellm, seconds to import) is loaded before scoring starts, so no score's
+duration includes its import. FILE may be a directory or a glob pattern. A scorer ref may
+name a zero-argument factory (``scorers.builtin:completeness``). Exit codes: 0 done; 1 a
+file could not be read, the gate failed (``--fail-under``, ``--max-failures``, or every
+score failed) or ``--export`` could not send every score in time; 2 a scorer ref or the
+``--config`` could not be loaded, or ``--fail-under`` names no given scorer.
 
 ``--export [--config FILE]`` also sends every score to the configured export endpoint and
 native sinks, exactly as the daemon would (`collector.commands.backfill`): scoring a day
@@ -42,16 +46,11 @@ from rich.table import Table
 from adapters import AgentRun
 from collector.commands.backfill import export_outcomes, load_export_config
 from collector.commands.gate import gate_failures, summarize, summary_table
-from collector.commands.inspect import (
-    load_runs,
-    progress,
-    resolve_format,
-    run_row,
-)
+from collector.commands.inspect import load_runs, progress, run_row
 from collector.commands.report import report_config_error
 from collector.errors import ConfigError
 from collector.ids import run_id_for
-from collector.work.registry import resolve_scorer
+from collector.work.registry import load_judge_client, resolve_scorer
 from scorers.errors import ScorerRunError
 
 logger = logging.getLogger(__name__)
@@ -142,11 +141,16 @@ async def _score_one(scorer: Any, index: int, agent_run: AgentRun) -> Outcome:
         return Outcome(index, scorer_id, None, None, message, result=getattr(err, "partial_result", None),
                        exception=err, start_ns=start_ns, end_ns=time.time_ns())
     end_ns = time.time_ns()
+    elapsed_ms = (end_ns - start_ns) / 1e6
     not_scorable = getattr(result, "not_scorable", None)
     if not_scorable is not None and not_scorable is not False:
         why = getattr(not_scorable, "reason", None)
+        logger.info("not scorable: %s on trace %s span %s (%.0f ms): %s", scorer_id, agent_run.trace_id,
+                    agent_run.span_id, elapsed_ms, why or "-")
         return Outcome(index, scorer_id, None, f"not scorable: {why}" if why else "not scorable", None, True)
     score = getattr(result, "score", None)
+    logger.info("scored %s on trace %s span %s: %s (%.0f ms)", scorer_id, agent_run.trace_id, agent_run.span_id,
+                score, elapsed_ms)
     return Outcome(index, scorer_id, score, _jsonable(getattr(result, "reason", None)), None, result=result,
                    start_ns=start_ns, end_ns=end_ns)
 
@@ -154,11 +158,14 @@ async def _score_one(scorer: Any, index: int, agent_run: AgentRun) -> Outcome:
 async def score_all(runs: Sequence[AgentRun], scorers: Sequence[Any], concurrency: int, err: Console) -> list[Outcome]:
     """Score every run with every scorer, ``concurrency`` at a time; outcomes in (run, scorer) order.
 
+    The judge client is loaded first when a scorer has a prompt step (`load_judge_client`).
+
     Example:
         >>> import asyncio, io
         >>> asyncio.run(score_all([], [], 4, Console(file=io.StringIO())))
         []
     """
+    await load_judge_client(scorers)
     semaphore = asyncio.Semaphore(concurrency)
     outcomes: list[Outcome | None] = [None] * (len(runs) * len(scorers))
     with progress(err) as bar:
@@ -197,7 +204,7 @@ def run(args: argparse.Namespace) -> int:
         2
     """
     err = Console(stderr=True)
-    out_format = resolve_format(args.format)
+    out_format = args.format or "table"
     try:
         scorers = load_scorers(args.scorers)
         export_config = load_export_config(args)  # before scoring: a bad config costs no judge call

@@ -1,5 +1,10 @@
 """OTLP/HTTP receiver (``POST /v1/traces``, ``/v1/logs``) plus ``/metrics``, ``/healthz``, ``/readyz``.
 
+The OTLP paths are also served with a trailing slash (``/v1/traces/``), as exporters are
+sometimes configured. Any other path is answered 404 with a body (a ``google.rpc.Status``
+in the request's encoding, JSON by default) and a reason phrase that name the paths served,
+so a misconfigured exporter's error log says where to send.
+
 The body is read with a cap (``max_body_bytes``) and decompressed here with the same
 cap (aiohttp's own decompression is off), so neither a large body nor a gzip bomb can
 exhaust memory. Answers follow the OTLP specification: success and partial success in
@@ -33,6 +38,8 @@ from collector.errors import (
     InvalidPayload,
     PayloadTooLarge,
     Unauthenticated,
+    UnknownPath,
+    UnsupportedMediaType,
     to_http,
 )
 from collector.metrics import Metrics
@@ -52,7 +59,11 @@ from collector.receive.memory import BodyBudget, MemoryReturner
 
 logger = logging.getLogger(__name__)
 _OFF_LOOP_BYTES = 4 * 1024 * 1024
-_GRPC_CODE = {400: 3, 401: 16, 413: 8, 415: 3, 429: 8, 503: 14, 500: 13}
+_GRPC_CODE = {400: 3, 401: 16, 404: 5, 413: 8, 415: 3, 429: 8, 503: 14, 500: 13}
+SERVED = "OTLP/HTTP is served at POST /v1/traces and POST /v1/logs (also GET /metrics, /healthz, /readyz)"
+"""What a 404 says: the paths this listener serves."""
+NOT_FOUND_REASON = "Not Found (OTLP/HTTP paths: /v1/traces, /v1/logs)"
+"""The 404's reason phrase: OTLP exporters log it (the Python SDK logs only it, not the body)."""
 
 
 def check_bearer(header: str | None, token: str | None) -> None:
@@ -158,9 +169,10 @@ class HttpReceiver:
         refused = self._metrics.requests_refused
         guard = ConnectionGuard(self._max_connections, self._header_timeout,
                                 on_refused=lambda reason: refused.labels(transport="http", reason=reason).inc())
-        app = web.Application(client_max_size=self._max + 1, middlewares=[guard.middleware])
-        app.router.add_post("/v1/traces", self._traces)
-        app.router.add_post("/v1/logs", self._logs)
+        app = web.Application(client_max_size=self._max + 1, middlewares=[guard.middleware, self._unknown_path])
+        for path, handler in (("/v1/traces", self._traces), ("/v1/logs", self._logs)):
+            app.router.add_post(path, handler)
+            app.router.add_post(path + "/", handler)  # an exporter endpoint given with a trailing slash
         app.router.add_get("/metrics", self._metrics_route)
         app.router.add_get("/healthz", self._healthz)
         app.router.add_get("/readyz", self._readyz)
@@ -273,10 +285,30 @@ class HttpReceiver:
         answer = to_http(err)
         reason = type(err).__name__ if isinstance(err, CollectorError) else "internal"
         self._metrics.requests_refused.labels(transport="http", reason=reason).inc()
-        if answer.status in (400, 413, 415, 401):
+        if answer.status in (400, 401, 404, 413, 415):
             logger.debug("refused OTLP/HTTP request: %s", err)
         status = status_pb2.Status(code=_GRPC_CODE.get(answer.status, 2), message=str(err)[:1000])
         return self._reply(answer.status, encode_message(status, encoding), encoding, answer.headers)
+
+    @web.middleware
+    async def _unknown_path(self, request: web.Request,
+                            handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> web.StreamResponse:
+        """Answer a path no route serves with `_not_found` instead of aiohttp's bare "404: Not Found"."""
+        try:
+            return await handler(request)
+        except web.HTTPNotFound:
+            return self._not_found(request)
+
+    def _not_found(self, request: web.Request) -> web.Response:
+        """The 404 of a path not served: a ``google.rpc.Status`` naming the paths that are, in the
+        request's encoding when it is OTLP's (else JSON), with `NOT_FOUND_REASON` as reason phrase."""
+        try:
+            encoding = media_encoding(request.headers.get("Content-Type"))
+        except UnsupportedMediaType:
+            encoding = "json"
+        response = self._error(UnknownPath(f"no route at {request.method} {request.path}; {SERVED}"), encoding)
+        response.set_status(404, NOT_FOUND_REASON)
+        return response
 
     @staticmethod
     def _reply(status: int, body: bytes, encoding: Encoding, headers: dict[str, str]) -> web.Response:

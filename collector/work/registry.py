@@ -1,4 +1,5 @@
-"""Scorer registration: loading ``module:attr`` / ``path/file.py:attr`` refs, filters, sampling.
+"""Scorer registration: loading ``module:attr`` / ``path/file.py:attr`` refs, filters, sampling,
+and the judge client the registered scorers need (`load_judge_client`).
 
 Sampling is deterministic on the trace id (sha256 of the 16 id bytes, first 6 bytes
 big-endian / 2**48 < ratio), so every replica and every restart makes the same choice.
@@ -11,16 +12,20 @@ import hashlib
 import importlib
 import importlib.util
 import inspect
+import logging
 import os
 import sys
+import time
 import traceback
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from collector.config import FilterConfig, ScorerConfig
 from collector.errors import ConfigError
+
+logger = logging.getLogger(__name__)
 
 Decision = Literal["admitted", "filtered_out", "sampled_out"]
 """What a scorer does with a run before any job exists."""
@@ -171,6 +176,49 @@ def sampled(trace_id: str, ratio: float) -> bool:
     return int.from_bytes(digest[:6], "big") / 2**48 < ratio
 
 
+def has_prompt_step(scorer: Any) -> bool | None:
+    """Whether ``scorer`` has a prompt (LLM judge) step; None when it does not say (a scorer
+    object without ``get_steps``, or one whose ``get_steps`` fails).
+
+    Example:
+        >>> from scorers import create_scorer
+        >>> code = create_scorer(id="c", description="d").generate_score(lambda run: 1.0)
+        >>> judged = code.analyze(description="a", output_schema={"type": "object"},
+        ...                       create_prompt=lambda run: "Check it.")
+        >>> [has_prompt_step(s) for s in (code, judged, object())]
+        [False, True, None]
+    """
+    get_steps = getattr(scorer, "get_steps", None)
+    if not callable(get_steps):
+        return None
+    try:
+        return any(step.get("type") == "prompt" for step in get_steps())
+    except Exception:  # a user scorer outside the engine
+        return None
+
+
+async def load_judge_client(scorers: Iterable[Any]) -> bool:
+    """Import the judge client (litellm: seconds of CPU, in a thread) when a scorer has a prompt
+    step, before any scoring: then no job or score pays for the import inside its duration.
+    Returns whether a scorer needed it.
+
+    Example:
+        >>> import asyncio
+        >>> from scorers import create_scorer
+        >>> code = create_scorer(id="c", description="d").generate_score(lambda run: 1.0)
+        >>> asyncio.run(load_judge_client([code]))  # function steps only: nothing to load
+        False
+    """
+    if not any(has_prompt_step(scorer) for scorer in scorers):
+        return False
+    from scorers._judge_transport import ensure_litellm
+
+    started = time.perf_counter()
+    await ensure_litellm()
+    logger.info("judge client (litellm) ready after %.1f s", time.perf_counter() - started)
+    return True
+
+
 @dataclass(frozen=True)
 class RegisteredScorer:
     """A loaded scorer with its sampling ratio and filter.
@@ -213,24 +261,15 @@ class RegisteredScorer:
 
     @functools.cached_property
     def has_prompt_step(self) -> bool | None:
-        """Whether the scorer has a prompt (LLM judge) step; None when it does not say (a scorer
-        object without ``get_steps``, or one whose ``get_steps`` fails).
+        """`has_prompt_step` of the scorer, asked once.
 
         Example:
             >>> from scorers import create_scorer
             >>> code = create_scorer(id="c", description="d").generate_score(lambda run: 1.0)
-            >>> judged = code.analyze(description="a", output_schema={"type": "object"},
-            ...                       create_prompt=lambda run: "Check it.")
-            >>> [RegisteredScorer(s, ScorerConfig(ref="x:s")).has_prompt_step for s in (code, judged, object())]
-            [False, True, None]
+            >>> RegisteredScorer(code, ScorerConfig(ref="x:c")).has_prompt_step
+            False
         """
-        get_steps = getattr(self.scorer, "get_steps", None)
-        if not callable(get_steps):
-            return None
-        try:
-            return any(step.get("type") == "prompt" for step in get_steps())
-        except Exception:  # a user scorer outside the engine
-            return None
+        return has_prompt_step(self.scorer)
 
     @property
     def asks_judge(self) -> bool:

@@ -23,3 +23,10 @@ def _boom(run):  # type: ignore[no-untyped-def]
 
 
 always_fails = create_scorer(id="always-fails", description="fails", type="agent").generate_score(_boom)
+
+
+context_keys = (
+    create_scorer(id="context-keys", description="the keys of run.additional_context", type="agent")
+    .generate_score(lambda run: float(len(run.additional_context)))
+    .generate_reason(lambda run: repr(run.additional_context))
+)

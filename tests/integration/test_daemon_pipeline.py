@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import gzip
+import logging
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -113,6 +114,47 @@ async def test_scores_reach_backend_as_child_spans(tmp_path: Path, backend: Capt
         assert 'tracescore_decisions_total{reason="failed",scorer="always-fails"} 1.0' in text
         assert "tracescore_score_duration_seconds_bucket" in text
         assert all(f'tracescore_jobs{{state="{state}"}}' in text for state in ("queued", "in_flight", "failed"))
+    finally:
+        await service.shutdown()
+
+
+async def test_steps_read_additional_context_in_the_daemon(tmp_path: Path, backend: CaptureBackend) -> None:
+    """Issue 19 (5): a run the daemon scores has ``run.additional_context`` (``{}``: nothing gives
+    one), as the README promises every step; reading it used to fail with an AttributeError."""
+    data = _config(tmp_path, backend.endpoint, forward_spans=False)
+    data["scorers"] = [{"ref": f"{SCORERS}:context_keys"}]
+    service = await _service(data)
+    try:
+        assert service.grpc is not None
+        exporter = GrpcExporter(endpoint=f"127.0.0.1:{service.grpc.port}", insecure=True)
+        await asyncio.to_thread(emit_agent_trace, exporter)
+        await wait_until(lambda: len(backend.scores()) == 1, what="the score")
+        (score,) = backend.scores()
+        assert "error.type" not in score.event_attributes, score.event_attributes["error.type"]
+        assert score.event_attributes["gen_ai.evaluation.score.value"] == 0.0
+        assert score.event_attributes["gen_ai.evaluation.explanation"] == "{}"
+    finally:
+        await service.shutdown()
+
+
+async def test_http_exporters_at_a_trailing_slash_or_a_wrong_path(tmp_path: Path, backend: CaptureBackend,
+                                                                  caplog: pytest.LogCaptureFixture) -> None:
+    """Issue 19 (7), with the SDK's OTLP/HTTP exporter: an endpoint given with a trailing slash is
+    served; at a wrong path the exporter's own error log names the paths that are."""
+    data = _config(tmp_path, backend.endpoint, forward_spans=False)
+    data["scorers"] = data["scorers"][:1]
+    service = await _service(data)
+    try:
+        assert service.http is not None
+        base = f"http://127.0.0.1:{service.http.port}"
+        with caplog.at_level(logging.ERROR, logger="opentelemetry.exporter"):
+            await asyncio.to_thread(emit_agent_trace, HttpExporter(endpoint=f"{base}/v1/trace"),
+                                    expect_success=False)
+        failures = [r.getMessage() for r in caplog.records if r.name.startswith("opentelemetry.exporter")]
+        assert failures and all("404" in m and "/v1/traces" in m and "/v1/logs" in m for m in failures), failures
+        trace_id, _ = await asyncio.to_thread(emit_agent_trace, HttpExporter(endpoint=f"{base}/v1/traces/"))
+        await wait_until(lambda: len(backend.scores()) == 1, what="the score of the trace sent to /v1/traces/")
+        assert backend.scores()[0].span.trace_id.hex() == trace_id
     finally:
         await service.shutdown()
 

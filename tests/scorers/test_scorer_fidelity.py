@@ -80,6 +80,9 @@ def test_filter_run_still_filters_lists_in_a_dict_input() -> None:
 # --------------------------------------------------------------------------- 10. extra fields
 
 
+STEPS = ("preprocess", "analyze", "generate_score", "generate_reason")
+
+
 def every_step_reads(seen: list[Any], prepare_run: Any = None) -> Any:
     def step(name: str, value: Any) -> Any:
         def read(run: ScorerRun[Any, Any]) -> Any:
@@ -98,8 +101,7 @@ async def test_run_keeps_additional_context_for_every_step() -> None:
     seen: list[Any] = []
     context = {"rubric": "- polite"}
     result = await every_step_reads(seen).run(input="q", output="a", additional_context=context)
-    assert seen == [(name, context, {"additional_context": context})
-                    for name in ("preprocess", "analyze", "generate_score", "generate_reason")]
+    assert seen == [(name, context, {"additional_context": context}) for name in STEPS]
     assert result.score == 0.5 and result.additional_context == context  # the result keeps it
 
 
@@ -107,6 +109,25 @@ async def test_run_sync_keeps_extra_fields_too() -> None:
     seen: list[Any] = []
     every_step_reads(seen).run_sync(input="q", output="a", additional_context={"k": 1})
     assert {entry[1]["k"] for entry in seen} == {1}
+
+
+async def test_additional_context_is_an_empty_dict_when_none_was_given() -> None:
+    """Issue 19 (5): every step reads ``run.additional_context`` (``{}``, never an
+    AttributeError) when run() / run_sync() got none, or None."""
+    seen: list[Any] = []
+    result = await every_step_reads(seen).run(input="q", output="a")
+    assert seen == [(name, {}, {"additional_context": {}}) for name in STEPS]
+    assert result.score == 0.5 and result.additional_context == {}
+    seen.clear()
+    every_step_reads(seen).run_sync(input="q", output="a", additional_context=None)
+    assert [entry[1] for entry in seen] == [{}] * len(STEPS)
+
+
+async def test_a_prepare_run_dict_without_additional_context_gives_an_empty_one() -> None:
+    seen: list[Any] = []
+    prepare = lambda run: {"input": run.input, "output": run.output}  # noqa: E731
+    result = await every_step_reads(seen, prepare).run(input="q", output="a", additional_context={"k": 1})
+    assert [entry[1] for entry in seen] == [{}] * len(STEPS) and result.additional_context == {}
 
 
 @pytest.mark.parametrize("how", ["model_copy", "dict"])

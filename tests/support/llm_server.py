@@ -1,7 +1,7 @@
 """A fake OpenAI-compatible chat-completions server for judge tests and the benchmark.
 
 It serves ``POST /v1/chat/completions`` (and ``/chat/completions``, and Ollama's
-``/api/chat`` with Ollama-shaped replies) on 127.0.0.1 with
+``/api/chat`` and ``/api/generate`` with Ollama-shaped replies) on 127.0.0.1 with
 scripted replies: JSON, fenced JSON, junk or plain text with usage; HTTP errors with
 headers (429 + ``retry-after-ms`` / ``retry-after``, 5xx, 4xx); dropped connections (a TCP
 reset); a fixed or per-reply latency, or a reply held until the test releases it. Every
@@ -254,6 +254,7 @@ class LLMTestServer:
         app.router.add_post("/v1/chat/completions", self._handle)
         app.router.add_post("/chat/completions", self._handle)
         app.router.add_post("/api/chat", self._handle)  # Ollama's native chat API
+        app.router.add_post("/api/generate", self._handle)  # Ollama's completion API (litellm's ollama/)
         app.router.add_get("/stats", self._stats)
         app.router.add_post("/reset", self._reset)
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
@@ -316,10 +317,11 @@ class LLMTestServer:
                 return web.json_response(reply.body, status=reply.status, headers=reply.headers)
             model = body.get("model", "test-model") if isinstance(body, dict) else "test-model"
             usage = reply.usage or DEFAULT_USAGE
-            if request.path == "/api/chat":
+            if request.path in ("/api/chat", "/api/generate"):
+                answer = ({"message": {"role": "assistant", "content": reply.content}} if request.path == "/api/chat"
+                          else {"response": reply.content})
                 return web.json_response({
-                    "model": model, "created_at": "2026-01-01T00:00:00Z",
-                    "message": {"role": "assistant", "content": reply.content},
+                    "model": model, "created_at": "2026-01-01T00:00:00Z", **answer,
                     "done": True, "done_reason": reply.finish_reason,
                     "prompt_eval_count": usage["prompt_tokens"],
                     "eval_count": usage["completion_tokens"],

@@ -6,13 +6,16 @@ import argparse
 from collections.abc import Sequence
 
 
-def add_common_arguments(parser: argparse.ArgumentParser, formats: Sequence[str] = ("jsonl", "table")) -> None:
-    """Add FILE... and ``--format`` with the given choices (shared by ``inspect`` and ``score``).
+def add_common_arguments(parser: argparse.ArgumentParser, formats: Sequence[str] = ("jsonl", "table"),
+                         default: str | None = None,
+                         format_help: str = "output format (default: table on a terminal, jsonl otherwise)") -> None:
+    """Add FILE... and ``--format`` with the given choices and default (shared by ``inspect`` and
+    ``score``; None: the command decides).
 
     Example:
         >>> p = argparse.ArgumentParser(); add_common_arguments(p)
-        >>> p.parse_args(["a.pb", "--format", "jsonl"]).format
-        'jsonl'
+        >>> p.parse_args(["a.pb", "--format", "jsonl"]).format, p.parse_args(["a.pb"]).format
+        ('jsonl', None)
     """
     parser.add_argument(
         "files",
@@ -21,12 +24,7 @@ def add_common_arguments(parser: argparse.ArgumentParser, formats: Sequence[str]
         help="OTLP request files (.pb or .json, optionally gzip; *.logs.pb / *.logs.json hold logs), "
              "directories (every such file under them) or glob patterns",
     )
-    parser.add_argument(
-        "--format",
-        choices=tuple(formats),
-        default=None,
-        help="output format (default: table on a terminal, jsonl otherwise)",
-    )
+    parser.add_argument("--format", choices=tuple(formats), default=default, help=format_help)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

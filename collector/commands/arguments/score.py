@@ -14,10 +14,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     Example:
         >>> p = argparse.ArgumentParser(); add_arguments(p)
         >>> a = p.parse_args(["S1.pb", "--scorer", "m:a", "--scorer", "n:b", "--concurrency", "4"])
-        >>> (a.scorers, a.concurrency, a.fail_under, a.export)
-        (['m:a', 'n:b'], 4, [], False)
+        >>> (a.scorers, a.concurrency, a.fail_under, a.export, a.format)
+        (['m:a', 'n:b'], 4, [], False, 'table')
     """
-    add_common_arguments(parser)
+    add_common_arguments(parser, default="table", format_help=(
+        "table (the default, on a terminal or not: each score with its reason or error, and the summary "
+        "per scorer) or jsonl (a row per score with the run's input and output, for scripts)"))
     parser.add_argument(
         "--scorer",
         dest="scorers",

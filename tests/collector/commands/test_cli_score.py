@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import json
 import os
@@ -9,9 +10,10 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
-from repo_paths import FIXTURES
+from repo_paths import FIXTURES, REPO
 
 from collector.cli import main
 
@@ -42,6 +44,26 @@ SCORERS = textwrap.dedent(
     broken = create_scorer(id="broken", description="always fails").generate_score(lambda run: 1 / 0)
     skipper = create_scorer(id="skipper", description="never scorable").generate_score(
         lambda run: not_scorable("nothing to judge"))
+    context = (
+        create_scorer(id="context", description="the keys of run.additional_context")
+        .generate_score(lambda run: float(len(run.additional_context)))
+        .generate_reason(lambda run: repr(run.additional_context))
+    )
+    """
+)
+
+JUDGED = textwrap.dedent(
+    """
+    import sys
+    from scorers import Judge, create_scorer
+
+    judged = (
+        create_scorer(id="judged", description="judged by the fake server", judge=Judge(
+            model="openai/gpt-4o-mini", instructions="Grade.", model_settings={"api_base": API_BASE, "api_key": "k"}))
+        .preprocess(lambda run: {"litellm_loaded": "litellm" in sys.modules})  # the first step of the first score
+        .generate_score(description="Rate it", create_prompt=lambda run: "Rate the answer.")
+        .generate_reason(lambda results: f"litellm loaded: {results.preprocess_step_result['litellm_loaded']}")
+    )
     """
 )
 
@@ -89,6 +111,51 @@ def test_table_format_and_file_path_ref(tmp_path: Path, capsys: pytest.CaptureFi
     out = capsys.readouterr().out
     assert code == 0
     assert "1 score(s)" in out and "scores per scorer" in out and "answered" in out and "1.000" in out
+
+
+def test_the_default_is_the_table_off_a_terminal_too(scorer_module: str, capsys: pytest.CaptureFixture[str],
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 19 (9): stdout that is not a terminal (a CI log) gets the scores' table and the summary,
+    not a JSONL row per score with the whole run's messages (that takes ``--format jsonl``)."""
+    monkeypatch.setenv("COLUMNS", "200")
+    code = main(["score", *S1_FILES, "--scorer", f"{scorer_module}:answered", "--scorer", f"{scorer_module}:broken"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert f"{2 * len(S1_FILES)} score(s)" in out and "scores per scorer" in out and "division by zero" in out
+    assert not any(line.startswith("{") for line in out.splitlines())
+    assert "input_messages" not in out and "The capital of France" not in out
+
+
+def test_steps_read_an_empty_additional_context(scorer_module: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 19 (5): ``run.additional_context`` is ``{}`` for the runs of saved files, as every step
+    may read it; it used to fail every score with an AttributeError."""
+    code = main(["score", *S1_FILES, "--scorer", f"{scorer_module}:context", "--format", "jsonl"])
+    rows = _rows(capsys.readouterr().out)
+    assert code == 0 and len(rows) == len(S1_FILES)
+    assert {(r["score"], r["reason"], r["error"]) for r in rows} == {(0.0, "{}", None)}
+
+
+async def test_v_with_a_judge_scorer_loads_litellm_first_and_logs_its_lines_once(tmp_path: Path, server: Any) -> None:
+    """Issue 19 (10), as a user runs it (a fresh process): litellm is imported before the first score
+    starts (its first step sees it loaded, so no score's duration includes the import), a line is
+    logged per score with its duration, and litellm's INFO lines go once to stderr, never also to
+    stdout through litellm's own handler (stdout stays pure JSONL)."""
+    (tmp_path / "judged_scorers.py").write_text(f"API_BASE = {server.url + '/v1'!r}\n" + JUDGED)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(REPO)]),
+           "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "collector.cli", "score", str(FIXTURES / "openai-v2" / "S1.pb"),
+        "--scorer", "judged_scorers:judged", "--format", "jsonl", "-v", env=env, cwd=tmp_path,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    raw_out, raw_err = await asyncio.wait_for(proc.communicate(), 240)  # a failure detector: imports take seconds
+    out, err = raw_out.decode(), raw_err.decode()
+    assert proc.returncode == 0, err
+    (row,) = _rows(out)  # every stdout line is a JSON row
+    assert (row["score"], row["reason"], row["error"]) == (0.5, "litellm loaded: True", None)
+    assert "LiteLLM" not in out and err.count("LiteLLM completion() model= gpt-4o-mini") >= 1
+    loaded = err.index("judge client (litellm) ready after")
+    scored = err.index(f"scored judged on trace {row['trace_id']} span {row['span_id']}: 0.5 (")
+    assert loaded < scored
 
 
 def test_bad_file_still_scores_the_others(scorer_module: str, capsys: pytest.CaptureFixture[str]) -> None:

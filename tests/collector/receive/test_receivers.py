@@ -136,6 +136,40 @@ async def test_http_refusals(http: tuple[str, Recorder, aiohttp.ClientSession]) 
             assert resp.status == 200
 
 
+@pytest.mark.parametrize("path", ["/", "/v1/trace", "/traces"])
+async def test_http_a_wrong_path_is_a_404_naming_the_paths_served(
+        http: tuple[str, Recorder, aiohttp.ClientSession], path: str) -> None:
+    """Issue 19 (7): not aiohttp's bare "404: Not Found". An OTLP request gets a Status in its
+    own encoding; the reason phrase (all the OTel Python exporter logs) names the paths too."""
+    url, rec, session = http
+    async with session.post(f"{url}{path}", data=_request().SerializeToString(), headers=PB) as resp:
+        assert resp.status == 404 and resp.content_type == "application/x-protobuf"
+        assert "/v1/traces" in (resp.reason or "") and "/v1/logs" in (resp.reason or "")
+        status = status_pb2.Status.FromString(await resp.read())
+    assert status.code == 5  # NOT_FOUND
+    assert status.message.startswith(f"no route at POST {path};")
+    assert "POST /v1/traces" in status.message and "POST /v1/logs" in status.message
+    async with session.post(f"{url}{path}", json={"resourceSpans": []}, headers=AUTH) as resp:
+        assert resp.status == 404 and json.loads(await resp.read())["message"] == status.message
+    async with session.get(f"{url}{path}") as resp:  # someone trying the URL with curl
+        assert resp.status == 404 and "POST /v1/traces and POST /v1/logs" in (await resp.json())["message"]
+    assert rec.traces == []
+    async with session.get(f"{url}/metrics") as resp:
+        assert 'tracescore_requests_refused_total{reason="UnknownPath",transport="http"} 3.0' in await resp.text()
+
+
+async def test_http_the_otlp_paths_accept_a_trailing_slash(http: tuple[str, Recorder, aiohttp.ClientSession]) -> None:
+    url, rec, session = http
+    body = _request().SerializeToString()
+    async with session.post(f"{url}/v1/traces/", data=body, headers=PB) as resp:
+        assert resp.status == 200
+    async with session.post(f"{url}/v1/logs/", json={"resourceLogs": []}, headers=AUTH) as resp:
+        assert resp.status == 200
+    async with session.post(f"{url}/v1/traces/", data=body, headers={"Content-Type": PB["Content-Type"]}) as resp:
+        assert resp.status == 401  # the same route: the same bearer token
+    assert len(rec.traces) == 1 and len(rec.logs) == 1
+
+
 async def test_grpc_receiver() -> None:
     rec = Recorder()
     receiver = GrpcReceiver("127.0.0.1:0", rec, Metrics(), token=TOKEN, max_body_bytes=MAX)
