@@ -229,8 +229,7 @@ def _rss_bytes() -> int:
 
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads /proc")
 def test_large_blocks_go_back_to_the_system_when_freed() -> None:
-    if not map_large_blocks():
-        pytest.skip("not glibc, or MALLOC_MMAP_THRESHOLD_ is set")
+    assert map_large_blocks(), "glibc's mmap threshold could not be set (not glibc, or MALLOC_MMAP_THRESHOLD_ set)"
     ctypes.CDLL(None).malloc_trim(0)
     before = _rss_bytes()
     blocks = [bytes([i]) * (16 * MiB) for i in range(6)]  # filled: every page touched
@@ -238,7 +237,10 @@ def test_large_blocks_go_back_to_the_system_when_freed() -> None:
     del blocks
     after = _rss_bytes()
     assert held - before >= 64 * MiB  # the 96 MiB were resident...
-    assert after - before <= 16 * MiB  # ...and left with the blocks, with no trim asked for
+    # ...and left with the blocks, with no trim asked for (glibc's own sliding threshold keeps
+    # all but the first block in the heap: about 80 MiB stay). Half of it is the bar, so
+    # another thread allocating meanwhile cannot make the test fail.
+    assert after - before <= 48 * MiB
 
 
 async def test_a_waiter_whose_client_went_away_leaves_the_queue_to_the_next() -> None:
