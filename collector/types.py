@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import functools
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from collector.ids import run_id_for
+from collector.ids import run_id_for, score_span_id_for
 from collector.record_json import json_default, known_fields, record_dict
 
 CANDIDATE = 1
@@ -140,6 +140,7 @@ class ScoreJob:
     run: RunRecord
     scorer_id: str
     scorer_version: str | None = None
+    supersedes: str | None = None  # the evaluation span id of the outcome this job replaces (a replay)
 
     @property
     def key(self) -> str:
@@ -206,6 +207,7 @@ class ScoreRecord:
     scored_end_ns: int = 0  # when the scored span ended (0: unknown, records queued before it was kept)
     llm_judged: bool = False  # the scorer has prompt (LLM judge) steps
     forward_mark: int = 0  # exported once the forward log was sent through this position (0: at once)
+    supersedes: str | None = None  # the evaluation span id of the outcome this one replaces
 
     def to_json(self) -> str:
         """Serialise to a JSON string.
@@ -312,17 +314,40 @@ class StoreStats:
 
 def dead_letter_error(job: ScoreJob, outcome: Dead) -> str:
     """The JSON a store keeps as a dead letter's error: type, message, the traceback, the
-    scorer's partial result, and the job's scorer (so a replay re-queues the same job).
+    scorer's partial result, the job's scorer (so a replay re-queues the same job) and the
+    span id of its failure span (so the replayed outcome names the span it replaces).
 
     Example:
         >>> job = ScoreJob(RunRecord("t", "s"), "q", "1")
-        >>> json.loads(dead_letter_error(job, Dead("ValueError", "bad", None, traceback="Traceback...")))["scorer_id"]
-        'q'
+        >>> error = json.loads(dead_letter_error(job, Dead("ValueError", "bad", None, traceback="Traceback...")))
+        >>> error["scorer_id"], error["evaluation_span_id"]
+        ('q', None)
     """
     return json.dumps({
         "type": outcome.error_type, "message": outcome.message, "traceback": outcome.traceback,
         "partial": outcome.partial_json, "scorer_id": job.scorer_id, "scorer_version": job.scorer_version,
+        "evaluation_span_id": None if outcome.record is None else outcome.record.score_span_id,
     })
+
+
+def failure_span_of(key: str, error: dict[str, Any]) -> str | None:
+    """The evaluation span id of a dead letter's failure span, from its error JSON: the one it
+    names, else (a letter the worker wrote before outcomes were part of span ids) the id then
+    derived from the key alone; None for a job that exported no failure span (its lease ran out
+    too often, or its scorer is not registered).
+
+    Example:
+        >>> failure_span_of("t/s/q/1", {"evaluation_span_id": "ab" * 8, "scorer_id": "q"})
+        'abababababababab'
+        >>> failure_span_of("t/s/q/1", {"type": "LeaseExpired"}) is None
+        True
+        >>> failure_span_of("t/s/q/1", {"scorer_id": "q"}) == score_span_id_for("t/s/q/1")
+        True
+    """
+    if "evaluation_span_id" in error:
+        named = error["evaluation_span_id"]
+        return None if named is None else str(named)
+    return score_span_id_for(key) if "scorer_id" in error else None
 
 
 @dataclass(frozen=True)
@@ -347,6 +372,7 @@ class DeadLetter:
     partial: Any
     attempts: int
     failed_at: float
+    evaluation_span_id: str | None = None  # its failure span (`failure_span_of`), which a replay supersedes
 
     @classmethod
     def from_stored(cls, letter_id: str, key: str, run: RunRecord, error_json: str | bytes,
@@ -371,7 +397,20 @@ class DeadLetter:
                 pass  # cut to max length: shown as text
         return cls(letter_id, ScoreJob(run, str(scorer_id), scorer_version), str(error.get("type", "")),
                    str(error.get("message", "")), str(error.get("traceback") or ""), partial,
-                   int(attempts), float(failed_at))
+                   int(attempts), float(failed_at), failure_span_of(key, error))
+
+    def replayed_job(self) -> ScoreJob:
+        """The job a replay queues: the same job (same idempotency key), naming the failure span
+        its new outcome replaces.
+
+        Example:
+            >>> letter = DeadLetter.from_stored("1", "t/s/q/1", RunRecord("t", "s"),
+            ...     '{"scorer_id": "q", "scorer_version": "1", "evaluation_span_id": "abababababababab"}', 1, 0.0)
+            >>> job = letter.replayed_job()
+            >>> job.key, job.supersedes
+            ('t/s/q/1', 'abababababababab')
+        """
+        return replace(self.job, supersedes=self.evaluation_span_id)
 
     def row(self) -> dict[str, Any]:
         """The `tracescore dead-letters list --format json` row (SPEC §6): id, scorer, trace
