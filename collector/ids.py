@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import uuid
+from typing import Any
 
 
 def run_id_for(trace_id: str, span_id: str) -> str:
@@ -62,3 +63,23 @@ def score_span_id_for(key: str, outcome: str = "") -> str:
     seed = f"tracescore:score/{key}" + (f"#{outcome}" if outcome else "")
     digest = hashlib.sha256(seed.encode()).digest()
     return (digest[:8] if any(digest[:8]) else digest[8:16]).hex()
+
+
+def failure_span_of(key: str, error: dict[str, Any]) -> str | None:
+    """The evaluation span id of a dead letter's failure span, from its error JSON: the one it
+    names, else (a letter the worker wrote before outcomes were part of span ids) the id then
+    derived from the key alone; None for a job that exported no failure span (its lease ran out
+    too often, or its scorer is not registered).
+
+    Example:
+        >>> failure_span_of("t/s/q/1", {"evaluation_span_id": "ab" * 8, "scorer_id": "q"})
+        'abababababababab'
+        >>> failure_span_of("t/s/q/1", {"type": "LeaseExpired"}) is None
+        True
+        >>> failure_span_of("t/s/q/1", {"scorer_id": "q"}) == score_span_id_for("t/s/q/1")
+        True
+    """
+    if "evaluation_span_id" in error:
+        named = error["evaluation_span_id"]
+        return None if named is None else str(named)
+    return score_span_id_for(key) if "scorer_id" in error else None

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from collector.ids import run_id_for, score_span_id_for
+from collector.ids import failure_span_of, run_id_for
 from collector.record_json import json_default, known_fields, record_dict
 
 CANDIDATE = 1
@@ -314,13 +314,11 @@ class StoreStats:
 
 def dead_letter_error(job: ScoreJob, outcome: Dead) -> str:
     """The JSON a store keeps as a dead letter's error: type, message, the traceback, the
-    scorer's partial result, the job's scorer (so a replay re-queues the same job) and the
-    span id of its failure span (so the replayed outcome names the span it replaces).
+    scorer's partial result, the job's scorer (a replay re-queues the same job), its failure span.
 
     Example:
-        >>> job = ScoreJob(RunRecord("t", "s"), "q", "1")
-        >>> error = json.loads(dead_letter_error(job, Dead("ValueError", "bad", None, traceback="Traceback...")))
-        >>> error["scorer_id"], error["evaluation_span_id"]
+        >>> error = dead_letter_error(ScoreJob(RunRecord("t", "s"), "q", "1"), Dead("ValueError", "bad", None))
+        >>> json.loads(error)["scorer_id"], json.loads(error)["evaluation_span_id"]
         ('q', None)
     """
     return json.dumps({
@@ -328,26 +326,6 @@ def dead_letter_error(job: ScoreJob, outcome: Dead) -> str:
         "partial": outcome.partial_json, "scorer_id": job.scorer_id, "scorer_version": job.scorer_version,
         "evaluation_span_id": None if outcome.record is None else outcome.record.score_span_id,
     })
-
-
-def failure_span_of(key: str, error: dict[str, Any]) -> str | None:
-    """The evaluation span id of a dead letter's failure span, from its error JSON: the one it
-    names, else (a letter the worker wrote before outcomes were part of span ids) the id then
-    derived from the key alone; None for a job that exported no failure span (its lease ran out
-    too often, or its scorer is not registered).
-
-    Example:
-        >>> failure_span_of("t/s/q/1", {"evaluation_span_id": "ab" * 8, "scorer_id": "q"})
-        'abababababababab'
-        >>> failure_span_of("t/s/q/1", {"type": "LeaseExpired"}) is None
-        True
-        >>> failure_span_of("t/s/q/1", {"scorer_id": "q"}) == score_span_id_for("t/s/q/1")
-        True
-    """
-    if "evaluation_span_id" in error:
-        named = error["evaluation_span_id"]
-        return None if named is None else str(named)
-    return score_span_id_for(key) if "scorer_id" in error else None
 
 
 @dataclass(frozen=True)
@@ -400,15 +378,11 @@ class DeadLetter:
                    int(attempts), float(failed_at), failure_span_of(key, error))
 
     def replayed_job(self) -> ScoreJob:
-        """The job a replay queues: the same job (same idempotency key), naming the failure span
-        its new outcome replaces.
+        """The job a replay queues: the same job (same key), naming the failure span it replaces.
 
         Example:
-            >>> letter = DeadLetter.from_stored("1", "t/s/q/1", RunRecord("t", "s"),
-            ...     '{"scorer_id": "q", "scorer_version": "1", "evaluation_span_id": "abababababababab"}', 1, 0.0)
-            >>> job = letter.replayed_job()
-            >>> job.key, job.supersedes
-            ('t/s/q/1', 'abababababababab')
+            >>> DeadLetter("1", ScoreJob(RunRecord("t", "s"), "q"), "E", "m", "", None, 1, 0.0, "ab" * 8).replayed_job()
+            ScoreJob(run=RunRecord(trace_id='t', span_id='s', ...), scorer_id='q', scorer_version=None, supersedes='abababababababab')
         """
         return replace(self.job, supersedes=self.evaluation_span_id)
 
