@@ -1,11 +1,21 @@
 """Ids derived from other ids, so every replica, restart and backfill computes the same ones:
 the id of an agent run (from its trace and span ids) and the span id of a score's
-evaluation span (from the score's idempotency key)."""
+evaluation span (from the score's idempotency key and its outcome).
+
+A score's key names the job (trace, span, scorer id, version); its *outcome* names what the
+job came to (a score with its label and reason, or a failure of one error type). The
+evaluation span id derives from both: the same outcome sent again (an export retried, a
+second replica, a backfill that scores alike) keeps its span id, so backends that keep the
+first copy of a span lose nothing; a new outcome (a dead letter replayed, a run scored
+again to another value) is a new span, which names the one it replaces
+(``tracescore.supersedes``), since Phoenix and Jaeger never replace a span they already have."""
 
 from __future__ import annotations
 
 import hashlib
+import json
 import uuid
+from typing import Any
 
 
 def run_id_for(trace_id: str, span_id: str) -> str:
@@ -21,13 +31,55 @@ def run_id_for(trace_id: str, span_id: str) -> str:
     return str(uuid.uuid5(uuid.NAMESPACE_URL, f"tracescore:run/{trace_id}/{span_id}"))
 
 
-def score_span_id_for(key: str) -> str:
-    """The span id of a score's evaluation span (16 hex digits, never all zero), derived from the
-    score's idempotency key: a redelivered job, a replica or a backfill sends the same span again.
+def score_outcome(score: float | None, label: str | None, reason: str | None, error_type: str | None) -> str:
+    """What a job came to, as the text its evaluation span id derives from: a failure of one
+    error type (its message may hold times or addresses, so it is left out), or a score with
+    its label and reason.
 
     Example:
-        >>> score_span_id_for("t/s/q/1") == score_span_id_for("t/s/q/1"), len(score_span_id_for("t/s/q/1"))
-        (True, 16)
+        >>> score_outcome(None, None, None, "ZeroDivisionError")
+        'failed:ZeroDivisionError'
+        >>> score_outcome(1.0, "pass", "names Paris", None)
+        'scored:[1.0, "pass", "names Paris"]'
     """
-    digest = hashlib.sha256(f"tracescore:score/{key}".encode()).digest()
+    if error_type is not None:
+        return f"failed:{error_type}"
+    return "scored:" + json.dumps([score, label, reason], ensure_ascii=False)
+
+
+def score_span_id_for(key: str, outcome: str = "") -> str:
+    """The span id of a score's evaluation span (16 hex digits, never all zero), derived from the
+    score's idempotency key and its `score_outcome`: the same outcome sent again keeps its span
+    id, another outcome of the same job gets another one. Without an outcome it is the id
+    tracescore derived from the key alone before outcomes were part of it (dead letters
+    written then name their failure span by it).
+
+    Example:
+        >>> failed = score_span_id_for("t/s/q/1", score_outcome(None, None, None, "ValueError"))
+        >>> scored = score_span_id_for("t/s/q/1", score_outcome(1.0, None, None, None))
+        >>> failed == score_span_id_for("t/s/q/1", "failed:ValueError"), failed == scored, len(scored)
+        (True, False, 16)
+    """
+    seed = f"tracescore:score/{key}" + (f"#{outcome}" if outcome else "")
+    digest = hashlib.sha256(seed.encode()).digest()
     return (digest[:8] if any(digest[:8]) else digest[8:16]).hex()
+
+
+def failure_span_of(key: str, error: dict[str, Any]) -> str | None:
+    """The evaluation span id of a dead letter's failure span, from its error JSON: the one it
+    names, else (a letter the worker wrote before outcomes were part of span ids) the id then
+    derived from the key alone; None for a job that exported no failure span (its lease ran out
+    too often, or its scorer is not registered).
+
+    Example:
+        >>> failure_span_of("t/s/q/1", {"evaluation_span_id": "ab" * 8, "scorer_id": "q"})
+        'abababababababab'
+        >>> failure_span_of("t/s/q/1", {"type": "LeaseExpired"}) is None
+        True
+        >>> failure_span_of("t/s/q/1", {"scorer_id": "q"}) == score_span_id_for("t/s/q/1")
+        True
+    """
+    if "evaluation_span_id" in error:
+        named = error["evaluation_span_id"]
+        return None if named is None else str(named)
+    return score_span_id_for(key) if "scorer_id" in error else None

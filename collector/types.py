@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import functools
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from collector.ids import run_id_for
+from collector.ids import failure_span_of, run_id_for
 from collector.record_json import json_default, known_fields, record_dict
 
 CANDIDATE = 1
@@ -140,6 +140,7 @@ class ScoreJob:
     run: RunRecord
     scorer_id: str
     scorer_version: str | None = None
+    supersedes: str | None = None  # the evaluation span id of the outcome this job replaces (a replay)
 
     @property
     def key(self) -> str:
@@ -206,6 +207,7 @@ class ScoreRecord:
     scored_end_ns: int = 0  # when the scored span ended (0: unknown, records queued before it was kept)
     llm_judged: bool = False  # the scorer has prompt (LLM judge) steps
     forward_mark: int = 0  # exported once the forward log was sent through this position (0: at once)
+    supersedes: str | None = None  # the evaluation span id of the outcome this one replaces
 
     def to_json(self) -> str:
         """Serialise to a JSON string.
@@ -312,16 +314,17 @@ class StoreStats:
 
 def dead_letter_error(job: ScoreJob, outcome: Dead) -> str:
     """The JSON a store keeps as a dead letter's error: type, message, the traceback, the
-    scorer's partial result, and the job's scorer (so a replay re-queues the same job).
+    scorer's partial result, the job's scorer (a replay re-queues the same job), its failure span.
 
     Example:
-        >>> job = ScoreJob(RunRecord("t", "s"), "q", "1")
-        >>> json.loads(dead_letter_error(job, Dead("ValueError", "bad", None, traceback="Traceback...")))["scorer_id"]
-        'q'
+        >>> error = dead_letter_error(ScoreJob(RunRecord("t", "s"), "q", "1"), Dead("ValueError", "bad", None))
+        >>> json.loads(error)["scorer_id"], json.loads(error)["evaluation_span_id"]
+        ('q', None)
     """
     return json.dumps({
         "type": outcome.error_type, "message": outcome.message, "traceback": outcome.traceback,
         "partial": outcome.partial_json, "scorer_id": job.scorer_id, "scorer_version": job.scorer_version,
+        "evaluation_span_id": None if outcome.record is None else outcome.record.score_span_id,
     })
 
 
@@ -347,6 +350,7 @@ class DeadLetter:
     partial: Any
     attempts: int
     failed_at: float
+    evaluation_span_id: str | None = None  # its failure span (`failure_span_of`), which a replay supersedes
 
     @classmethod
     def from_stored(cls, letter_id: str, key: str, run: RunRecord, error_json: str | bytes,
@@ -371,7 +375,16 @@ class DeadLetter:
                 pass  # cut to max length: shown as text
         return cls(letter_id, ScoreJob(run, str(scorer_id), scorer_version), str(error.get("type", "")),
                    str(error.get("message", "")), str(error.get("traceback") or ""), partial,
-                   int(attempts), float(failed_at))
+                   int(attempts), float(failed_at), failure_span_of(key, error))
+
+    def replayed_job(self) -> ScoreJob:
+        """The job a replay queues: the same job (same key), naming the failure span it replaces.
+
+        Example:
+            >>> DeadLetter("1", ScoreJob(RunRecord("t", "s"), "q"), "E", "m", "", None, 1, 0.0, "ab" * 8).replayed_job()
+            ScoreJob(run=RunRecord(trace_id='t', span_id='s', ...), scorer_id='q', scorer_version=None, supersedes='abababababababab')
+        """
+        return replace(self.job, supersedes=self.evaluation_span_id)
 
     def row(self) -> dict[str, Any]:
         """The `tracescore dead-letters list --format json` row (SPEC §6): id, scorer, trace

@@ -36,6 +36,7 @@ from scorers._rate_limit import set_judge_rate_limit
 from scorers._run import NotScorable, ScorerResult, ScorerRun, StepResults, not_scorable
 from scorers._steps import PromptStep
 from scorers.errors import (
+    JudgeCredentialsError,
     JudgeError,
     JudgeOutputError,
     ScorerDefinitionError,
@@ -87,4 +88,5 @@ __all__ = [
     "ScorerRunError",
     "JudgeError",
     "JudgeOutputError",
+    "JudgeCredentialsError",
 ]

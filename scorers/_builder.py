@@ -19,7 +19,7 @@ from pydantic import BaseModel, TypeAdapter
 
 from scorers._agent_types import ScorerRunInputForAgent, ScorerRunOutputForAgent
 from scorers._execute import execute, make_run
-from scorers._judge_types import Judge
+from scorers._judge_types import Judge, merge_judges
 from scorers._run import STEP_ORDER, ScorerResult, StepName
 from scorers._steps import (
     InjectedCallable,
@@ -189,6 +189,24 @@ class Scorer(Generic[InT, OutT]):
             {"name": s.name, "type": s.kind, "description": s.description}
             for s in (self._steps[n] for n in STEP_ORDER if n in self._steps)
         ]
+
+    def get_judges(self) -> list[Judge]:
+        """The effective judge of each prompt step, in execution order (the scorer's judge with
+        the step's overrides, `merge_judges`): what ``tracescore check`` inspects for credentials.
+
+        Example:
+            >>> from scorers import Judge, create_scorer
+            >>> scorer = create_scorer(id="s", description="d", judge=Judge(model="openai/gpt-4o-mini",
+            ...                        instructions="Be strict.")).generate_score(
+            ...     description="score", create_prompt=lambda run: "Score it.",
+            ...     judge=Judge(model_settings={"api_base": "http://127.0.0.1:8000/v1"}))
+            >>> [(j.model, j.model_settings) for j in scorer.get_judges()]
+            [('openai/gpt-4o-mini', {'api_base': 'http://127.0.0.1:8000/v1'})]
+            >>> scorer.analyze(lambda run: {}).get_judges() == scorer.get_judges()
+            True
+        """
+        steps = (self._steps[n] for n in STEP_ORDER if n in self._steps)
+        return [merge_judges(self._judge, s.prompt.judge) for s in steps if s.prompt is not None]
 
     def __repr__(self) -> str:
         steps = [n for n in STEP_ORDER if n in self._steps]

@@ -17,7 +17,9 @@ with the JSON fallback), each sending one or more *requests* to the model:
    error processors: the first `RetryDecision(retry=True)` sends the *same* request again
    after its delay, while ``judge.effective_max_processor_retries`` lasts (one budget per
    execution); once it is spent they are still asked, once, and a retry answer is ignored
-   (Mastra's rule). Without error processors the failure is final at once.
+   (Mastra's rule). Without error processors the failure is final at once. Missing or
+   refused credentials (401, 403, "Missing credentials") are never retried and fail with
+   `JudgeCredentialsError`, naming the variables the provider's key is read from.
 4. The reply is parsed and validated. Keys the schema does not allow are dropped, not an
    error, as zod validates Mastra's judge output (`scorers._schema_keys`); the schema sent
    keeps its ``additionalProperties: false``. A parse or validation failure (never a
@@ -44,11 +46,12 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from scorers._judge_credentials import credentials_message
 from scorers._judge_retry import is_retryable_provider_error, max_retries_of, model_retry_delay_s
 from scorers._judge_transport import Reply, Route, ensure_litellm, route_for, send
 from scorers._judge_types import Judge, JudgeExecution, JudgeUsage
 from scorers._per_loop import PerLoop
-from scorers._processors import JudgeReply, RetryDecision
+from scorers._processors import JudgeReply, RetryDecision, is_terminal_auth_error
 from scorers._rate_limit import judge_rate_limiter
 from scorers._reply_memo import current_memo
 from scorers._retry_after import parse_retry_after_ms
@@ -62,7 +65,7 @@ from scorers._structured_output import (
     preview,
     resolve_mode,
 )
-from scorers.errors import JudgeError, JudgeOutputError
+from scorers.errors import JudgeCredentialsError, JudgeError, JudgeOutputError
 
 logger = logging.getLogger(__name__)
 
@@ -306,6 +309,7 @@ async def execute_judge_call(
 
     Raises:
         JudgeOutputError: the reply did not parse or validate, twice.
+        JudgeCredentialsError: the provider has no credentials or refused them (never retried).
         JudgeError: the provider failed for good (``retryable``, ``retry_after_s``,
             ``status_code`` set from the provider's error, which is chained), or a
             processor raised.
@@ -363,6 +367,10 @@ async def execute_judge_call(
         status = status if isinstance(status, int) else None
         retry_after = parse_retry_after_ms(error)
         execution = state.record("failed", error=_error_dict(error, status))
+        if is_terminal_auth_error(error):  # the judge's configuration, not a transient failure
+            message, missing = credentials_message(route.model, judge.model_settings, error)
+            raise JudgeCredentialsError(message, missing_env=missing, status_code=status,
+                                        execution=execution) from error
         raise JudgeError(
             f"Judge call to {route.model} failed: {error}",
             retryable=is_retryable_provider_error(error),

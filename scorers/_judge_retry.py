@@ -5,7 +5,8 @@ A request that fails with a retryable provider error (HTTP 408, 409, 429 or 5xx,
 timeout, a connection error: anything in the error's chain that `is_provider_retryable`
 accepts) is sent again up to ``max_retries`` times, after an exponential backoff of
 `MODEL_RETRY_BASE_DELAY_S` x 2^(retry - 1) (1 s, 2 s, 4 s...). A provider's Retry-After
-hint raises a delay, capped at 30 s: ``max(backoff, min(retry_after, 30 s))``. Only when
+hint raises a delay, capped at 30 s: ``max(backoff, min(retry_after, 30 s))``. Missing or
+refused credentials are never retried, even when litellm gave them a 5xx status. Only when
 these retries are spent do the judge's error processors see the error (Mastra's order:
 the model's own retries sit under the processor layer), so the two multiply: at most
 ``(max_retries + 1) x (processor retries + 1)`` requests. The default is 0 retries, as
@@ -17,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from scorers._processors import is_provider_retryable
+from scorers._processors import is_provider_retryable, is_terminal_auth_error
 from scorers._retry_after import DEFAULT_MAX_RETRY_AFTER_MS, iter_error_chain, parse_retry_after_ms
 
 MODEL_RETRY_BASE_DELAY_S = 1.0
@@ -37,14 +38,23 @@ def max_retries_of(settings: Mapping[str, Any] | None) -> int:
 
 
 def is_retryable_provider_error(error: BaseException) -> bool:
-    """Whether a failed request is retried at model level (anything in its chain retryable).
+    """Whether a failed request is retried at model level (anything in its chain retryable), and
+    whether the judge's failure is transient for the daemon (`scorers.errors.JudgeError.retryable`).
+    Missing or refused credentials never are (`is_terminal_auth_error`), whatever status
+    litellm gave them.
 
     Example:
         >>> class Overloaded(Exception):
         ...     is_retryable = True
+        >>> class InternalServerError(Exception):
+        ...     status_code, is_retryable = 500, True
         >>> is_retryable_provider_error(Overloaded()), is_retryable_provider_error(ValueError())
         (True, False)
+        >>> is_retryable_provider_error(InternalServerError("Missing credentials. Please pass an `api_key`"))
+        False
     """
+    if is_terminal_auth_error(error):
+        return False
     return any(is_provider_retryable(level) for level in iter_error_chain(error))
 
 

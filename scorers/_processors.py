@@ -113,6 +113,10 @@ _OPENAI_RETRYABLE_CODES = (
 )
 _CAN_RETRY = re.compile(r"you can retry your request", re.IGNORECASE)
 _RESET = re.compile(r"econnreset|socket hang up|connection reset|server disconnected", re.IGNORECASE)
+_MISSING_CREDENTIALS = re.compile(r"\bmissing (?:[\w.-]+ )?(?:api[ _-]?key|credentials)\b", re.IGNORECASE)
+"""The provider SDK found no key before sending anything: the OpenAI SDK's "Missing credentials"
+(litellm maps it to a retryable 500), litellm's "Missing Gemini API key"."""
+_AUTH_ERROR_NAMES = frozenset({"AuthenticationError", "PermissionDeniedError"})
 
 
 def _status(level: Any) -> int | None:
@@ -136,17 +140,26 @@ def _payloads(level: Any) -> list[dict[str, Any]]:
 
 
 def is_terminal_auth_error(error: BaseException | Any) -> bool:
-    """True when anything in the error's chain says 401/403 or an auth/permission code.
+    """True when anything in the error's chain says 401/403, an auth/permission code, is an
+    authentication error, or says the credentials are missing (whatever status litellm gave it:
+    it maps the OpenAI SDK's "Missing credentials" to a 500).
 
-    Such errors are never retried by `StreamErrorRetryProcessor`.
+    Such errors are never retried: not by `StreamErrorRetryProcessor`, not as a retryable
+    provider error (`scorers._judge_retry`), not by the daemon as a transient failure.
 
     Example:
         >>> class Denied(Exception):
         ...     status_code = 403
         >>> is_terminal_auth_error(RuntimeError("x")), is_terminal_auth_error(Denied())
         (False, True)
+        >>> class InternalServerError(Exception):
+        ...     status_code = 500
+        >>> is_terminal_auth_error(InternalServerError("OpenAIException - Missing credentials. Please pass an `api_key`"))
+        True
     """
     for level in iter_error_chain(error):
+        if type(level).__name__ in _AUTH_ERROR_NAMES or _MISSING_CREDENTIALS.search(str(level)):
+            return True
         for item in [level, *_payloads(level)]:
             if _status(item) in (401, 403):
                 return True

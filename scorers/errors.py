@@ -13,8 +13,10 @@ Tree::
     │                                the failed step's judge executions); the cause is chained
     └── JudgeError                   one judge call failed for good: retryable, retry_after_s,
         │                            execution (the recorded judge execution, when one started)
-        └── JudgeOutputError         the judge answered, twice, with text that is not valid
-                                     output for the step's schema
+        ├── JudgeOutputError         the judge answered, twice, with text that is not valid
+        │                            output for the step's schema
+        └── JudgeCredentialsError    the judge's credentials are missing or refused (never
+                                     retried): missing_env names the variables to set
 
 Messages follow Mastra's where Mastra has one ("Scorer Run Failed: <cause>",
 'Step "<name>" requires a model and instructions').
@@ -171,3 +173,27 @@ class JudgeOutputError(JudgeError):
     ) -> None:
         super().__init__(message, retryable=False, execution=execution)
         self.raw_output = raw_output
+
+
+class JudgeCredentialsError(JudgeError):
+    """The judge's provider has no credentials (no key in the environment or ``model_settings``)
+    or refused them (401, 403): a problem of the judge's configuration, never retried (not by
+    the model's retries, not by error processors, not by the daemon as a transient failure).
+
+    Attributes:
+        missing_env: the environment variables litellm says the provider reads its key from,
+            when none of them is set (empty when the credentials were refused, or given in
+            ``model_settings``).
+
+    Example:
+        >>> err = JudgeCredentialsError("no key", missing_env=("OPENAI_API_KEY",), status_code=401)
+        >>> (err.retryable, err.missing_env, err.status_code)
+        (False, ('OPENAI_API_KEY',), 401)
+    """
+
+    def __init__(
+        self, message: str, *, missing_env: tuple[str, ...] = (), status_code: int | None = None,
+        execution: JudgeExecution | None = None,
+    ) -> None:
+        super().__init__(message, retryable=False, status_code=status_code, execution=execution)
+        self.missing_env = missing_env

@@ -1,7 +1,9 @@
 """``tracescore check CONFIG``: validate a configuration and import every scorer, nothing more.
 
 A configuration without ``[[scorers]]`` is checked without importing the scorers' or the
-adapters' packages: only what loading and validating the file needs.
+adapters' packages: only what loading and validating the file needs. With a judge scorer
+(one with prompt steps), litellm is loaded to ask which environment variable each judge's
+provider reads its key from: a judge without its key is warned about (every call would fail).
 """
 
 from __future__ import annotations
@@ -11,7 +13,32 @@ import argparse
 from collector.commands.report import report_config_error
 from collector.config import load_config
 from collector.errors import ConfigError
-from collector.work.registry import ScorerRegistry
+from collector.work.registry import RegisteredScorer, ScorerRegistry
+
+
+def judge_warnings(entries: list[RegisteredScorer]) -> list[str]:
+    """A warning per judge model whose provider needs a key the environment does not set (a
+    judge whose ``model_settings`` give ``api_key`` or ``api_base`` needs none). litellm is
+    loaded only when a scorer has a prompt step.
+
+    Example:
+        >>> judge_warnings([])
+        []
+    """
+    judged = [e for e in entries if e.has_prompt_step and callable(getattr(e.scorer, "get_judges", None))]
+    if not judged:
+        return []
+    from scorers._judge_credentials import missing_env
+
+    warnings: list[str] = []
+    for entry in judged:
+        for judge in entry.scorer.get_judges():
+            names = missing_env(judge.model, judge.model_settings) if judge.model else ()
+            text = (f"warning: scorer {entry.scorer_id}: judge model {judge.model!r} needs "
+                    f"{', '.join(names)}, which the environment does not set: every judge call would fail")
+            if names and text not in warnings:
+                warnings.append(text)
+    return warnings
 
 
 def run(args: argparse.Namespace) -> int:
@@ -38,4 +65,6 @@ def run(args: argparse.Namespace) -> int:
     if not registry.entries:
         print("  warning: no scorer configured ([[scorers]]): spans are received and forwarded, "
               "nothing is scored")
+    for warning in judge_warnings(registry.entries):
+        print(f"  {warning}")
     return 0

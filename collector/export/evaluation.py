@@ -17,7 +17,11 @@ that every backend shows the score beside the run without changing the run:
   duration are ``tracescore.scored_at`` and ``tracescore.score.duration_ms``.
   ``"actual"`` uses the wall-clock scoring interval.
 
-A scorer that failed gives the same span with ``error.type`` and status ERROR.
+A score's span has status OK; a scorer that failed gives the same span with ``error.type``
+and status ERROR. The span id derives from the score's key and its outcome
+(`collector.ids.score_span_id_for`): a new outcome of the same job (a dead letter replayed)
+is a new span, with ``tracescore.supersedes`` naming the span it replaces, because backends
+keep the first copy of a span id (Phoenix, MLflow) or show every copy (Jaeger, Tempo).
 """
 
 from __future__ import annotations
@@ -71,6 +75,7 @@ TS_PREPROCESS = "tracescore.preprocess.result"
 TS_ANALYZE = "tracescore.analyze.result"
 TS_SCORED_SERVICE = "tracescore.scored.service"
 TS_ERROR_MESSAGE = "tracescore.error.message"
+TS_SUPERSEDES = "tracescore.supersedes"
 
 
 def _version() -> str:
@@ -131,6 +136,7 @@ def record_attributes(record: ScoreRecord) -> dict[str, Any]:
         TS_SCORED_SERVICE: record.service or None,
         ERROR_TYPE: record.error_type,
         TS_ERROR_MESSAGE: record.error_message,
+        TS_SUPERSEDES: record.supersedes,
     }
     attrs.update({k: v for k, v in optional.items() if v is not None})
     return attrs
@@ -189,7 +195,7 @@ def build_span(record: ScoreRecord, span_time: SpanTime = "anchored") -> Readabl
     Example:
         >>> span = build_span(ScoreRecord("k", "ab" * 16, "cd" * 8, "ef" * 8, "q", "Quality", score=0.5))
         >>> (span.name, format(span.parent.span_id, "016x"), span.events[0].name, span.status.status_code.name)
-        ('evaluation Quality', 'cdcdcdcdcdcdcdcd', 'gen_ai.evaluation.result', 'UNSET')
+        ('evaluation Quality', 'cdcdcdcdcdcdcdcd', 'gen_ai.evaluation.result', 'OK')
     """
     trace_id = int(record.trace_id, 16)
     flags = TraceFlags(TraceFlags.SAMPLED)
@@ -199,7 +205,7 @@ def build_span(record: ScoreRecord, span_time: SpanTime = "anchored") -> Readabl
     status = (
         Status(StatusCode.ERROR, record.error_message or record.error_type)
         if record.error_type
-        else Status(StatusCode.UNSET)
+        else Status(StatusCode.OK)
     )
     start, end = span_times(record, span_time)
     return ReadableSpan(
@@ -221,6 +227,7 @@ def build_span(record: ScoreRecord, span_time: SpanTime = "anchored") -> Readabl
 
 _REMOTE_PARENT = SpanFlags.SPAN_FLAGS_CONTEXT_HAS_IS_REMOTE_MASK | SpanFlags.SPAN_FLAGS_CONTEXT_IS_REMOTE_MASK
 _PB_SCOPE = PbScope(name=SCOPE.name, version=SCOPE.version or "")
+_PB_OK = PbStatus(code=PbStatus.STATUS_CODE_OK)
 
 
 def any_value(value: Any) -> AnyValue:
@@ -281,7 +288,7 @@ def encode_span(record: ScoreRecord, span_time: SpanTime = "anchored") -> Span:
     attributes = _key_values(record_attributes(record))
     start, end = span_times(record, span_time)
     status = (PbStatus(code=PbStatus.STATUS_CODE_ERROR, message=record.error_message or record.error_type)
-              if record.error_type else PbStatus(code=PbStatus.STATUS_CODE_UNSET))
+              if record.error_type else _PB_OK)
     return Span(
         trace_id=_id_bytes(record.trace_id, 16), span_id=_id_bytes(record.score_span_id, 8),
         parent_span_id=_id_bytes(record.span_id, 8), name=f"evaluation {record.scorer_name}",

@@ -2,9 +2,9 @@
 
 A record leaves the outbox only after the exporter returned SUCCESS; on failure its
 batch is deferred with exponential backoff, so a backend outage delays scores and never
-loses them. Each record's score span id is derived from the score's key
-(`collector.types.score_span_id_for`), so a re-export after an ambiguous failure, a second
-replica or a backfill sends the same span again, never a second score. The span itself is
+loses them. Each record's score span id is derived from the score's key and its outcome
+(`collector.ids.score_span_id_for`), so a re-export after an ambiguous failure, a second
+replica or a backfill that scores alike sends the same span again, never a second score. The span itself is
 built by `collector.export.evaluation` (resource per record: the OTLP encoder groups a batch
 from many services into one resource each).
 The blocking SDK exporter runs on a worker thread with instrumentation suppressed.

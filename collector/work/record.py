@@ -2,7 +2,7 @@
 
 The daemon's worker and ``tracescore score --export`` build records here, so a backfill
 sends exactly what the daemon would: the same evaluation span id (derived from the
-score's key), the same ``tracescore.run.id`` (derived from the run's ids), the scored
+score's key and its outcome, `collector.ids.score_span_id_for`), the same ``tracescore.run.id`` (derived from the run's ids), the scored
 span's resource and end time. Reasons and step-result JSON are cut to ``max_chars``.
 """
 
@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from collector.ids import score_span_id_for
+from collector.ids import score_outcome, score_span_id_for
 from collector.types import ScoreJob, ScoreRecord
 from collector.work.registry import RegisteredScorer
 
@@ -123,7 +123,8 @@ def score_record(
     error: BaseException | None = None, end_ns: int | None = None,
 ) -> ScoreRecord:
     """The outbox record of one job's result (``error``: the scorer failed; ``result`` is then
-    its partial result, or None).
+    its partial result, or None). Its evaluation span id derives from the job's key and the
+    outcome (`collector.ids.score_outcome`); a replayed job's record names the span it replaces.
 
     Example:
         >>> from collector.config import ScorerConfig
@@ -136,22 +137,33 @@ def score_record(
         >>> rec = score_record(job, RegisteredScorer(S(), ScorerConfig(ref="m:q")), Result(), 1, max_chars=100)
         >>> (rec.score, rec.run_id == job.run.run_id, rec.scored_end_ns, rec.resource["service.name"])
         (0.25, True, 7, 'bot')
+        >>> failed = score_record(job, RegisteredScorer(S(), ScorerConfig(ref="m:q")), None, 1, max_chars=100,
+        ...                       error=ValueError("bad"))
+        >>> again = score_record(job, RegisteredScorer(S(), ScorerConfig(ref="m:q")), Result(), 2, max_chars=100)
+        >>> again.score_span_id == rec.score_span_id, failed.score_span_id == rec.score_span_id
+        (True, False)
     """
     run = job.run
     models, tin, tout, cost, attempts, _ = judge_summary(result)
     score = None if error is not None else getattr(result, "score", None)
+    score = None if score is None else float(score)
     cause = error.__cause__ if error is not None and error.__cause__ is not None else error
+    reason = cut(getattr(result, "reason", None), max_chars)
+    label = score_label(entry, score)
+    error_type = None if cause is None else type(cause).__qualname__
+    span_id = score_span_id_for(job.key, score_outcome(score, label, reason, error_type))
     return ScoreRecord(
         key=job.key, trace_id=run.trace_id, span_id=run.span_id,
-        score_span_id=score_span_id_for(job.key), scorer_id=job.scorer_id,
+        score_span_id=span_id,
+        scorer_id=job.scorer_id,
         scorer_name=str(getattr(entry.scorer, "name", None) or job.scorer_id),
         scorer_version=job.scorer_version,
         run_id=run.run_id,
-        score=None if score is None else float(score),
-        reason=cut(getattr(result, "reason", None), max_chars),
-        label=score_label(entry, score),
+        score=score,
+        reason=reason,
+        label=label,
         response_id=run.response_id,
-        error_type=None if cause is None else type(cause).__qualname__,
+        error_type=error_type,
         error_message=None if error is None else str(error)[:max_chars],
         start_ns=start_ns, end_ns=time.time_ns() if end_ns is None else end_ns,
         judge_models=models, input_tokens=tin, output_tokens=tout, cost_usd=cost,
@@ -160,4 +172,5 @@ def score_record(
         analyze_json=truncate_json(getattr(result, "analyze_step_result", None), max_chars),
         service=run.service, resource=dict(run.resource), scored_end_ns=run.end_ns,
         llm_judged=entry.has_prompt_step is True or bool(models), forward_mark=run.forward_mark,
+        supersedes=job.supersedes if job.supersedes != span_id else None,  # failed alike again: the same span
     )

@@ -1,7 +1,11 @@
 """Function scorers the backend tests register by file reference (no LLM: scores are fixed by the
-answer, so a test knows which runs score low)."""
+answer, so a test knows which runs score low; ``flaky`` fails while its working directory holds
+a file ``flaky.broken``, so a test breaks and fixes it under a running daemon; ``tunable`` scores
+what its working directory's ``tunable.score`` says, so a run scored again gets another value)."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 from scorers import create_scorer
 
@@ -19,4 +23,34 @@ relevance = (
 brevity = (
     create_scorer(id="brevity", name="Brevity", description="short answer?", type="agent", version="1")
     .generate_score(lambda run: 1.0 if len(_answer(run)) < 80 else 0.0)
+)
+
+
+def _flaky_score(run):  # type: ignore[no-untyped-def]
+    if Path("flaky.broken").exists():
+        raise RuntimeError("flaky is broken")
+    return 1.0
+
+
+flaky = (
+    create_scorer(id="flaky", name="Flaky", description="fails while flaky.broken exists", type="agent",
+                  version="1")
+    .generate_score(_flaky_score)
+    .generate_reason(lambda run, score: "fixed")
+)
+
+witness = (
+    create_scorer(id="witness", name="Witness", description="always 0.5", type="agent", version="1")
+    .generate_score(lambda run: 0.5)
+)
+
+
+def _tuned() -> float:
+    tuned = Path("tunable.score")
+    return float(tuned.read_text()) if tuned.exists() else 0.5
+
+
+tunable = (
+    create_scorer(id="tunable", name="Tunable", description="the score in tunable.score", type="agent", version="1")
+    .generate_score(lambda run: _tuned())
 )

@@ -265,15 +265,24 @@ def post_body(url: str, body: bytes) -> None:
     assert reply.status_code == 200, reply.text
 
 
-def backfill(config: str, files: list[Path], workdir: Path) -> subprocess.CompletedProcess[str]:
-    """``tracescore score FILES --scorer ... --export --config`` (the backend scorers), as a user runs it."""
+def backfill(config: str, files: list[Path], workdir: Path,
+             scorers: tuple[str, ...] = ("relevance", "brevity")) -> subprocess.CompletedProcess[str]:
+    """``tracescore score FILES --scorer ... --export --config`` (backend scorers, in this order),
+    as a user runs it."""
     path = workdir / "backfill.toml"
     path.write_text(config)
-    args = [sys.executable, "-m", "collector.cli", "score", *map(str, files), "--scorer", f"{SCORERS}:relevance",
-            "--scorer", f"{SCORERS}:brevity", "--format", "jsonl", "--export", "--config", str(path),
-            "--export-timeout", "60"]
+    refs = [arg for name in scorers for arg in ("--scorer", f"{SCORERS}:{name}")]
+    args = [sys.executable, "-m", "collector.cli", "score", *map(str, files), *refs, "--format", "jsonl",
+            "--export", "--config", str(path), "--export-timeout", "60"]
     return subprocess.run(args, capture_output=True, text=True, timeout=180, cwd=workdir,
                           env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"})
+
+
+def cli(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """One ``tracescore`` command (``dead-letters replay --all --config ...``), as a user runs it."""
+    return subprocess.run([sys.executable, "-m", "collector.cli", *args], capture_output=True, text=True,
+                          timeout=120, cwd=cwd,
+                          env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", **(env or {})})
 
 
 def _agent_trace(exporter: Any, answer: str, agent: str) -> tuple[str, str, int]:

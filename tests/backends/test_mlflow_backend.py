@@ -3,6 +3,7 @@ MLflow's own APIs and Python client, queried as a user would (README)."""
 
 from __future__ import annotations
 
+import base64
 import json
 from pathlib import Path
 
@@ -119,4 +120,38 @@ def test_backfill_twice_leaves_one_assessment_per_scorer(tmp_path: Path, mlflow:
     assert feedback == [("Brevity", 1.0), ("Relevance", 0.2)]
     spans = poll(lambda: (s := mlflow.spans(trace_id)) and len(s) >= 4 and s, 60, "the evaluation spans")
     assert sorted(s["name"] for s in spans) == SPANS  # once each
+    assert {a["span_id"] for a in assessments(mlflow, trace_id)} == {span_id}
+
+
+def span_hex(span: dict) -> str:
+    """A span id as MLflow's batchGet gives it (protobuf JSON: base64 bytes), in hex."""
+    return base64.b64decode(span["span_id"]).hex()
+
+
+def test_a_run_scored_again_to_another_value_replaces_its_assessment(tmp_path: Path, mlflow: Mlflow) -> None:
+    """A backfill scores a run 0.3, a second one (the scorer changed, same version) 0.8: MLflow
+    keeps one assessment for the score, holding 0.8 and naming the new evaluation span; a third
+    backfill scoring alike changes nothing."""
+    experiment = mlflow.experiment("rescored")
+    body, trace_id, span_id = agent_trace_body("Paris.")
+    reply = httpx.post(f"{mlflow.url}/v1/traces", content=body, timeout=60,  # the agent's spans, long ago
+                       headers={"Content-Type": "application/x-protobuf", "x-mlflow-experiment-id": experiment})
+    assert reply.status_code == 200, reply.text
+    saved = tmp_path / "run.pb"
+    saved.write_bytes(body)
+    config = mlflow_config(mlflow, experiment)
+    outcomes = []
+    for value in ("0.3", "0.8", "0.8"):
+        (tmp_path / "tunable.score").write_text(value)
+        done = backfill(config, [saved], tmp_path, scorers=("tunable",))
+        assert done.returncode == 0 and "exported 1 score(s)" in done.stderr, done.stderr
+        (tunable,) = [a for a in assessments(mlflow, trace_id) if a["assessment_name"] == "Tunable"]
+        outcomes.append((tunable["assessment_id"], tunable["feedback"]["value"],
+                         tunable["metadata"]["evaluation_span_id"]))
+    (first_id, first, first_span), (second_id, second, second_span), third = outcomes
+    assert (first, second) == (0.3, 0.8) and first_id == second_id  # replaced in place, not added
+    assert first_span != second_span and third == outcomes[1]
+    spans = poll(lambda: len(e := [s for s in mlflow.spans(trace_id) if s["name"] == "evaluation Tunable"]) == 2
+                 and e, 60, "both outcomes' evaluation spans")
+    assert sorted(span_hex(s) for s in spans) == sorted([first_span, second_span])
     assert {a["span_id"] for a in assessments(mlflow, trace_id)} == {span_id}

@@ -8,10 +8,12 @@ import time
 from pathlib import Path
 
 from backends_support import (
+    SCORERS,
     Daemon,
     Phoenix,
     agent_trace_body,
     backfill,
+    cli,
     poll,
     post_body,
     readme_block,
@@ -147,3 +149,60 @@ async def test_a_score_whose_span_never_arrives_is_dropped_after_span_wait(tmp_p
     assert count("span_missing") >= 2 and count("sent") == 0
     assert await store.sink_outbox("phoenix").backlog() == 0
     await store.shutdown()
+
+
+def named(spans: list[dict], name: str) -> list[dict]:
+    return [s for s in spans if s["name"] == name]
+
+
+def test_a_replayed_dead_letter_is_the_current_outcome_and_a_resend_adds_no_span(
+    tmp_path: Path, phoenix: Phoenix,
+) -> None:
+    """A scorer fails (its evaluation span ERROR in Phoenix), is fixed, its dead letter replayed:
+    Phoenix, which keeps the first copy of a span id, shows the new outcome as a new span (OK, the
+    score, ``tracescore.supersedes`` naming the failure span), the failure span marked
+    ``superseded``, and the run's annotation holding the score and naming the new span. A backfill
+    that scores alike sends the same span again: Phoenix still has two evaluation spans."""
+    body, trace_id, span_id = agent_trace_body("Paris.")
+    broken = tmp_path / "flaky.broken"
+    broken.write_text("the flaky scorer raises while this file exists\n")
+    config = phoenix_config(phoenix) + f'[[scorers]]\nref = "{SCORERS}:flaky"\n'
+    daemon = Daemon(tmp_path, config, env={"PHOENIX_API_KEY": "", **FAST_RETRIES}).start()
+    try:
+        post_body(daemon.traces_url, body)
+        (failure,) = poll(lambda: named(phoenix.spans(trace_id), "evaluation Flaky"), 90, "the failure span")
+        assert failure["status_code"] == "ERROR" and failure["attributes"]["error.type"] == "RuntimeError"
+        broken.unlink()  # fixed, under the running daemon
+        replayed = cli("dead-letters", "replay", "--all", "--config", str(daemon.config), cwd=tmp_path,
+                       env={"PHOENIX_API_KEY": ""})  # the config names it (the command never uses it)
+        assert replayed.returncode == 0 and "replayed 1 dead letter(s)" in replayed.stdout, replayed.stderr
+        old_id = failure["context"]["span_id"]
+        spans = poll(lambda: len(f := named(phoenix.spans(trace_id), "evaluation Flaky")) == 2 and f, 90,
+                     "the replayed outcome's span")
+        poll(lambda: by_name(phoenix.annotations([old_id]), "superseded"), 90, "the failure span's mark")
+        poll(lambda: by_name(phoenix.annotations([span_id]), "Flaky"), 90, "the run's Flaky annotation")
+    finally:
+        assert daemon.stop() == 0
+
+    (current,) = [s for s in spans if s["context"]["span_id"] != old_id]
+    assert current["status_code"] == "OK" and current["parent_id"] == span_id
+    assert current["attributes"]["gen_ai.evaluation.score.value"] == 1.0
+    assert current["attributes"]["tracescore.supersedes"] == old_id
+    assert "tracescore.supersedes" not in failure["attributes"]
+    (mark,) = by_name(phoenix.annotations([old_id]), "superseded")
+    assert mark["result"]["label"] == "superseded" and mark["metadata"]["superseded_by"] == current["context"]["span_id"]
+    (score,) = by_name(phoenix.annotations([span_id]), "Flaky")
+    assert score["result"]["score"] == 1.0 and score["metadata"]["evaluation_span_id"] == current["context"]["span_id"]
+
+    # The same outcome again (a backfill scoring alike): the same span id, which Phoenix already
+    # has. The backfill's Witness span, exported after it in the same request, shows Phoenix took it.
+    saved = tmp_path / "run.pb"
+    saved.write_bytes(body)
+    done = backfill(phoenix_config(phoenix).replace('"env:PHOENIX_API_KEY"', '""'), [saved], tmp_path,
+                    scorers=("flaky", "witness"))
+    assert done.returncode == 0 and "exported 2 score(s)" in done.stderr, done.stderr
+    after = poll(lambda: named(s := phoenix.spans(trace_id), "evaluation Witness") and s, 90, "the Witness span")
+    assert sorted(s["context"]["span_id"] for s in named(after, "evaluation Flaky")) == sorted(
+        s["context"]["span_id"] for s in spans)
+    (score,) = by_name(phoenix.annotations([span_id]), "Flaky")
+    assert score["result"]["score"] == 1.0 and score["metadata"]["evaluation_span_id"] == current["context"]["span_id"]

@@ -65,6 +65,9 @@ class TestDeadLetterContract:
         assert await store.put([job(1)]) == [False]  # queued again: still one job for the key
         (leased,) = await take_until(store)
         assert leased.job.key == job(1).key and leased.attempt == 1
+        # The replayed job names the failure span its outcome replaces (the letter kept its id).
+        assert letter.evaluation_span_id == record(job(1)).score_span_id
+        assert leased.job.supersedes == letter.evaluation_span_id
         success = record(job(1))
         await store.settle(leased, Done(success))
         scores = [i.record for i in await store.pending(10) if i.record.error_type is None]

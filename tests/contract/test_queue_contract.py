@@ -106,7 +106,8 @@ class TestQueueContract:
                                         partial_json='{"analyze_step_result": 1}'))
         (dead,) = await store.dead_letters()
         assert dead["error"] == {"type": "ScorerRunError", "message": "boom", "traceback": "Traceback ...",
-                                 "partial": '{"analyze_step_result": 1}', "scorer_id": "q", "scorer_version": "1"}
+                                 "partial": '{"analyze_step_result": 1}', "scorer_id": "q", "scorer_version": "1",
+                                 "evaluation_span_id": record(j).score_span_id}
         assert dead["attempts"] == 1
         assert [i.record.key for i in await store.pending(10)] == [j.key]
         assert await store.put([j]) == [False]

@@ -114,3 +114,40 @@ async def test_judge_requests_count_every_request_sent_processor_retries_include
     finally:
         await service.shutdown()
         await backend.stop()
+
+
+async def test_a_judge_without_a_key_dead_letters_its_job_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, blockbuster: Any,
+) -> None:
+    """Issue 19, point 4: litellm reports a missing key as a retryable 500 ("Missing
+    credentials"); the daemon takes it for what it is, a permanent error of the judge: one
+    attempt, no processor or model retry, a dead letter naming the model and the variable."""
+    # Without a key the call goes through litellm.acompletion, whose client set-up stats the
+    # SSL certificate files on the event loop (litellm's own blocking call, not the daemon's).
+    blockbuster.functions["os.stat"].can_block_in("litellm/llms/custom_httpx/http_handler.py",
+                                                  "get_ssl_configuration")
+    from collector.store.sqlite.dead_letters import SqliteDeadLetters
+    from scorers import StreamErrorRetryProcessor
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    judge = Judge(model="openai/gpt-4o-mini", instructions="You are a strict evaluator.",
+                  error_processors=[StreamErrorRetryProcessor(max_retries=3)], model_settings={"max_retries": 2})
+    scorer = create_scorer(id="keyless", description="judged", type="agent", judge=judge).generate_score(
+        description="Rate the answer from 0 to 1", create_prompt=lambda run: "Rate it from 0 to 1.")
+    backend = await CaptureBackend().start()
+    service = await _daemon(scorer, tmp_path, backend)
+    try:
+        await _one_scored_run(service, backend)  # its failure span: exported once the job is dead
+        (failure,) = backend.scores()
+        text = service.metrics.render().decode()
+    finally:
+        await service.shutdown()
+        await backend.stop()
+    assert failure.attributes["error.type"] == "JudgeCredentialsError"
+    admin = SqliteDeadLetters(str(tmp_path / "q.db"))
+    (letter,) = await admin.letters()
+    assert letter.attempts == 1 and letter.error_type == "JudgeCredentialsError"
+    assert ("Judge model 'openai/gpt-4o-mini' has no credentials: the environment does not set OPENAI_API_KEY"
+            in letter.message)
+    assert 'tracescore_decisions_total{reason="retried",scorer="keyless"}' not in text
+    assert 'tracescore_judge_attempts_total{model="openai/gpt-4o-mini"} 1.0' in text

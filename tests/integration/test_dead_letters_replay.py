@@ -1,7 +1,7 @@
 """Dead letters end to end, on both stores: a scorer that raises is dead-lettered with its
 traceback (logged at -v, kept in the record, shown by `dead-letters show`), the scorer is
 fixed and the daemon restarted, `dead-letters replay` re-queues the job under its own key,
-and the run is scored exactly once."""
+and the run is scored exactly once, in a new evaluation span that supersedes the failure's."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from daemon_harness import (
     free_port,
     wait_until,
 )
+from opentelemetry.proto.trace.v1.trace_pb2 import Status
 from serve_process import ServeProcess, cli
 
 from collector.commands.dead_letters import open_dead_letters
@@ -100,7 +101,9 @@ async def test_dead_letter_keeps_the_traceback_and_replays_once_fixed(
     assert code == 0 and "ZeroDivisionError: division by zero" in shown["traceback"]
     assert 'fragile_scorers.py", line 6, in ratio' in shown["traceback"]
     await wait_until(lambda: len(backend.scores()) == 1, what="the failure span")
-    assert backend.scores()[0].attributes["error.type"] == "ZeroDivisionError"
+    (failure_span,) = backend.scores()
+    assert failure_span.attributes["error.type"] == "ZeroDivisionError"
+    failure_span_id = failure_span.span.span_id.hex()
 
     # -v --log-format json: one JSON object per line; the failure is logged with its traceback.
     lines = [json.loads(line) for line in serve.log.read_text().splitlines() if line.startswith("{")]
@@ -120,6 +123,11 @@ async def test_dead_letter_keeps_the_traceback_and_replays_once_fixed(
     (score,) = successes()
     assert (score.span.trace_id.hex(), score.span.parent_span_id.hex()) == (trace_id, span_id)
     assert score.attributes["gen_ai.evaluation.score.value"] == 1.0
+    # A new outcome is a new span (backends keep the first copy of a span id), OK, naming the
+    # failure span it replaces.
+    assert score.span.span_id.hex() != failure_span_id
+    assert score.attributes["tracescore.supersedes"] == failure_span_id
+    assert score.span.status.code == Status.STATUS_CODE_OK
     assert await listed() == []
     code, _, err = await cli("dead-letters", "replay", row["id"], "--config", config)
     assert code == 1 and "no dead letter" in err  # replayed once: nothing left to replay

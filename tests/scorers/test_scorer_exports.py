@@ -24,7 +24,7 @@ EXPECTED = {
     "filter_run", "RunFilter",
     # errors
     "ScorerError", "ScorerDefinitionError", "ScorerInputError", "ScorerRunError", "JudgeError",
-    "JudgeOutputError",
+    "JudgeOutputError", "JudgeCredentialsError",
 }  # fmt: skip
 
 

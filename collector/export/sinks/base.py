@@ -5,7 +5,9 @@ A sink client turns one `collector.types.ScoreRecord` into its backend's score o
 says how the backend answered (`Answer`): taken, not yet (retry), the span or trace is
 unknown (retry until ``span_wait_s``), or refused for good. `collector.export.sinks.sender`
 does the rest (outbox, backoff, metrics). Every id sent is derived from the score's key,
-so a second send of one score updates it (or finds it) and never makes a second one.
+so a second send of one score updates it (or finds it) and never makes a second one, and a
+new outcome of the score (a replayed dead letter, a run scored again to another value)
+replaces the old one in place.
 """
 
 from __future__ import annotations
@@ -66,11 +68,13 @@ def key_uuid(record: ScoreRecord, namespace: str) -> str:
 
 def score_metadata(record: ScoreRecord) -> dict[str, str]:
     """What every sink keeps beside the value: scorer id and version, run id, label, judge model,
-    cost (strings: MLflow keeps only string metadata; the others take them as they are).
+    cost, and the evaluation span of the outcome it holds (``evaluation_span_id``: a new outcome
+    of the same score updates the object, which then names the new span) (strings: MLflow keeps
+    only string metadata; the others take them as they are).
 
     Example:
         >>> score_metadata(ScoreRecord("k", "t", "s", "x", "q", "Q", scorer_version="2", run_id="r", cost_usd=0.5))
-        {'scorer_id': 'q', 'scorer_version': '2', 'run_id': 'r', 'cost_usd': '0.5'}
+        {'scorer_id': 'q', 'scorer_version': '2', 'run_id': 'r', 'cost_usd': '0.5', 'evaluation_span_id': 'x'}
     """
     meta = {
         "scorer_id": record.scorer_id,
@@ -79,6 +83,7 @@ def score_metadata(record: ScoreRecord) -> dict[str, str]:
         "label": record.label,
         "judge_model": ",".join(record.judge_models) or None,
         "cost_usd": None if record.cost_usd is None else repr(record.cost_usd),
+        "evaluation_span_id": record.score_span_id,
     }
     return {k: v for k, v in meta.items() if v}
 
@@ -103,13 +108,14 @@ def classify(status: int) -> Answer:
 
 
 async def request(
-    session: aiohttp.ClientSession, sink: str, method: str, url: str, **options: Any,
+    session: aiohttp.ClientSession, sink: str, method: str, url: str, *, limit: int | None = 500, **options: Any,
 ) -> tuple[int, str]:
-    """One HTTP request; the status and the first 500 characters of the reply (0: no answer)."""
+    """One HTTP request; the status and the first ``limit`` characters of the reply (all of it
+    for None; 0: no answer)."""
     try:
         async with session.request(method, url, **options) as resp:
             text = await resp.text(errors="replace")
-            return resp.status, text[:500]
+            return resp.status, text[:limit]
     except (aiohttp.ClientError, TimeoutError, OSError) as err:
         logger.debug("%s sink: %s %s failed: %s", sink, method, url, err)
         return 0, str(err)[:500]

@@ -4,8 +4,8 @@
 trace id in hex, observationId = the scored span id in hex (how Langfuse names what it
 received over OTLP), name = the scorer's name, value, dataType NUMERIC, comment = the
 reason, metadata. Langfuse upserts a score on its id and timestamp: both are fixed per
-score (the id from its key, the timestamp the scored span's end), so a second send updates
-the same score.
+score (the id from its key, the timestamp the scored span's end), so a second send, or a new
+outcome of the score (its metadata then names the new evaluation span), updates the same score.
 """
 
 from __future__ import annotations

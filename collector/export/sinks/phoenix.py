@@ -5,7 +5,15 @@ does not know yet, instead of retrying the insert in the background and answerin
 name = the scorer's name, ``annotator_kind`` LLM for judge scorers else CODE, result
 {score, label, explanation}, metadata {scorer id and version, run id, judge model, cost}.
 Phoenix keeps one annotation per (name, span, identifier): the identifier comes from the
-score's key, so sending a score again updates its annotation.
+score's key, so sending a score again, or a new outcome of it, updates its annotation
+(whose metadata names the evaluation span of the outcome it holds).
+
+Phoenix keeps the first copy of a span, so a new outcome is a new evaluation span
+(`collector.ids`), and the span it replaces (``record.supersedes``) is marked with a
+`superseded` annotation: ``annotations['superseded'].label == 'superseded'`` finds the
+evaluation spans that are no longer current. That span may never have reached Phoenix (a
+failure replayed before its span was exported), so the mark is posted without ``sync``:
+Phoenix inserts it when the span arrives, or gives up after a while, and never fails the score.
 """
 
 from __future__ import annotations
@@ -50,23 +58,63 @@ def annotation(record: ScoreRecord) -> dict[str, Any]:
     }
 
 
+SUPERSEDED = "superseded"
+"""The name (and label) of the annotation that marks an evaluation span no longer current."""
+
+
+def superseded_mark(record: ScoreRecord) -> dict[str, Any] | None:
+    """The ``SpanAnnotationData`` marking the evaluation span ``record`` replaces (None when it
+    replaces none): on that span, naming the span that holds the current outcome.
+
+    Example:
+        >>> mark = superseded_mark(ScoreRecord("k", "ab" * 16, "cd" * 8, "ef" * 8, "q", "Quality", score=1.0,
+        ...                                    supersedes="12" * 8))
+        >>> (mark["span_id"], mark["name"], mark["result"]["label"], mark["metadata"]["superseded_by"])
+        ('1212121212121212', 'superseded', 'superseded', 'efefefefefefefef')
+        >>> superseded_mark(ScoreRecord("k", "ab" * 16, "cd" * 8, "ef" * 8, "q", "Quality", score=1.0)) is None
+        True
+    """
+    if record.supersedes is None:
+        return None
+    return {
+        "span_id": record.supersedes,
+        "name": SUPERSEDED,
+        "annotator_kind": "CODE",
+        "identifier": identifier(record),
+        "result": {"label": SUPERSEDED,
+                   "explanation": f"replaced by evaluation span {record.score_span_id}"},
+        "metadata": {"superseded_by": record.score_span_id, "scorer_id": record.scorer_id,
+                     "scorer_version": record.scorer_version or ""},
+    }
+
+
 class PhoenixSink:
     """Phoenix's span annotations API.
 
     Example:
-        >>> PhoenixSink(PhoenixSinkConfig(endpoint="http://127.0.0.1:6006")).url
-        'http://127.0.0.1:6006/v1/span_annotations?sync=true'
+        >>> sink = PhoenixSink(PhoenixSinkConfig(endpoint="http://127.0.0.1:6006"))
+        >>> sink.url, sink.mark_url
+        ('http://127.0.0.1:6006/v1/span_annotations?sync=true', 'http://127.0.0.1:6006/v1/span_annotations')
     """
 
     name = "phoenix"
 
     def __init__(self, cfg: PhoenixSinkConfig) -> None:
         self.url = f"{cfg.url()}/v1/span_annotations?sync=true"
+        self.mark_url = f"{cfg.url()}/v1/span_annotations"
         key = secret_value(cfg.api_key, "sinks.phoenix.api_key")
         self._headers = {"Authorization": f"Bearer {key}"} if key else {}
 
     async def send(self, session: aiohttp.ClientSession, record: ScoreRecord) -> Answer:
-        """Create or update the score's annotation (404: Phoenix does not have the span yet)."""
+        """Create or update the score's annotation (404: Phoenix does not have the span yet), then
+        mark the evaluation span it supersedes, if any (both are sent again when Phoenix is down)."""
         status, text = await request(session, self.name, "POST", self.url,
                                      json={"data": [annotation(record)]}, headers=self._headers)
-        return answer_of(self.name, status, text, record)
+        answer = answer_of(self.name, status, text, record)
+        mark = superseded_mark(record)
+        if answer is not Answer.SENT or mark is None:
+            return answer
+        status, text = await request(session, self.name, "POST", self.mark_url,
+                                     json={"data": [mark]}, headers=self._headers)
+        # The score is in: only an outage sends both again; a refused mark is logged, not retried.
+        return Answer.RETRY if answer_of(self.name, status, text, record) is Answer.RETRY else Answer.SENT

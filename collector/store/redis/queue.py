@@ -51,15 +51,21 @@ logger = logging.getLogger(__name__)
 
 
 def job_json(job: ScoreJob) -> str:
-    """The stream payload of a job (JSON, never a pickle).
+    """The stream payload of a job (JSON, never a pickle); ``supersedes`` only when a replay set it.
 
     Example:
         >>> job = ScoreJob(RunRecord(trace_id="t", span_id="s"), "q", None)
-        >>> parse_job(job_json(job)) == job
+        >>> parse_job(job_json(job)) == job, "supersedes" in job_json(job)
+        (True, False)
+        >>> replayed = ScoreJob(RunRecord(trace_id="t", span_id="s"), "q", "1", supersedes="ab" * 8)
+        >>> parse_job(job_json(replayed)) == replayed
         True
     """
-    return json.dumps({"run": record_dict(job.run), "scorer_id": job.scorer_id,
-                       "scorer_version": job.scorer_version}, default=json_default)
+    data: dict[str, Any] = {"run": record_dict(job.run), "scorer_id": job.scorer_id,
+                            "scorer_version": job.scorer_version}
+    if job.supersedes is not None:
+        data["supersedes"] = job.supersedes
+    return json.dumps(data, default=json_default)
 
 
 def parse_job(text: str | bytes) -> ScoreJob:
@@ -70,7 +76,8 @@ def parse_job(text: str | bytes) -> ScoreJob:
         't/s/q/'
     """
     data = json.loads(text)
-    return ScoreJob(RunRecord(**known_fields(RunRecord, data["run"])), data["scorer_id"], data.get("scorer_version"))
+    return ScoreJob(RunRecord(**known_fields(RunRecord, data["run"])), data["scorer_id"], data.get("scorer_version"),
+                    data.get("supersedes"))
 
 
 @dataclass(frozen=True, slots=True)

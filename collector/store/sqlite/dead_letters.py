@@ -5,8 +5,9 @@ while the daemon runs; it takes none of the daemon's locks) and runs each comman
 ``BEGIN IMMEDIATE`` transaction. A replay re-queues the job under its idempotency key: the
 key's "done" mark, set when the job was dead-lettered, is lifted for exactly that key, and
 a failure span of it still waiting in the outbox is dropped (the replayed result takes its
-place: the outbox holds one record per key). The running daemon's workers take the job at
-their next poll and score it once.
+place: the outbox holds one record per key). The queued job names the failure span it
+replaces (``jobs.supersedes``), so its new outcome's span says so. The running daemon's
+workers take the job at their next poll and score it once.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from collector.store.sqlite.schema import add_missing_columns
 from collector.types import DeadLetter, RunRecord
 
 _COLUMNS = "id, key, payload, error, attempts, failed_at"
@@ -48,10 +50,16 @@ def replay_dead_letters(db: sqlite3.Connection, ids: Sequence[str] | None, now: 
     """Re-queue dead letters (all when ``ids`` is None) under their own keys; returns the ids replayed.
 
     Example:
+        >>> import json
         >>> from collector.store.sqlite.schema import SCHEMA
         >>> db = sqlite3.connect(":memory:"); _ = db.executescript(SCHEMA)
-        >>> replay_dead_letters(db, ["1"], 0.0)
-        []
+        >>> error = json.dumps({"scorer_id": "q", "scorer_version": "1", "evaluation_span_id": "ab" * 8})
+        >>> _ = db.execute("INSERT INTO dead_letters(key, payload, error, attempts, failed_at)"
+        ...                " VALUES ('t/s/q/1', ?, ?, 1, 0)", (RunRecord("t", "s").to_json(), error))
+        >>> replay_dead_letters(db, ["1"], 0.0), replay_dead_letters(db, ["1"], 0.0)
+        (['1'], [])
+        >>> db.execute("SELECT key, supersedes FROM jobs").fetchall()
+        [('t/s/q/1', 'abababababababab')]
     """
     if ids is None:
         rows = db.execute(f"SELECT {_COLUMNS} FROM dead_letters ORDER BY id").fetchall()
@@ -67,9 +75,9 @@ def replay_dead_letters(db: sqlite3.Connection, ids: Sequence[str] | None, now: 
         db.execute("DELETE FROM done WHERE key = ?", (key,))
         db.execute("DELETE FROM outbox WHERE key = ?", (key,))  # an unexported failure span of it
         db.execute(
-            "INSERT OR IGNORE INTO jobs(key, payload, scorer_id, scorer_version, available_at)"
-            " VALUES (?, ?, ?, ?, ?)",
-            (key, row[2], letter.job.scorer_id, letter.job.scorer_version, now),
+            "INSERT OR IGNORE INTO jobs(key, payload, scorer_id, scorer_version, available_at, supersedes)"
+            " VALUES (?, ?, ?, ?, ?, ?)",
+            (key, row[2], letter.job.scorer_id, letter.job.scorer_version, now, letter.evaluation_span_id),
         )
         db.execute("DELETE FROM dead_letters WHERE id = ?", (row[0],))
         replayed.append(letter.id)
@@ -116,6 +124,7 @@ class SqliteDeadLetters:
         try:
             db.execute("PRAGMA busy_timeout=10000")
             db.execute("BEGIN IMMEDIATE")
+            add_missing_columns(db)  # a file the daemon of an earlier version wrote
             result = fn(db)
             db.execute("COMMIT")
             return result

@@ -42,9 +42,9 @@ def put_jobs(db: sqlite3.Connection, jobs: Sequence[ScoreJob], now: float) -> li
             flags.append(False)
             continue
         cur = db.execute(
-            "INSERT OR IGNORE INTO jobs(key, payload, scorer_id, scorer_version, available_at)"
-            " VALUES (?, ?, ?, ?, ?)",
-            (job.key, job.run.to_json(), job.scorer_id, job.scorer_version, now),
+            "INSERT OR IGNORE INTO jobs(key, payload, scorer_id, scorer_version, available_at, supersedes)"
+            " VALUES (?, ?, ?, ?, ?, ?)",
+            (job.key, job.run.to_json(), job.scorer_id, job.scorer_version, now, job.supersedes),
         )
         flags.append(cur.rowcount == 1)
     return flags
@@ -70,17 +70,18 @@ def lease_jobs(
         "UPDATE jobs SET lease = ?, lease_until = ?, attempts = attempts + 1"
         " WHERE id IN (SELECT id FROM jobs WHERE available_at <= ?"
         " AND (lease_until IS NULL OR lease_until <= ?) ORDER BY id LIMIT ?)"
-        " RETURNING id, key, payload, scorer_id, scorer_version, attempts",
+        " RETURNING id, key, payload, scorer_id, scorer_version, attempts, supersedes",
         (lease, now + visibility_s, now, now, limit),
     ).fetchall()
     taken, dead = [], 0
-    for job_id, key, payload, scorer_id, version, attempts in sorted(rows):
+    for job_id, key, payload, scorer_id, version, attempts, supersedes in sorted(rows):
         if attempts > max_attempts:
             dead_letter(db, job_id, key, payload, attempts,
                         json.dumps({"type": "LeaseExpired", "message": "the job's lease ran out too many times"}))
             dead += 1
             continue
-        taken.append(LeasedJob(ScoreJob(RunRecord.from_json(payload), scorer_id, version), job_id, lease, attempts))
+        job = ScoreJob(RunRecord.from_json(payload), scorer_id, version, supersedes)
+        taken.append(LeasedJob(job, job_id, lease, attempts))
     return taken, dead
 
 

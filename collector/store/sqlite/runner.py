@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import IO, Any, TypeVar
 
-from collector.store.sqlite.schema import SCHEMA, upgrade_layout
+from collector.store.sqlite.schema import SCHEMA, add_missing_columns, upgrade_layout
 
 logger = logging.getLogger(__name__)
 
@@ -77,6 +77,7 @@ class SqliteRunner:
         db.execute("PRAGMA wal_autocheckpoint=10000")
         db.executescript(SCHEMA)
         upgrade_layout(db)  # a file of an earlier version keeps its traces
+        add_missing_columns(db)
         self._db = db
 
     async def open(self) -> None:

@@ -38,7 +38,8 @@ CREATE TABLE IF NOT EXISTS jobs (
     lease TEXT,
     lease_until REAL,
     attempts INTEGER NOT NULL DEFAULT 0,
-    last_error TEXT
+    last_error TEXT,
+    supersedes TEXT  -- a replayed job: the evaluation span id of the failure it replaces
 );
 CREATE INDEX IF NOT EXISTS jobs_available ON jobs(available_at);
 CREATE TABLE IF NOT EXISTS done (
@@ -119,6 +120,22 @@ def unpack_summary(summary: bytes) -> list[SummaryEntry]:
         []
     """
     return list(_ENTRY.iter_unpack(summary))
+
+
+def add_missing_columns(db: sqlite3.Connection) -> None:
+    """Add the columns a file of an earlier version lacks (``jobs.supersedes``); a no-op on a
+    current file. Safe inside or outside a transaction.
+
+    Example:
+        >>> db = sqlite3.connect(":memory:")
+        >>> _ = db.execute("CREATE TABLE jobs (id INTEGER PRIMARY KEY, key TEXT)")
+        >>> add_missing_columns(db); add_missing_columns(db)
+        >>> [row[1] for row in db.execute("PRAGMA table_info(jobs)")]
+        ['id', 'key', 'supersedes']
+    """
+    columns = {row[1] for row in db.execute("PRAGMA table_info(jobs)")}
+    if "supersedes" not in columns:
+        db.execute("ALTER TABLE jobs ADD COLUMN supersedes TEXT")
 
 
 def upgrade_layout(db: sqlite3.Connection) -> None:

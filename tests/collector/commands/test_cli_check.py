@@ -89,3 +89,48 @@ def test_global_flags_go_before_or_after_the_subcommand(argv: list[str]) -> None
     assert (args.verbose, args.log_format, args.scorer) == (1, "text", ["m:s"])
     assert build_parser().parse_args(["--log-format", "json", "dead-letters", "list", "-vv"]).verbose == 2
     assert build_parser().parse_args(["status", "--log-format", "json"]).log_format == "json"
+
+
+JUDGED_SCORERS = '''from scorers import Judge, create_scorer
+
+
+def _judged(scorer_id, **settings):
+    judge = Judge(model="openai/gpt-4o-mini", instructions="Be strict.", model_settings=settings or None)
+    return create_scorer(id=scorer_id, description="judged", judge=judge).generate_score(
+        description="score", create_prompt=lambda run: "Score it.")
+
+
+keyless = _judged("keyless")
+local = _judged("local", api_base="http://127.0.0.1:8000/v1")
+keyed = _judged("keyed", api_key="sk-in-settings")
+'''
+
+
+def test_check_warns_when_a_judge_has_no_key(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "judged_scorers.py").write_text(JUDGED_SCORERS)
+    config = "".join(f'[[scorers]]\nref = "{tmp_path / "judged_scorers.py"}:{name}"\n'
+                     for name in ("keyless", "local", "keyed"))
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    code, out, err = check(tmp_path, config, capsys)
+    assert code == 0, err
+    warnings = [line.strip() for line in out.splitlines() if "warning" in line]
+    assert warnings == ["warning: scorer keyless: judge model 'openai/gpt-4o-mini' needs OPENAI_API_KEY, which "
+                        "the environment does not set: every judge call would fail"]
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    code, out, _ = check(tmp_path, config, capsys)
+    assert code == 0 and "warning" not in out and "sk-test" not in out
+
+
+@pytest.mark.parametrize(("ref", "loads"), [("scorers.builtin:completeness", False), ("keyless", True)])
+def test_check_loads_litellm_only_for_a_judge_scorer(tmp_path: Path, ref: str, loads: bool) -> None:
+    (tmp_path / "judged_scorers.py").write_text(JUDGED_SCORERS)
+    target = ref if ":" in ref else f"{tmp_path / 'judged_scorers.py'}:{ref}"
+    config = tmp_path / "tracescore.toml"
+    config.write_text(f'[[scorers]]\nref = "{target}"\n')
+    code = ("import sys\nfrom collector.cli import main\n"
+            f"code = main(['check', {str(config)!r}])\nprint(code, 'litellm' in sys.modules)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1] == f"0 {loads}"

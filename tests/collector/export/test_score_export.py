@@ -56,7 +56,8 @@ def test_score_span_shape() -> None:
     assert attrs["tracescore.judge.cost_usd"] == 0.001
     assert attrs["tracescore.score.duration_ms"] == 2.0
     assert attrs["tracescore.analyze.result"] == '{"ok": true}'
-    assert span.status.status_code is StatusCode.UNSET
+    assert "tracescore.supersedes" not in attrs  # a first outcome replaces nothing
+    assert span.status.status_code is StatusCode.OK  # a score is a definite outcome of the scoring
 
 
 def test_failure_span() -> None:

@@ -99,7 +99,8 @@ def test_phoenix_annotations_fit_annotate_spans_request_body() -> None:
     assert [p["annotator_kind"] for p in payloads] == ["LLM", "CODE"]
     assert payloads[0]["result"] == {"score": 0.25, "label": "fail", "explanation": "off topic"}
     assert payloads[0]["metadata"] == {"scorer_id": "relevance", "scorer_version": "2", "run_id": "run-1",
-                                       "label": "fail", "judge_model": "openai/gpt-4o-mini", "cost_usd": "0.0012"}
+                                       "label": "fail", "judge_model": "openai/gpt-4o-mini", "cost_usd": "0.0012",
+                                       "evaluation_span_id": "00f067aa0ba902b7"}
 
 
 def test_mlflow_assessments_fit_the_create_assessment_message() -> None:

@@ -92,7 +92,7 @@ async def test_retry_dead_letter_and_restart_releases_leases(tmp_path: Path) -> 
     dead = await store.dead_letters()
     assert dead == [{"key": b.job.key, "attempts": 1, "error": {
         "type": "ScorerRunError", "message": "boom", "traceback": "", "partial": None,
-        "scorer_id": "q", "scorer_version": "1"}}]
+        "scorer_id": "q", "scorer_version": "1", "evaluation_span_id": "ef" * 8}}]
     assert await store.put([b.job]) == [False]
     assert [p.record.key for p in await store.pending(5)] == [b.job.key]
     await store.put([_job("03" * 8)])

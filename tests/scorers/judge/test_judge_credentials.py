@@ -1,0 +1,56 @@
+"""Issue 19, point 4: a judge without credentials, or whose credentials the provider refuses,
+fails at once with `JudgeCredentialsError` (not retryable, naming the model and the variable to
+set): never retried by the model's retries (``max_retries``) nor by `StreamErrorRetryProcessor`,
+although litellm reports the OpenAI SDK's "Missing credentials" as a retryable 500."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from judge_support import Reply
+
+from scorers import (
+    Judge,
+    JudgeCredentialsError,
+    ScorerRunError,
+    StreamErrorRetryProcessor,
+    create_scorer,
+)
+
+
+def judged(settings: dict[str, Any] | None) -> Any:
+    judge = Judge(model="openai/gpt-4o-mini", instructions="Judge.",
+                  model_settings={**(settings or {}), "max_retries": 2},
+                  error_processors=[StreamErrorRetryProcessor(max_retries=3, retry_unknown_errors=True)])
+    return create_scorer(id="judged", description="d", judge=judge).generate_score(
+        description="score", create_prompt=lambda run: "Score it")
+
+
+def credentials_error(caught: pytest.ExceptionInfo[ScorerRunError]) -> JudgeCredentialsError:
+    cause = caught.value.__cause__
+    assert isinstance(cause, JudgeCredentialsError) and cause.execution is not None
+    return cause
+
+
+async def test_a_judge_without_a_key_fails_at_once_naming_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with pytest.raises(ScorerRunError) as caught:
+        await judged(None).run(output="a")
+    error = credentials_error(caught)
+    assert error.retryable is False and error.missing_env == ("OPENAI_API_KEY",)
+    assert "'openai/gpt-4o-mini' has no credentials: the environment does not set OPENAI_API_KEY" in str(error)
+    assert "Missing credentials" in str(error)  # litellm's own words follow
+    assert error.execution is not None and error.execution.model_call_count == 1  # sent once, retried never
+
+
+@pytest.mark.parametrize("status", [401, 403])
+async def test_refused_credentials_are_sent_once(server: Any, settings: dict[str, Any], transport: str,
+                                                 status: int) -> None:
+    server.script(Reply.error(status), Reply.json({"score": 0.5}))
+    with pytest.raises(ScorerRunError) as caught:
+        await judged(settings).run(output="a")
+    error = credentials_error(caught)
+    assert len(server.requests) == 1
+    assert (error.retryable, error.status_code, error.missing_env) == (False, status, ())
+    assert "'openai/gpt-4o-mini' refused its credentials (not retried)" in str(error)
