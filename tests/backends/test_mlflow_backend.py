@@ -102,17 +102,21 @@ def test_a_run_scored_twice_leaves_one_assessment(tmp_path: Path, mlflow: Mlflow
     assert sorted(a["assessment_name"] for a in assessments(mlflow, trace_id)) == ["Brevity", "Relevance"]
 
 
-def test_backfill_twice_leaves_one_assessment_per_scorer(tmp_path: Path, mlflow: Mlflow) -> None:
-    experiment = mlflow.experiment("backfill")
-    body, trace_id, span_id = agent_trace_body("Maybe Lyon.")
 
-
-    reply = httpx.post(f"{mlflow.url}/v1/traces", content=body, timeout=60,  # the agent's spans, long ago
+def saved_run(tmp_path: Path, mlflow: Mlflow, experiment: str, answer: str) -> tuple[str, Path, str, str]:
+    """An agent run already in MLflow (its spans sent there long ago) and saved as an OTLP file for
+    a backfill: the README's MLflow config, the file, the trace id and the run span id."""
+    body, trace_id, span_id = agent_trace_body(answer)
+    reply = httpx.post(f"{mlflow.url}/v1/traces", content=body, timeout=60,
                        headers={"Content-Type": "application/x-protobuf", "x-mlflow-experiment-id": experiment})
     assert reply.status_code == 200, reply.text
     saved = tmp_path / "run.pb"
     saved.write_bytes(body)
-    config = mlflow_config(mlflow, experiment)
+    return mlflow_config(mlflow, experiment), saved, trace_id, span_id
+
+def test_backfill_twice_leaves_one_assessment_per_scorer(tmp_path: Path, mlflow: Mlflow) -> None:
+    experiment = mlflow.experiment("backfill")
+    config, saved, trace_id, span_id = saved_run(tmp_path, mlflow, experiment, "Maybe Lyon.")
     for _ in range(2):
         done = backfill(config, [saved], tmp_path)
         assert done.returncode == 0, done.stderr
@@ -133,13 +137,7 @@ def test_a_run_scored_again_to_another_value_replaces_its_assessment(tmp_path: P
     keeps one assessment for the score, holding 0.8 and naming the new evaluation span; a third
     backfill scoring alike changes nothing."""
     experiment = mlflow.experiment("rescored")
-    body, trace_id, span_id = agent_trace_body("Paris.")
-    reply = httpx.post(f"{mlflow.url}/v1/traces", content=body, timeout=60,  # the agent's spans, long ago
-                       headers={"Content-Type": "application/x-protobuf", "x-mlflow-experiment-id": experiment})
-    assert reply.status_code == 200, reply.text
-    saved = tmp_path / "run.pb"
-    saved.write_bytes(body)
-    config = mlflow_config(mlflow, experiment)
+    config, saved, trace_id, span_id = saved_run(tmp_path, mlflow, experiment, "Paris.")
     outcomes = []
     for value in ("0.3", "0.8", "0.8"):
         (tmp_path / "tunable.score").write_text(value)

@@ -9,7 +9,7 @@ import asyncio
 import logging
 import re
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import grpc
@@ -94,6 +94,19 @@ async def until(check: Callable[[], bool], what: str, timeout: float = 30.0) -> 
 def http(url: str, **options: object) -> ExportConfig:
     return ExportConfig(endpoint=url, protocol="http/protobuf", timeout_s=2.0, max_backoff_s=0.2, **options)
 
+
+
+async def raw_trace_server(export: Callable[[bytes, grpc.aio.ServicerContext], Awaitable[bytes]]) -> tuple[
+        grpc.aio.Server, int]:
+    """A started gRPC TraceService whose Export gets the request's raw bytes (nothing decoded),
+    on a free loopback port."""
+    server = grpc.aio.server()
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(
+        "opentelemetry.proto.collector.trace.v1.TraceService",
+        {"Export": grpc.unary_unary_rpc_method_handler(export)}),))
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    return server, port
 
 async def test_requests_arrive_unchanged_in_order_and_leave_the_log(
     backend: tuple[Backend, str], store: SqliteStore,
@@ -187,12 +200,7 @@ async def test_a_grpc_outage_names_the_status_and_a_refusal_for_good_names_its_c
         received.append(request)
         return b""
 
-    server = grpc.aio.server()
-    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(
-        "opentelemetry.proto.collector.trace.v1.TraceService",
-        {"Export": grpc.unary_unary_rpc_method_handler(export)}),))
-    port = server.add_insecure_port("127.0.0.1:0")
-    await server.start()
+    server, port = await raw_trace_server(export)
     caplog.set_level(logging.WARNING, logger="collector.export.forward")
     try:
         await store.forward_log.forward_append("traces", body("refused"))
@@ -282,12 +290,7 @@ async def test_grpc_forwarding_sends_the_bytes_through(store: SqliteStore) -> No
         received.append(request)
         return b""
 
-    server = grpc.aio.server()
-    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(
-        "opentelemetry.proto.collector.trace.v1.TraceService",
-        {"Export": grpc.unary_unary_rpc_method_handler(export)}),))
-    port = server.add_insecure_port("127.0.0.1:0")
-    await server.start()
+    server, port = await raw_trace_server(export)
     try:
         for n in range(4):
             await store.forward_log.forward_append("traces", body(f"s{n}"))

@@ -8,29 +8,22 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from judge_support import Reply
+from judge_support import Reply, failed_judge_call, score_it
 
 from scorers import (
-    Judge,
     JudgeCredentialsError,
     ScorerRunError,
     StreamErrorRetryProcessor,
-    create_scorer,
 )
 
 
 def judged(settings: dict[str, Any] | None) -> Any:
-    judge = Judge(model="openai/gpt-4o-mini", instructions="Judge.",
-                  model_settings={**(settings or {}), "max_retries": 2},
-                  error_processors=[StreamErrorRetryProcessor(max_retries=3, retry_unknown_errors=True)])
-    return create_scorer(id="judged", description="d", judge=judge).generate_score(
-        description="score", create_prompt=lambda run: "Score it")
+    return score_it("judged", {**(settings or {}), "max_retries": 2},
+                    error_processors=[StreamErrorRetryProcessor(max_retries=3, retry_unknown_errors=True)])
 
 
 def credentials_error(caught: pytest.ExceptionInfo[ScorerRunError]) -> JudgeCredentialsError:
-    cause = caught.value.__cause__
-    assert isinstance(cause, JudgeCredentialsError) and cause.execution is not None
-    return cause
+    return failed_judge_call(caught, JudgeCredentialsError)
 
 
 async def test_a_judge_without_a_key_fails_at_once_naming_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:

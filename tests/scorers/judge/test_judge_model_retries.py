@@ -14,9 +14,9 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from judge_support import Reply
+from judge_support import Reply, failed_judge_call, score_it
 
-from scorers import Judge, JudgeError, ScorerRunError, StreamErrorRetryProcessor, create_scorer
+from scorers import Judge, JudgeError, ScorerRunError, StreamErrorRetryProcessor
 from scorers.processors import RetryDecision
 
 SLACK_S = 0.05  # timer granularity: a lower bound may be met this much early
@@ -35,15 +35,11 @@ def fast_backoff(monkeypatch: pytest.MonkeyPatch) -> float:
 
 
 def scorer(settings: dict[str, Any], **judge_kw: Any) -> Any:
-    judge = Judge(model="openai/gpt-4o-mini", instructions="Judge.", model_settings=settings, **judge_kw)
-    return create_scorer(id="retried", description="d", judge=judge).generate_score(
-        description="score", create_prompt=lambda run: "Score it")
+    return score_it("retried", settings, **judge_kw)
 
 
 def failure(caught: pytest.ExceptionInfo[ScorerRunError]) -> JudgeError:
-    cause = caught.value.__cause__
-    assert isinstance(cause, JudgeError) and cause.execution is not None
-    return cause
+    return failed_judge_call(caught, JudgeError)
 
 
 # --------------------------------------------------------------------------- 8. max_retries
