@@ -76,3 +76,47 @@ async def test_a_bad_config_fails_before_any_scoring(tmp_path: Path) -> None:
     saved.write_bytes(body)
     code, err = await backfill(tmp_path, '[sinks.phoenix]\nendpoint = "htp//nope"\n', saved)
     assert code == 2 and "sinks.phoenix.endpoint" in err
+
+
+TUNABLE = '''from pathlib import Path
+
+from scorers import create_scorer
+
+tunable = create_scorer(id="tunable", name="Tunable", description="scores what tunable.score says", version="1"
+                        ).generate_score(lambda run: float(Path("tunable.score").read_text()))
+'''
+
+
+async def test_a_run_scored_again_to_another_value_is_the_current_score_in_langfuse_and_otlp(tmp_path: Path) -> None:
+    """The same run backfilled to 0.3, then (the scorer changed, same version) to 0.8, then 0.8
+    again: Langfuse holds one score (same id and timestamp: upserted) whose value is 0.8 and whose
+    metadata names the second evaluation span; the OTLP backend got a new span id for the new
+    outcome, and the repeat is sent again under the same id (a duplicate, not a new outcome)."""
+    scorer = tmp_path / "tunable_scorer.py"
+    scorer.write_text(TUNABLE)
+    backend = await CaptureBackend().start()
+    langfuse = await LangfuseServer().start()
+    body, _, _ = agent_trace_body()
+    saved = tmp_path / "run.pb"
+    saved.write_bytes(body)
+    config = tmp_path / "backfill.toml"
+    config.write_text(f'[export]\nendpoint = "{backend.endpoint}"\n'
+                      f'[sinks.langfuse]\nhost = "{langfuse.url}"\npublic_key = "{langfuse.public_key}"\n'
+                      'secret_key = "env:LF_SECRET"\n')
+    latest: list[dict] = []
+    try:
+        for value in ("0.3", "0.8", "0.8"):
+            (tmp_path / "tunable.score").write_text(value)
+            code, _, err = await cli("score", str(saved), "--scorer", f"{scorer}:tunable", "--export",
+                                     "--config", str(config), env={"LF_SECRET": "sk-lf-test"}, cwd=tmp_path,
+                                     timeout=120)
+            assert code == 0 and "exported 1 score(s)" in err, err
+            latest.append(dict(next(iter(langfuse.scores.values()))))
+    finally:
+        await backend.stop()
+        await langfuse.stop()
+    assert len({(b["id"], b["timestamp"]) for b in langfuse.scores.values()}) == len(langfuse.scores) == 1
+    assert [b["value"] for b in latest] == [0.3, 0.8, 0.8]
+    spans = [s.span.span_id.hex() for s in backend.scores()]
+    assert len(spans) == 3 and spans[0] != spans[1] and spans[1] == spans[2]  # a new outcome, then a repeat
+    assert latest[-1]["metadata"]["evaluation_span_id"] == spans[1]
