@@ -145,7 +145,7 @@ def run(args: argparse.Namespace) -> int:
         2
     """
     try:
-        config = load_config(args.config)
+        config = load_config(args.config, secrets=False)  # the store only: no sink key needed
     except ConfigError as err:
         report_config_error(err)
         return 2

@@ -102,8 +102,14 @@ def _format_validation(err: ValidationError) -> str:
     return "invalid configuration: " + "; ".join(lines)
 
 
-def config_from_dict(data: Mapping[str, Any], env: Mapping[str, str] | None = None) -> Config:
+def config_from_dict(
+    data: Mapping[str, Any], env: Mapping[str, str] | None = None, *, secrets: bool = True
+) -> Config:
     """Validate a parsed TOML document, applying env overrides and OTEL fallbacks.
+
+    With ``secrets`` (the default, what a daemon and ``check`` need), every ``env:NAME``
+    secret in force must name a set variable; without, they are left unread, for commands
+    that only work on the store (``dead-letters``) and must not need the sinks' keys.
 
     Raises:
         ConfigError: on unknown keys or bad values, naming the key path.
@@ -126,8 +132,9 @@ def config_from_dict(data: Mapping[str, Any], env: Mapping[str, str] | None = No
         config = Config.model_validate(merged)
     except ValidationError as err:
         raise ConfigError(_format_validation(err)) from None
-    config.receiver.token()  # an "env:NAME" token whose variable is unset fails here, at start
-    config.sinks.check_secrets()
+    if secrets:
+        config.receiver.token()  # an "env:NAME" token whose variable is unset fails here, at start
+        config.sinks.check_secrets()
     return config
 
 
@@ -145,8 +152,11 @@ def _read_toml(path: str | Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: not valid TOML: {err}") from None
 
 
-def load_config(path: str | Path | None, env: Mapping[str, str] | None = None) -> Config:
-    """Load the TOML file at ``path`` (or only env and defaults when None).
+def load_config(
+    path: str | Path | None, env: Mapping[str, str] | None = None, *, secrets: bool = True
+) -> Config:
+    """Load the TOML file at ``path`` (or only env and defaults when None); ``secrets`` as in
+    `config_from_dict`.
 
     Raises:
         ConfigError: when the file is missing, is not TOML, or does not validate.
@@ -156,7 +166,7 @@ def load_config(path: str | Path | None, env: Mapping[str, str] | None = None) -
         4
     """
     data = _read_toml(path) if path is not None else {}
-    return config_from_dict(data, env)
+    return config_from_dict(data, env, secrets=secrets)
 
 
 def load_receiver(path: str | Path, env: Mapping[str, str] | None = None) -> ReceiverConfig:
@@ -183,6 +193,8 @@ def load_receiver(path: str | Path, env: Mapping[str, str] | None = None) -> Rec
         Traceback (most recent call last):
         ...
         collector.errors.ConfigError: invalid configuration: sinks.langfuse.public_key: environment variable UNSET_HERE is not set
+        >>> load_config(path, env={}, secrets=False).sinks.langfuse.host
+        'https://x'
     """
     data = _read_toml(path)
     _apply_env(data, os.environ if env is None else env)

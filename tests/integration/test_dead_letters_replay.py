@@ -138,3 +138,21 @@ async def test_dead_letter_keeps_the_traceback_and_replays_once_fixed(
     assert any(x["message"].startswith(f"scored fragile on trace {trace_id} span {span_id}: 1.0 (") for x in lines)
     assert await serve.stop() == 0
     assert len(successes()) == 1
+
+
+async def test_dead_letters_need_no_sink_keys_while_check_still_asks_for_them(tmp_path: Path) -> None:
+    """An operator's shell lacks the sinks' secrets (mounted only into the daemon): the
+    dead-letter commands work on the store all the same, while `check` names the variable."""
+    prefix = f"test-{uuid.uuid4().hex[:12]}:"
+    config = tmp_path / "tracescore.toml"
+    config.write_text(f'[queue]\nurl = "{REDIS_URL}"\nkey_prefix = "{prefix}"\n'
+                      '[sinks.langfuse]\nhost = "http://127.0.0.1:9"\npublic_key = "pk-lf-test"\n'
+                      'secret_key = "env:TRACESCORE_TEST_UNSET_LANGFUSE_SECRET"\n')
+    os.environ.pop("TRACESCORE_TEST_UNSET_LANGFUSE_SECRET", None)
+    code, out, err = await cli("dead-letters", "list", "--config", str(config), "--format", "json")
+    assert (code, json.loads(out or "null")) == (0, []), err
+    code, _, err = await cli("dead-letters", "replay", "--all", "--config", str(config))
+    assert code == 0, err
+    code, _, err = await cli("check", str(config))
+    assert code == 2 and "TRACESCORE_TEST_UNSET_LANGFUSE_SECRET" in err, err
+    await delete_redis_keys(REDIS_URL, prefix)
