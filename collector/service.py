@@ -160,6 +160,7 @@ class Service:
             self.store, make_span_exporter(e), self.metrics, max_batch=e.max_batch,
             max_backoff_s=e.max_backoff_s, on_exported=self.signals.exported if self.signals.enabled else None,
             span_time=e.span_time, forwarded=self.store.forward_log if self.forwarding else None,
+            destination=e.destination(),
         )
         self.worker = Worker(
             self.store, registry, self.metrics, concurrency=w.concurrency,

@@ -98,7 +98,7 @@ async def _send(config: Config, records: list[ScoreRecord], path: str, timeout: 
     await store.start()
     exporter = ScoreExporter(store, make_span_exporter(config.export), metrics, max_batch=config.export.max_batch,
                              max_backoff_s=config.export.max_backoff_s, span_time=config.export.span_time,
-                             poll_s=0.05)
+                             poll_s=0.05, destination=config.export.destination())
     senders = make_senders(config.sinks, store.sink_outbox, metrics)
     try:
         await _settle(store, records)

@@ -242,6 +242,15 @@ class ExportConfig(BaseModel):
         """
         return {k: v.get_secret_value() for k, v in self.headers.items()}
 
+    def destination(self) -> str:
+        """The endpoint and protocol as the log names them (a password in the URL masked).
+
+        Example:
+            >>> ExportConfig(endpoint="https://u:pw@backend:4318", protocol="http/protobuf").destination()
+            'https://u:***@backend:4318 (http/protobuf)'
+        """
+        return f"{without_password(self.endpoint)} ({self.protocol})"
+
 
 class FilterConfig(BaseModel):
     """Which runs a scorer sees; every given field must match.

@@ -125,8 +125,7 @@ class Forwarder:
         self._wake: asyncio.Event | None = None
         self._stop = asyncio.Event()  # cuts a backoff wait short (new requests do not)
         self._stopping = False
-        where = f"forwarding to {without_password(cfg.endpoint)} ({cfg.protocol})"
-        self._outage = OutageWatch(where, "received requests are kept in the store and retried "
+        self._outage = OutageWatch(f"forwarding to {cfg.destination()}", "received requests are kept in the store and retried "
                                           f"(backoff up to {cfg.max_backoff_s:g} s) until it takes them")
 
     def notify(self) -> None:

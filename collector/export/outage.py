@@ -59,6 +59,7 @@ class OutageWatch:
     Args:
         what: names the sending and its destination (``forwarding to http://backend:4317 (grpc)``).
         meanwhile: what happens to the data during an outage, for the first line.
+        unit: what one attempt carries (``requests``, ``score records``), for the last line.
 
     Example:
         >>> watch = OutageWatch("forwarding to http://backend:4317", "requests are kept and retried")
@@ -72,9 +73,10 @@ class OutageWatch:
         True
     """
 
-    def __init__(self, what: str, meanwhile: str) -> None:
+    def __init__(self, what: str, meanwhile: str, unit: str = "requests") -> None:
         self._what = what
         self._meanwhile = meanwhile
+        self._unit = unit
         self.outage: Outage | None = None
 
     def failed(self, cause: str, requests: int = 1, now: float | None = None) -> str | None:
@@ -96,5 +98,5 @@ class OutageWatch:
             return None
         lasted = (time.monotonic() if now is None else now) - outage.started
         return (f"{self._what} recovered after {lasted:.1f} s and {outage.attempts} failed attempt"
-                f"{'s' if outage.attempts != 1 else ''} ({outage.requests} requests retried); "
+                f"{'s' if outage.attempts != 1 else ''} ({outage.requests} {self._unit} retried); "
                 f"last error: {outage.cause}")

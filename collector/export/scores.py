@@ -27,6 +27,8 @@ from collector._aio import cancel_and_wait, wait_event
 from collector.config import ExportConfig
 from collector.export.evaluation import SpanTime, build_span, encode_span
 from collector.export.grpc_spans import EncodedSpanExporter, EncodedSpans
+from collector.export.outage import OutageWatch, describe_error
+from collector.export.sdk_errors import SdkExportErrors
 from collector.metrics import Metrics
 from collector.store.interface import ForwardLog, Outbox
 from collector.types import ScoreRecord
@@ -109,13 +111,15 @@ class ScoreExporter:
         forwarded: the forward log, when received spans are forwarded: a record waits until
             the log was sent through its ``forward_mark`` (the run's own spans went first).
         hold_s: how long such a record waits before it is looked at again.
+        destination: the endpoint and protocol, for the log: an outage is one warning naming
+            it and the cause (what the SDK exporter logged), and one more when it is over.
     """
 
     def __init__(
         self, outbox: Outbox, exporter: SpanExporter | None, metrics: Metrics, *,
         max_batch: int = 256, backoff_s: float = 0.5, max_backoff_s: float = 30.0, poll_s: float = 0.5,
         on_exported: Callable[[list[ScoreRecord]], None] | None = None, span_time: SpanTime = "anchored",
-        forwarded: ForwardLog | None = None, hold_s: float = 1.0,
+        forwarded: ForwardLog | None = None, hold_s: float = 1.0, destination: str = "the export endpoint",
     ) -> None:
         self._forwarded = forwarded
         self._hold = hold_s
@@ -123,6 +127,9 @@ class ScoreExporter:
         self._on_exported = on_exported
         # Own thread: the default executor runs user scorers' sync steps, which must not delay exports.
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tracescore-export")
+        self._sdk_errors = SdkExportErrors("tracescore-export")
+        self._outage = OutageWatch(f"score export to {destination}", "the scores are kept in the outbox and "
+                                   f"retried (backoff up to {max_backoff_s:g} s)", unit="score records")
         self._outbox = outbox
         self._exporter = exporter
         self._metrics = metrics
@@ -148,6 +155,7 @@ class ScoreExporter:
         if self._exporter is None:
             logger.warning("no export endpoint configured (export.endpoint or OTEL_EXPORTER_OTLP_ENDPOINT):"
                            " scores are not exported, only logged at INFO (-v)")
+        self._sdk_errors.install()
         self._wake = asyncio.Event()
         self._task = asyncio.create_task(self._loop(), name="tracescore-export")
 
@@ -172,6 +180,7 @@ class ScoreExporter:
         if self._exporter is not None:
             await self._in_thread(self._exporter.shutdown)
         await asyncio.to_thread(self._pool.shutdown, True)
+        self._sdk_errors.remove()
 
     async def _in_thread(self, fn: Callable[..., T], *args: Any) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
@@ -226,12 +235,16 @@ class ScoreExporter:
             return 0
         ids = [item.item_id for item in items]
         batch: Any = EncodedSpans.of([item.record for item in items], spans) if encoded else spans
+        cause = None
         try:
             result = await self._in_thread(_export_suppressed, self._exporter, batch)
-        except Exception:
-            logger.exception("span exporter raised")
-            result = SpanExportResult.FAILURE
+        except Exception as err:
+            logger.debug("span exporter raised", exc_info=True)
+            result, cause = SpanExportResult.FAILURE, describe_error(err)
         if result is SpanExportResult.SUCCESS:
+            self._sdk_errors.take()  # what it said while retrying within the call is no outage
+            if (line := self._outage.recovered()) is not None:
+                logger.warning("%s", line)  # a warning as the outage's was
             await self._outbox.release(ids)
             for item in items:
                 self._metrics.scores_exported.labels(scorer=item.record.scorer_id).inc()
@@ -244,6 +257,10 @@ class ScoreExporter:
         attempts = max(item.attempts for item in items)
         delay = min(self._max_backoff, self._backoff * 2**attempts) * random.uniform(0.8, 1.2)
         self._metrics.export_failures.inc()
-        logger.warning("score export failed; %d records retried in %.1fs", len(items), delay)
+        cause = cause or self._sdk_errors.take() or "the span exporter reported a failure"
+        if (line := self._outage.failed(cause, requests=len(items))) is not None:
+            logger.warning("%s", line)
+        else:
+            logger.debug("score export failed again (%s); %d records retried in %.1fs", cause, len(items), delay)
         await self._outbox.defer(ids, delay)
         return -1

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -135,6 +137,59 @@ async def test_backend_outage_delays_never_loses(tmp_path: Path) -> None:
     assert sink.calls >= 3
     assert await store.pending(10) == []
     assert b"tracescore_export_failures_total 2.0" in metrics.render()
+    await store.shutdown()
+
+
+async def test_an_outage_is_one_warning_naming_the_endpoint_and_one_when_it_is_over(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Three failed exports log one warning (the destination and the cause), the retries
+    within the outage only DEBUG lines; the export that works again logs how long it lasted."""
+    store = await _store_with_records(tmp_path / "q.db", 1)
+    sink = FlakySink(failures=3)
+    exporter = ScoreExporter(store, sink, Metrics(), destination="http://backend:4317 (grpc)")
+    caplog.set_level(logging.DEBUG, logger="collector.export.scores")
+    outcomes = [await exporter.export_batch(within_s=60) for _ in range(4)]
+    assert outcomes == [-1, -1, -1, 1]
+    warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert warnings == [
+        "score export to http://backend:4317 (grpc) failed: the span exporter reported a failure; the scores "
+        "are kept in the outbox and retried (backoff up to 30 s)",
+        "score export to http://backend:4317 (grpc) recovered after "
+        + warnings[1].split("recovered after ", 1)[-1],
+    ]
+    assert warnings[1].endswith("s and 3 failed attempts (3 score records retried); last error: "
+                                "the span exporter reported a failure")
+    assert sum("failed again" in r.getMessage() for r in caplog.records if r.levelno == logging.DEBUG) == 2
+    await store.shutdown()
+
+
+async def test_the_sdk_exporters_cause_is_the_outages_cause_and_its_retry_lines_are_debug(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The SDK's gRPC exporter against a port where nothing listens: tracescore's warning names
+    the endpoint and the gRPC status the SDK logged; the SDK's own lines are not warnings."""
+    from ports import hold_port  # tests/support
+
+    store = await _store_with_records(tmp_path / "q.db", 1)
+    holder = hold_port()
+    try:
+        cfg = ExportConfig(endpoint=f"http://127.0.0.1:{holder.getsockname()[1]}", timeout_s=0.5)
+        metrics = Metrics()
+        exporter = ScoreExporter(store, make_span_exporter(cfg), metrics, destination=cfg.destination())
+        caplog.set_level(logging.DEBUG)
+        await exporter.start()
+        deadline = time.monotonic() + 15
+        while b"tracescore_export_failures_total 1.0" not in metrics.render() and time.monotonic() < deadline:  # noqa: ASYNC110
+            await asyncio.sleep(0.05)
+        await exporter.shutdown(0.1)
+    finally:
+        holder.close()
+    warnings = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert [r.name for r in warnings] == ["collector.export.scores"], [r.getMessage() for r in warnings]
+    line = warnings[0].getMessage()
+    assert line.startswith(f"score export to {cfg.endpoint} (grpc) failed: ") and "UNAVAILABLE" in line, line
+    assert any(r.name == "collector.export.sdk_errors" and "UNAVAILABLE" in r.getMessage() for r in caplog.records)
     await store.shutdown()
 
 
