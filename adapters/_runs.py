@@ -49,6 +49,11 @@ class Skip:
 class AgentRun:
     """One agent run found in a trace: the span it is scored on and its agent-typed input/output.
 
+    ``session_id`` names the conversation the run is a turn of (SPEC §7: the first session
+    attribute found on the run span, then on the spans above it up to the root; see
+    `adapters._session`), exactly as the spans carry it; None when it is a turn of none. With
+    ``service`` it names the session across a deployment.
+
     Example:
         >>> run = AgentRun(trace_id="ab" * 16, span_id="cd" * 8, span_name="invoke_agent bot",
         ...                service="svc", convention="genai", start_ns=0, end_ns=1,
@@ -69,6 +74,7 @@ class AgentRun:
     output: ScorerRunOutputForAgent
     request_context: dict[str, Any] = field(default_factory=dict)
     resource: Mapping[str, Any] = field(default_factory=dict)  # the run span's resource attributes
+    session_id: str | None = None  # the conversation it is a turn of (`adapters._session`), as the spans carry it
 
 
 @dataclass(frozen=True, slots=True)

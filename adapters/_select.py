@@ -19,13 +19,15 @@ Every span read by a convention gets a `Verdict` (what became of it and why), wh
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 
 from adapters._build import build_run, continues, non_system
 from adapters._detect import read_views
 from adapters._dialect import apply_to_view
 from adapters._messages import msg_key
 from adapters._runs import AgentRun, Extraction, Skip
+from adapters._session import run_session
 from adapters._trace import AssembledTrace, TraceSpan
 from adapters._tree import SpanTree
 from adapters._view import SpanView
@@ -316,8 +318,9 @@ def select_runs(trace: AssembledTrace) -> Selection:
     return sel
 
 
-def extract_runs(trace: AssembledTrace) -> Extraction:
-    """Find every agent run in one assembled trace.
+def extract_runs(trace: AssembledTrace, extra_session_keys: Sequence[str] = ()) -> Extraction:
+    """Find every agent run in one assembled trace, each with its session key (the attributes
+    of `adapters._session.SESSION_KEYS`, then ``extra_session_keys``).
 
     Never raises on bad data: broken spans are skipped or degraded and counted in
     ``Extraction.skipped``.
@@ -329,8 +332,9 @@ def extract_runs(trace: AssembledTrace) -> Extraction:
         ...     "gen_ai.output.messages": '[{"role":"assistant","parts":[{"type":"text","content":"Hello"}]}]'})
         >>> result = extract_runs(AssembledTrace(trace_id="a" * 32, spans=(span,)))
         >>> run = result.runs[0]
-        >>> (run.span_name, run.input.input_messages[0].content, run.output[0].content)
-        ('chat gpt-4o-mini', 'Hi', 'Hello')
+        >>> (run.span_name, run.input.input_messages[0].content, run.output[0].content, run.session_id)
+        ('chat gpt-4o-mini', 'Hi', 'Hello', None)
     """
     sel = select_runs(trace)
-    return Extraction(runs=sel.runs, skipped=sel.skipped)
+    runs = [replace(run, session_id=run_session(trace, run.span_id, extra_session_keys)) for run in sel.runs]
+    return Extraction(runs=runs, skipped=sel.skipped)

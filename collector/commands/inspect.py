@@ -4,10 +4,13 @@ Files hold one OTLP request each (protobuf or OTLP/JSON, optionally gzip). Files
 ``*.logs.pb`` / ``*.logs.json`` hold log requests, joined to the traces of the other
 files. A file that cannot be read is reported on stderr and makes the exit code 1; the
 other files are still processed. ``--format jsonl`` prints one JSON object per run on
-stdout (SPEC §3 row format, without the scorer fields), ``--format json`` one JSON array;
+stdout (SPEC §3 row format, without the scorer fields; a run that is a turn of a session also
+has its ``session_id``, SPEC §7), ``--format json`` one JSON array;
 ``--format table`` prints a rich table. The default is ``table`` on a terminal and
 ``jsonl`` otherwise. ``--explain`` prints, per trace, why these runs (`adapters.explain_trace`):
 as text for ``table``, one JSON object per trace for ``jsonl``, a JSON array for ``json``.
+``--sessions`` prints the conversations instead (`collector.commands.sessions_view`);
+``--session-key ATTR`` names a session attribute besides SPEC §7's (as ``[sessions] extra_keys``).
 Helpers here are shared with ``tracescore score``.
 """
 
@@ -42,6 +45,7 @@ from adapters import (
     spans_from_resource_spans,
 )
 from collector.commands.paths import expand_paths
+from collector.commands.sessions_view import group_sessions, session_row, sessions_table
 from scorers._agent_types import Message
 
 __all__ = [
@@ -139,8 +143,9 @@ def load_traces(paths: Sequence[str], err: Console, failed: list[str]) -> list[A
     return assemble(spans, logs)
 
 
-def load_runs(paths: Sequence[str], err: Console) -> Loaded:
-    """Read every file (errors reported on ``err``), join logs to traces, extract the runs.
+def load_runs(paths: Sequence[str], err: Console, session_keys: Sequence[str] = ()) -> Loaded:
+    """Read every file (errors reported on ``err``), join logs to traces, extract the runs
+    (``session_keys``: attributes that name a session besides SPEC §7's).
 
     Example:
         >>> import io
@@ -150,7 +155,7 @@ def load_runs(paths: Sequence[str], err: Console) -> Loaded:
     """
     loaded = Loaded()
     for trace in load_traces(paths, err, loaded.failed_files):
-        extraction = extract_runs(trace)
+        extraction = extract_runs(trace, session_keys)
         loaded.traces += 1
         loaded.runs.extend(extraction.runs)
         by_id = {span.span_id: span for span in trace.spans}
@@ -227,12 +232,12 @@ def _describe(messages: Iterable[Message]) -> str:
 
 def _table(runs: Sequence[AgentRun]) -> Table:
     table = Table(title=f"{len(runs)} agent run(s)", show_lines=True)
-    for name in ("trace / span", "service", "convention", "system", "remembered", "input", "output"):
+    for name in ("trace / span", "service / session", "convention", "system", "remembered", "input", "output"):
         table.add_column(name, overflow="fold")
     for r in runs:
         table.add_row(
             f"{r.trace_id[:8]}…/{r.span_id}\n{r.span_name}",
-            r.service,
+            r.service + (f"\nsession {r.session_id}" if r.session_id is not None else ""),
             r.convention,
             _describe(r.input.system_messages),
             str(len(r.input.remembered_messages)),
@@ -282,8 +287,32 @@ def _explain(args: argparse.Namespace, out_format: str, err: Console) -> int:
     return 1 if failed else 0
 
 
+def _inspect_row(run: AgentRun) -> dict[str, Any]:
+    """An ``inspect`` row: SPEC §3's, and the run's ``session_id`` when it is a turn of one."""
+    row = run_row(run)
+    if run.session_id is not None:
+        row["session_id"] = run.session_id
+    return row
+
+
+def _print_sessions(loaded: Loaded, out_format: str) -> None:
+    """Print the sessions the loaded runs make (``--sessions``)."""
+    sessions = group_sessions(loaded.runs)
+    unkeyed = sum(1 for r in loaded.runs if r.session_id is None)
+    if out_format in ("jsonl", "json"):
+        rows = [session_row(s) for s in sessions]
+        if out_format == "json":
+            sys.stdout.write(json.dumps(rows, ensure_ascii=False, indent=2) + "\n")
+        else:
+            sys.stdout.writelines(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
+        sys.stdout.flush()
+    else:
+        Console().print(sessions_table(sessions, unkeyed))
+
+
 def run(args: argparse.Namespace) -> int:
-    """Print the runs found in ``args.files`` (or why, with ``--explain``); 1 when a file could not be read, else 0.
+    """Print the runs found in ``args.files`` (or why, with ``--explain``; or the sessions they
+    make, with ``--sessions``); 1 when a file could not be read, else 0.
 
     Example:
         >>> run(argparse.Namespace(files=["/nonexistent.pb"], format="jsonl"))
@@ -293,9 +322,11 @@ def run(args: argparse.Namespace) -> int:
     out_format = resolve_format(args.format)
     if getattr(args, "explain", False):
         return _explain(args, out_format, err)
-    loaded = load_runs(args.files, err)
-    if out_format in ("jsonl", "json"):
-        rows = [run_row(agent_run) for agent_run in loaded.runs]
+    loaded = load_runs(args.files, err, getattr(args, "session_key", None) or ())
+    if getattr(args, "sessions", False):
+        _print_sessions(loaded, out_format)
+    elif out_format in ("jsonl", "json"):
+        rows = [_inspect_row(agent_run) for agent_run in loaded.runs]
         if out_format == "json":
             sys.stdout.write(json.dumps(rows, ensure_ascii=False, indent=2) + "\n")
         else:

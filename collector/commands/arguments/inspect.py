@@ -36,10 +36,33 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         ['S1.pb', 'S1.logs.pb']
         >>> p.parse_args(["S1.pb", "--explain", "--format", "json"]).explain
         True
+        >>> p.parse_args(["S1.pb", "--sessions"]).sessions
+        True
     """
     add_common_arguments(parser, ("jsonl", "json", "table"))
     parser.add_argument(
         "--explain",
         action="store_true",
         help="per trace: each span's convention, which span is the run and why the others are not",
+    )
+    parser.add_argument(
+        "--sessions",
+        action="store_true",
+        help="the conversations instead of the runs: per session key and service, its turns and first/last time",
+    )
+    add_session_key_argument(parser)
+
+
+def add_session_key_argument(parser: argparse.ArgumentParser) -> None:
+    """Add ``--session-key ATTR`` (repeatable): an attribute that names a run's session besides
+    the standard ones (SPEC §7).
+
+    Example:
+        >>> p = argparse.ArgumentParser(); add_session_key_argument(p)
+        >>> p.parse_args(["--session-key", "thread.id", "--session-key", "chat"]).session_key
+        ['thread.id', 'chat']
+    """
+    parser.add_argument(
+        "--session-key", action="append", metavar="ATTR",
+        help="also take this span attribute as a run's session key, after the standard ones (repeatable)",
     )

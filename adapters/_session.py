@@ -1,0 +1,101 @@
+"""Which conversation a run belongs to: its session key (SPEC §7).
+
+A run's session is named by the first of `SESSION_KEYS` (then the deployment's extra keys)
+found on the run span, else on the spans above it, nearest first, up to the trace's root
+span. The value is kept exactly as the spans carry it (the backends group a session by
+that value); a run without one belongs to no conversation. Two services never share a
+session: a session is (``service.name``, key), `session_scope` says so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from adapters._trace import AssembledTrace, TraceSpan
+
+__all__ = ["SESSION_KEYS", "run_session", "session_of", "session_scope"]
+
+SESSION_KEYS: tuple[str, ...] = (
+    "session.id",
+    "langfuse.session.id",
+    "gen_ai.conversation.id",
+    "ai.telemetry.metadata.sessionId",
+    "ai.telemetry.metadata.conversationId",
+    "traceloop.association.properties.session_id",
+    "traceloop.association.properties.chat_id",
+    "mlflow.trace.session",
+)
+"""The attributes that name a run's session, in the order they are looked for."""
+
+
+def session_of(attributes: Mapping[str, Any], keys: Sequence[str] = SESSION_KEYS) -> str | None:
+    """The session named by the first of ``keys`` that one span's attributes carry.
+
+    A value counts when it is a non-blank string or an integer (not a bool); other values
+    (lists, blanks) are passed over, as if absent.
+
+    Example:
+        >>> session_of({"gen_ai.conversation.id": "conv-7", "session.id": "s-1"})
+        's-1'
+        >>> session_of({"session.id": "  ", "langfuse.session.id": 42})
+        '42'
+        >>> session_of({"session.id": True}) is None
+        True
+    """
+    for key in keys:
+        value = attributes.get(key)
+        if isinstance(value, bool):
+            continue
+        if isinstance(value, int):
+            return str(value)
+        if isinstance(value, str) and value.strip():
+            return value
+    return None
+
+
+def _up_from(span: TraceSpan, by_id: Mapping[str, TraceSpan]) -> Iterable[TraceSpan]:
+    """``span``, then its ancestors nearest first (a parent chain that loops ends)."""
+    seen: set[str] = set()
+    current: TraceSpan | None = span
+    while current is not None and current.span_id not in seen:
+        seen.add(current.span_id)
+        yield current
+        current = by_id.get(current.parent_span_id) if current.parent_span_id else None
+
+
+def run_session(trace: AssembledTrace, span_id: str, extra_keys: Sequence[str] = ()) -> str | None:
+    """The session key of the run scored on span ``span_id`` of ``trace`` (None: no session).
+
+    Example:
+        >>> root = TraceSpan("a" * 32, "1" * 16, None, "POST /chat", attributes={"session.id": "s-9"})
+        >>> run = TraceSpan("a" * 32, "2" * 16, "1" * 16, "invoke_agent bot", attributes={})
+        >>> trace = AssembledTrace("a" * 32, (root, run))
+        >>> run_session(trace, "2" * 16)
+        's-9'
+        >>> tagged = TraceSpan("a" * 32, "2" * 16, "1" * 16, "agent", attributes={"thread": "t-1"})
+        >>> run_session(AssembledTrace("a" * 32, (root, tagged)), "2" * 16)  # "thread" is no session key
+        's-9'
+        >>> run_session(AssembledTrace("a" * 32, (root, tagged)), "2" * 16, extra_keys=["thread"])  # the run span first
+        't-1'
+    """
+    by_id = {span.span_id: span for span in trace.spans}
+    span = by_id.get(span_id)
+    if span is None:
+        return None
+    keys = (*SESSION_KEYS, *(k for k in extra_keys if k not in SESSION_KEYS))
+    for above in _up_from(span, by_id):
+        found = session_of(above.attributes, keys)
+        if found is not None:
+            return found
+    return None
+
+
+def session_scope(service: str, session: str) -> str:
+    """The session's name across a deployment: its service and key (``service/key``).
+
+    Example:
+        >>> session_scope("support-bot", "s-1"), session_scope("", "s-1")
+        ('support-bot/s-1', '/s-1')
+    """
+    return f"{service}/{session}"
