@@ -26,10 +26,12 @@ NOTES = {
     "native": (
         "Haystack's own tracer (untyped INTERNAL spans, scope = the tracer's name): `haystack.pipeline.run` "
         "(haystack.pipeline.input_data / output_data) -> `haystack.component.run` for the `agent` component "
-        "(haystack.component.name / type = Agent, haystack.component.input / output = JSON with serialized "
-        "ChatMessages) -> `haystack.agent.run` -> `haystack.component.run` per step for `chat_generator` "
-        "(OpenAIChatGenerator: input messages, output replies) and `tool_invoker` (ToolInvoker: input "
-        "messages, output tool_messages). No LLM / AGENT / TOOL kinds anywhere."
+        "(haystack.component.name / type = Agent, haystack.component.input / output = JSON with ChatMessage.to_dict() "
+        "messages; the output holds the whole conversation) -> `haystack.agent.run` (haystack.agent.input / "
+        "output, the same) -> `haystack.agent.step` per step -> `haystack.agent.step.llm` (one model request: "
+        "haystack.agent.step.llm.input = {messages, tools}, .output = {replies}) and `haystack.agent.step.tool` "
+        "(haystack.tool.name, haystack.agent.step.tool.input = arguments JSON, .output = the result; no call id). "
+        "No LLM / AGENT / TOOL kinds anywhere."
     ),
 }
 PACKAGES = {
