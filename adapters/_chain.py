@@ -26,6 +26,7 @@ from typing import Any
 from adapters import haystack
 from adapters._agent_input import arguments_messages
 from adapters._build import non_system, split_turn
+from adapters._dialect import apply_to_view, framework_of
 from adapters._messages import Msg, loads, parse_messages
 from adapters._trace import TraceSpan
 from adapters._tree import SpanTree
@@ -136,6 +137,9 @@ def read_chain(span: TraceSpan) -> SpanView | None:
     else:
         view.response = [m for m in output if m.role != "user"]
         view.notes.append(f"{label}: input and answer from its recorded input and output")
+    framework = framework_of(span)
+    if framework is not None:
+        apply_to_view(view, framework)
     return view
 
 
@@ -174,11 +178,12 @@ def chain_roots(tree: SpanTree, views: dict[str, SpanView], calls: Sequence[str]
             continue
         view = candidates[sid]
         mine = [views[c] for c in calls if c in below[sid]]
-        label = view.notes[0].split(":", 1)[0]
+        found = _io(view.span)
+        label = found[1] if found is not None else "span"
         if mine:
-            reason = (f"top-most {label} above {len(mine)} model call(s) that carries the run's input and output "
-                      "(no agent span in the trace)")
+            reason = (f"no agent span in the trace: the top-most {label} that carries the run's input and output, "
+                      f"above {len(mine)} model call(s)")
         else:
-            reason = f"top-most {label} that carries the conversation (no agent span and no model call in the trace)"
+            reason = f"no agent span and no model call in the trace: the top-most {label} that carries the conversation"
         roots.append(ChainRoot(view, mine, reason))
     return roots
