@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from adapters._dialect import answer_of, answer_tools
+from adapters._dialect import answer_of, answer_tools, step_tools
 from adapters._messages import Call, Msg, link_tool_results, msg_key, text_of, to_message
 from adapters._runs import AgentRun
 from adapters._trace import TraceSpan
@@ -248,14 +248,18 @@ def build_run(
     *,
     framework: str | None = None,
     notes: list[str] | None = None,
+    converse: bool = True,
 ) -> AgentRun:
     """Build one `AgentRun` scored on ``run_span`` from its agent view (if any) and its LLM calls.
 
     ``calls`` are the LLM views that belong to the run, sorted by start time; ``tools`` its
     tool spans (for tool results the model requests do not show, and for the tool calls
     themselves when no model call shows any). The tools that are ``framework``'s way of
-    answering (smolagents' ``final_answer``) are the answer, not tool calls. ``notes``
-    receives how the run was put together.
+    answering (smolagents' ``final_answer``) are the answer, not tool calls, and its own
+    control steps (DSPy ReAct's ``finish``) are neither. ``converse=False`` says the model
+    calls prompt in the framework's own format (DSPy): the conversation is then the run
+    view's, and the calls give only the system prompt (the first one's), model and usage.
+    ``notes`` receives how the run was put together.
 
     Example:
         >>> span = TraceSpan("a" * 32, "b" * 16, None, "chat", resource={"service.name": "bot"})
@@ -268,10 +272,22 @@ def build_run(
     notes = [] if notes is None else notes
     answer_names = answer_tools(framework)
     answers = [t for t in tools if t.tool_name in answer_names]
-    tools = [t for t in tools if t.tool_name not in answer_names]
+    steps = [t for t in tools if t.tool_name in step_tools(framework)]
+    tools = [t for t in tools if t.tool_name not in answer_names and t not in steps]
+    if steps:
+        notes.append(f"{len(steps)} {framework} control step(s) ({', '.join(sorted({str(t.tool_name) for t in steps}))}) "
+                     "left out: not tool calls of the agent")
     system: list[str] = list(run_view.system) if run_view is not None else []
     produced: list[Msg]
-    if run_view is not None and run_view.conversation:
+    if run_view is not None and not converse and not run_view.conversation:
+        first_call = next((c for c in calls if c.request or c.system), None)
+        if first_call is not None:
+            system += first_call.system + [m.content for m in first_call.request if m.role == "system"]
+        system += [m.content for m in run_view.request if m.role == "system"]
+        first_request, produced = non_system(run_view.request), list(run_view.response)
+        notes.append("the model requests do not hold the run's input (the framework's own prompt format): input and "
+                     "answer from the run span, system prompt from the first model request, tool calls from tool spans")
+    elif run_view is not None and run_view.conversation:
         system += [m.content for m in run_view.conversation if m.role == "system"]
         first_call = next((c for c in calls if c.request or c.system), None)
         if first_call is not None:

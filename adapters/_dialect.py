@@ -11,6 +11,10 @@ the model calls of a run whose agent span is the framework's. Recognised framewo
   error), which become ``assistant``/``user`` messages on the wire. A run ends with a call
   of its ``final_answer`` tool: that call is the assistant's answer, not a tool call.
 
+* **dspy** (scope ``openinference.instrumentation.dspy``). ReAct's model writes its tool
+  choice as text; the trace shows the calls as TOOL spans, among them ``finish``, ReAct's
+  own signal that the trajectory is complete: a control step, not a tool call of the agent.
+
 Invariant: a dialect only rewrites messages it recognises; anything else passes unchanged.
 """
 
@@ -27,13 +31,16 @@ from adapters._messages import Call, Msg
 from adapters._trace import TraceSpan
 from adapters._view import SpanView
 
-__all__ = ["SMOLAGENTS", "answer_of", "answer_tools", "apply_to_view", "framework_of", "normalise"]
+__all__ = ["DSPY", "SMOLAGENTS", "answer_of", "answer_tools", "apply_to_view", "framework_of", "normalise",
+           "step_tools"]
 
 SMOLAGENTS = "smolagents"
+DSPY = "dspy"
 _TASK_PREFIX = "New task:\n"
 _CALLS_PREFIX = "Calling tools:\n"
 _RESULT = re.compile(r"^(?:Call id: (?P<id>[^\n]*)\n)?(?:Observation:\n)?", re.DOTALL)
 _ANSWER_TOOLS: dict[str, frozenset[str]] = {SMOLAGENTS: frozenset({"final_answer"})}
+_STEP_TOOLS: dict[str, frozenset[str]] = {DSPY: frozenset({"finish"})}
 
 
 def framework_of(span: TraceSpan) -> str | None:
@@ -50,6 +57,8 @@ def framework_of(span: TraceSpan) -> str | None:
         return SMOLAGENTS
     if any(key.startswith("smolagents.") for key in span.attributes):
         return SMOLAGENTS
+    if span.scope_name.startswith("openinference.instrumentation.dspy"):
+        return DSPY
     return None
 
 
@@ -61,6 +70,16 @@ def answer_tools(framework: str | None) -> frozenset[str]:
         (['final_answer'], frozenset())
     """
     return _ANSWER_TOOLS.get(framework or "", frozenset())
+
+
+def step_tools(framework: str | None) -> frozenset[str]:
+    """Names of the framework's own control steps recorded as tool spans: neither tool calls nor the answer.
+
+    Example:
+        >>> (sorted(step_tools("dspy")), step_tools("smolagents"))
+        (['finish'], frozenset())
+    """
+    return _STEP_TOOLS.get(framework or "", frozenset())
 
 
 def _parse_calls(text: str) -> tuple[Call, ...] | None:
@@ -175,6 +194,8 @@ def apply_to_view(view: SpanView, framework: str) -> None:
         view.notes.append(f"messages read with the {framework} dialect")
     if view.kind == "tool" and view.tool_name in answer_tools(framework):
         view.notes.append(f"answer tool of {framework}: its call is the run's final answer, not a tool call")
+    if view.kind == "tool" and view.tool_name in step_tools(framework):
+        view.notes.append(f"control step of {framework}: not a tool call of the agent")
     if framework == SMOLAGENTS and view.kind == "agent" and view.span.name.endswith(".run"):
         view.context.setdefault("agent_name", view.span.name[: -len(".run")])
 

@@ -12,7 +12,10 @@ Owned by the adapters. Rules:
   or on the top-most weak agent span above it; an LLM call that continues nothing is a
   run of its own unless an agent span holds it;
 * an LLM span nested in an LLM span with the same messages (two instrumentors on one
-  call) is dropped, so a call is never counted twice.
+  call) is dropped, so a call is never counted twice;
+* when no span of the trace is an agent span (strong or weak), the CHAIN-root rule of
+  `adapters._chain` comes first: a top-most CHAIN or untyped span that carries the
+  conversation's input and output is the run of every model call and tool below it.
 Every span read by a convention gets a `Verdict` (what became of it and why), which
 ``inspect --explain`` shows.
 """
@@ -23,6 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from adapters._build import build_run, continues, non_system
+from adapters._chain import calls_converse, chain_roots
 from adapters._detect import read_views
 from adapters._dialect import apply_to_view
 from adapters._messages import msg_key
@@ -91,6 +95,7 @@ class _Plan:
     calls: list[SpanView]
     tools: list[SpanView]
     reason: str
+    converse: bool = True  # the model calls carry the conversation (not a framework's own prompt format)
 
 
 def _same_call(a: SpanView, b: SpanView) -> bool:
@@ -192,6 +197,8 @@ def _member_reason(view: SpanView, run_view: SpanView | None) -> str:
         return f"tool call inside the {where}"
     if view.kind == "agent":
         return f"agent span nested in the {where}"
+    if view.kind == "chain":
+        return f"chain span nested in the {where}: the top-most one is the run"
     return f"{view.convention} span inside the {where}: neither an agent, a model call nor a tool"
 
 
@@ -214,6 +221,18 @@ def _strong_plans(sel: Selection, kept: list[str], top_of: dict[str, str | None]
         tools = [sel.views[s] for s in _tool_ids(sel) if top_of[s] == top]
         view = sel.views[top]
         plans.append(_Plan(top, view, own, tools, f"top-most agent span ({view.convention})"))
+    return plans
+
+
+def _chain_plans(sel: Selection, kept: list[str]) -> list[_Plan]:
+    """Plans for a trace without agent spans: one per top-most chain span carrying the conversation."""
+    plans = []
+    for root in chain_roots(sel.tree, sel.views, kept):
+        sid = root.view.span.span_id
+        below = set(sel.tree.descendants(sid))
+        calls = _prefer_content(sel, root.calls)
+        tools = [sel.views[s] for s in _tool_ids(sel) if s in below]
+        plans.append(_Plan(sid, root.view, calls, tools, root.reason, not calls or calls_converse(root.view, calls)))
     return plans
 
 
@@ -278,7 +297,8 @@ def _build(sel: Selection, plan: _Plan) -> None:
                 apply_to_view(member, framework)
     notes = sel.notes.setdefault(plan.anchor, [])
     try:
-        sel.runs.append(build_run(span, plan.view, plan.calls, plan.tools, framework=framework, notes=notes))
+        sel.runs.append(build_run(span, plan.view, plan.calls, plan.tools, framework=framework, notes=notes,
+                                  converse=plan.converse))
     except Exception:  # a bug in run building must not lose the trace's other runs
         sel.skipped.append(Skip(span.span_id, "run_error"))
         sel.verdicts[plan.anchor] = Verdict("error", "building the run failed (run_error)")
@@ -308,7 +328,10 @@ def select_runs(trace: AssembledTrace) -> Selection:
         chain = [a for a in tree.ancestors(sid) if a in strong]
         top_of[sid] = chain[-1] if chain else None
     kept = _distinct_llm_calls(sel)
-    plans = _strong_plans(sel, kept, top_of) + _conversation_plans(sel, kept, top_of)
+    chained = [] if any(v.kind == "agent" for v in sel.views.values()) else _chain_plans(sel, kept)
+    claimed = {c.span.span_id for plan in chained for c in plan.calls} | {plan.anchor for plan in chained}
+    free = [sid for sid in kept if sid not in claimed and not any(p.anchor in sel.tree.ancestors(sid) for p in chained)]
+    plans = _strong_plans(sel, kept, top_of) + chained + _conversation_plans(sel, free, top_of)
     for plan in plans:
         _build(sel, plan)
     for sid, view in sel.views.items():

@@ -200,8 +200,14 @@ def view_span(span: TraceSpan, logs: Sequence[TraceLog], report: Report) -> Span
     if kind_attr == "TOOL":
         view = SpanView(span=span, convention="openinference", kind="tool", context=ctx)
         view.tool_name = str_attr(attrs, "tool.name")
+        if view.tool_name is None and span.name:
+            # no tool.name (DSPy): the span is named after the callable, ``<tool>.__call__``
+            view.tool_name = span.name.removesuffix(".__call__")
+            view.notes.append("tool name from the span name (no tool.name attribute)")
         view.tool_call_id = str_attr(attrs, "tool_call.id", "tool.id")
         view.tool_result = attrs.get("output.value")
+        if attrs.get("output.mime_type") == "application/json" and isinstance(loads(view.tool_result), str):
+            view.tool_result = loads(view.tool_result)  # a JSON string (DSPy): the text it encodes
         view.tool_arguments = call_arguments(
             attrs.get("tool_call.function.arguments", attrs.get("input.value"))
         )

@@ -5,6 +5,8 @@ Chat completions (plain and streamed) and the Responses API (plain, and streamed
 the weather, with no tool result yet, gets the ``get_weather`` tool call; every other
 request gets the scenario's fixed answer. A chat request that offers a ``final_answer`` tool
 (smolagents' way of ending a run) gets that answer as a ``final_answer`` tool call.
+A generator whose framework writes its own prompt format (DSPy) sets `CHAT_HOOK`: it gets
+every chat request first, and the message it returns (if any) is the answer.
 
 Every request and the answer it got is appended to `LOG` (``{"path", "request",
 "response"}``): the ground truth of a capture comes from there, never from the spans.
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -27,6 +30,8 @@ CALL_ID = "call_68e4854238118622674403a6"
 FINAL_CALL_ID = "call_5f1a2e0c9b7d4e3a8c6b1d20"
 ARGUMENTS = '{"city": "Paris"}'
 LOG: list[dict[str, Any]] = []
+#: ``(request body) -> assistant message or None``; None everywhere but in generators that set it.
+CHAT_HOOK: Callable[[dict[str, Any]], dict[str, Any] | None] | None = None
 
 
 def last_user(messages: list[dict[str, Any]]) -> str:
@@ -97,7 +102,10 @@ class Handler(BaseHTTPRequestHandler):
             and "weather" in last_user(msgs)
             and not any(m.get("role") == "tool" for m in msgs)
         )
-        if tool_turn:
+        hooked = CHAT_HOOK(body) if CHAT_HOOK is not None else None
+        if hooked is not None:
+            message, finish = hooked, "stop"
+        elif tool_turn:
             call = {"id": CALL_ID, "type": "function", "function": {"name": "get_weather", "arguments": ARGUMENTS}}
             message: dict[str, Any] = {"role": "assistant", "content": None, "tool_calls": [call]}
             finish = "tool_calls"
