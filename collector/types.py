@@ -93,6 +93,8 @@ class RunRecord:
     agent: str | None = None
     resource: dict[str, Any] = field(default_factory=dict)  # the scored span's resource attributes
     forward_mark: int = 0  # the forward log's head when the run was decided (0: not forwarding)
+    session_id: str | None = None  # the conversation it is a turn of, as the spans name it (SPEC §7)
+    conversation: dict[str, Any] | None = None  # a conversation job's session (`session_types.conversation_of`)
 
     @functools.cached_property
     def run_id(self) -> str:
@@ -144,13 +146,19 @@ class ScoreJob:
 
     @property
     def key(self) -> str:
-        """The idempotency key: trace id, span id, scorer id, scorer version.
+        """The idempotency key: trace id, span id, scorer id, scorer version; for a conversation
+        job, ``session``, the session's scope and revision, scorer id, scorer version.
 
         Example:
             >>> ScoreJob(RunRecord(trace_id="t", span_id="s"), "q").key
             't/s/q/'
+            >>> ScoreJob(RunRecord("t", "s", conversation={"scope": "bot/c1", "revision": 2}), "q", "1").key
+            'session/bot/c1/2/q/1'
         """
-        return f"{self.run.trace_id}/{self.run.span_id}/{self.scorer_id}/{self.scorer_version or ''}"
+        scorer = f"{self.scorer_id}/{self.scorer_version or ''}"
+        if (conversation := self.run.conversation) is not None:
+            return f"session/{conversation['scope']}/{conversation['revision']}/{scorer}"
+        return f"{self.run.trace_id}/{self.run.span_id}/{scorer}"
 
 
 @dataclass(frozen=True)
@@ -208,6 +216,7 @@ class ScoreRecord:
     llm_judged: bool = False  # the scorer has prompt (LLM judge) steps
     forward_mark: int = 0  # exported once the forward log was sent through this position (0: at once)
     supersedes: str | None = None  # the evaluation span id of the outcome this one replaces
+    session: dict[str, Any] | None = None  # a conversation score: `session_types.SessionScore.to_dict`
 
     def to_json(self) -> str:
         """Serialise to a JSON string.
@@ -235,10 +244,6 @@ class ScoreRecord:
 @dataclass(frozen=True)
 class OutboxItem:
     """One outbox row: a record waiting for export.
-
-    Example:
-        >>> OutboxItem(1, ScoreRecord("k", "t", "s", "x", "q", "q"), attempts=0).item_id
-        1
     """
 
     item_id: int
@@ -250,10 +255,6 @@ class OutboxItem:
 @dataclass(frozen=True)
 class Done:
     """Settle a job as finished; ``record`` (when not None) goes to the outbox atomically.
-
-    Example:
-        >>> Done(None).record is None
-        True
     """
 
     record: ScoreRecord | None
@@ -262,10 +263,6 @@ class Done:
 @dataclass(frozen=True)
 class Retry:
     """Hand a job back to be tried again after ``delay_s`` (a transient failure).
-
-    Example:
-        >>> Retry(2.0, "judge rate limited").delay_s
-        2.0
     """
 
     delay_s: float
@@ -297,10 +294,6 @@ Settlement = Done | Retry | Dead
 @dataclass(frozen=True)
 class StoreStats:
     """Counts for the metrics gauges.
-
-    Example:
-        >>> StoreStats(0, 0, 0, 0, 0).queued
-        0
     """
 
     queued: int
