@@ -257,7 +257,7 @@ def make_run(
     if turns and fields.get("output") is not None:
         raise TypeError("run(): a conversation scorer takes its turns as input; give no output")
     cls = ConversationRun if turns else ScorerRun
-    aliases = {cls.model_fields[name].alias: name for name in cls.model_fields}
+    aliases = {f.alias: name for name, f in cls.model_fields.items() if f.alias != name}
     for key in extra:
         if key in aliases:
             raise TypeError(f"run() got {key}=; the field is {aliases[key]}=")
