@@ -92,6 +92,11 @@ def create_scorer(
         ...     lambda run: min(1.0, len(run.output.text) / 20))
         >>> scorer.run_sync(input="q", output={"text": "ten chars!"}).score
         0.5
+        >>> from scorers.utils import make_agent_run
+        >>> turns = create_scorer(id="turns", description="Counts the session's turns",
+        ...                       type="conversation").generate_score(lambda run: len(run.turns))
+        >>> turns.run_sync([make_agent_run("Hi", "Hello!"), make_agent_run("Bye", "Ciao.")], session_id="s1").score
+        2.0
     """
     return Scorer(
         id=id, description=description, name=name, type=type, judge=judge,
