@@ -26,6 +26,10 @@ Rules, applied when the run is made from its turns:
 * **Transcript.** Per turn, its new user messages, then its output: an assistant message
   with text, and each tool result (``"<tool>: <result>"``, a result given both on the
   call and in a tool message counted once). Each entry names its turn's ``trace_id``.
+
+A ``prepare_run`` such as `filter_run` sees the `ConversationRun` and trims its ``input``
+and ``output`` as a run's; ``turns`` and ``conversation`` are kept as they are. A
+``prepare_run`` that returns a dict keeps the conversation fields it leaves out.
 """
 
 from __future__ import annotations
