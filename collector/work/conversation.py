@@ -60,10 +60,11 @@ def conversation_run(run: RunRecord) -> ConversationRun:
     """
     conversation = run.conversation or {}
     turns = [
-        ScorerRun(input=ScorerRunInputForAgent.model_validate(turn.input),
-                  output=ScorerRunOutputForAgent.model_validate(turn.output),
-                  run_id=turn.run_id, request_context=dict(turn.request_context),
-                  trace_id=turn.trace_id, span_id=turn.span_id, start_ns=turn.start_ns)
+        ScorerRun.model_validate({
+            "input": ScorerRunInputForAgent.model_validate(turn.input),
+            "output": ScorerRunOutputForAgent.model_validate(turn.output),
+            "run_id": turn.run_id, "request_context": dict(turn.request_context),
+            "trace_id": turn.trace_id, "span_id": turn.span_id, "start_ns": turn.start_ns})
         for turn in turns_of(run)
     ]
     scope, revision = str(conversation.get("scope", "")), int(conversation.get("revision", 1))
