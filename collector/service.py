@@ -42,6 +42,7 @@ from collector.receive.http import HttpReceiver
 from collector.receive.limits import AcceptErrorFilter, connection_cap, raise_open_file_limit
 from collector.receive.memory import BodyBudget
 from collector.status.reporter import StatusReporter
+from collector.store.interface import SessionRules
 from collector.store.redis.status import RedisStatusBoard
 from collector.store.redis.store import RedisStore
 from collector.store.sqlite.store import SqliteStore
@@ -111,6 +112,8 @@ class Service:
         adapters: the adapters module (default: ``import adapters``).
         role: ``all``; or, on a Redis queue, ``receiver`` (receivers, assembly, forwarding)
             or ``worker`` (workers and score export; the HTTP listener serves only probes).
+        session_rules: when conversations are scored and how many the store keeps (default:
+            `SessionRules()`).
 
     Example:
         >>> Service(Config(), ScorerRegistry([])).ready
@@ -118,7 +121,7 @@ class Service:
     """
 
     def __init__(self, config: Config, registry: ScorerRegistry, adapters: ModuleType | Any = None,
-                 role: str = "all") -> None:
+                 role: str = "all", session_rules: SessionRules | None = None) -> None:
         if role not in ROLES:
             raise ConfigError(f"role must be one of {', '.join(ROLES)}, got {role!r}")
         if role != "all" and config.queue.kind != "redis":
@@ -143,6 +146,7 @@ class Service:
                 idempotency_ttl_s=q.retention_s, export_lease_s=max(5.0, 3 * e.timeout_s + 2),
                 sinks=config.sinks.enabled(), forward=self.forwarding,
                 max_forward_bytes=e.max_forward_backlog_bytes, retry_after_s=config.receiver.retry_after_s,
+                session_rules=session_rules,
             )
         else:
             self.store = SqliteStore(
@@ -153,6 +157,7 @@ class Service:
                 sinks=config.sinks.enabled(),
                 max_buffer_bytes=a.max_buffer_bytes, forward=self.forwarding,
                 max_forward_bytes=e.max_forward_backlog_bytes, retry_after_s=config.receiver.retry_after_s,
+                session_rules=session_rules,
             )
         self.sinks = make_senders(config.sinks, self.store.sink_outbox, self.metrics)
         self.signals = ScoreSignals(e)
