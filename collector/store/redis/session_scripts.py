@@ -42,7 +42,6 @@ while a <= #ARGV do
   if not s[1] then
     redis.call('HSET', skey, 'session_id', ARGV[a + 1], 'service', ARGV[a + 2], 'open', '1', 'opened_at', ARGV[3],
                'scored_rev', '0', 'reason', 'idle')
-    redis.call('ZADD', KEYS[2], now, scope)
   elseif s[1] == '0' then
     if fresh == 0 or tonumber(s[6]) >= max_rev then
       if fresh > 0 then redis.call('HINCRBY', KEYS[4], 'capped_total', fresh) end
@@ -53,10 +52,10 @@ while a <= #ARGV do
       redis.call('HINCRBY', KEYS[4], 'reopened_total', 1)
       redis.call('HSET', skey, 'open', '1', 'opened_at', ARGV[3])
       redis.call('ZREM', KEYS[3], scope)
-      redis.call('ZADD', KEYS[2], now, scope)
     end
   elseif s[5] and tonumber(s[5]) > now then
-    claim, since = tonumber(s[5]), tonumber(s[2])
+    claim = tonumber(s[5])
+    redis.call('HSET', skey, 'opened_at', ARGV[3])
   else
     opened, since = tonumber(s[2]), tonumber(s[2])
     if s[4] ~= 'idle' then sticky = {tonumber(s[3]), s[4]} end
@@ -78,7 +77,7 @@ while a <= #ARGV do
     if reason == 'forced' then
       redis.call('ZREM', KEYS[2], scope)
     else
-      redis.call('ZADD', KEYS[2], 'NX', since, scope)
+      redis.call('ZADD', KEYS[2], since, scope)
     end
   end
   a = a + 5 + 2 * n

@@ -89,8 +89,9 @@ def _note_one(db: sqlite3.Connection, rules: SessionRules, group: list[SessionTu
             return
         _bump(db, "reopened_total")
         db.execute("UPDATE sessions SET open = 1, opened_at = ?, forget_at = NULL WHERE scope = ?", (now, scope))
-    elif row[4] is not None and row[4] > now:  # claimed: these turns are the next revision's
+    elif row[4] is not None and row[4] > now:  # claimed: these turns open the next revision
         claim = row[4]
+        db.execute("UPDATE sessions SET opened_at = ? WHERE scope = ?", (now, scope))
     else:
         opened_at = row[1]
         sticky = (row[2], row[3]) if row[3] != "idle" else None
