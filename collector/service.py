@@ -104,7 +104,7 @@ ROLES = ("all", "receiver", "worker")
 """``serve --role``: receivers and assembly, workers and export, or everything."""
 
 
-def session_rules(cfg: SessionsConfig) -> SessionRules:
+def store_session_rules(cfg: SessionsConfig) -> SessionRules:
     """The store's rules for conversations from ``[sessions]`` (a scored session is remembered
     for ``max_age_s``, so a late turn within it reopens the session)."""
     return SessionRules(idle_s=cfg.idle_s, max_age_s=cfg.max_age_s, max_turns=cfg.max_turns,
@@ -152,7 +152,7 @@ class Service:
                 idempotency_ttl_s=q.retention_s, export_lease_s=max(5.0, 3 * e.timeout_s + 2),
                 sinks=config.sinks.enabled(), forward=self.forwarding,
                 max_forward_bytes=e.max_forward_backlog_bytes, retry_after_s=config.receiver.retry_after_s,
-                session_rules=session_rules(config.sessions),
+                session_rules=store_session_rules(config.sessions),
             )
         else:
             self.store = SqliteStore(
@@ -163,7 +163,7 @@ class Service:
                 sinks=config.sinks.enabled(),
                 max_buffer_bytes=a.max_buffer_bytes, forward=self.forwarding,
                 max_forward_bytes=e.max_forward_backlog_bytes, retry_after_s=config.receiver.retry_after_s,
-                session_rules=session_rules(config.sessions),
+                session_rules=store_session_rules(config.sessions),
             )
         self.sinks = make_senders(config.sinks, self.store.sink_outbox, self.metrics)
         self.signals = ScoreSignals(e)

@@ -59,7 +59,7 @@ def conversation_run(run: RunRecord) -> ConversationRun:
         ('c1', 'bot', 2, False, '2222222222222222')
     """
     conversation = run.conversation or {}
-    turns = [
+    turns: list[ScorerRun[Any, Any]] = [
         ScorerRun.model_validate({
             "input": ScorerRunInputForAgent.model_validate(turn.input),
             "output": ScorerRunOutputForAgent.model_validate(turn.output),
