@@ -65,7 +65,7 @@ def test_scores_are_mlflow_feedback_a_search_finds_and_the_trace_is_unchanged(
     assert feedback["Brevity"]["metadata"]["run_id"] == relevance["metadata"]["run_id"]
 
     # The search a user runs (README): mlflow.search_traces with a feedback filter.
-    query = readme_block("py", "search_traces").replace("http://127.0.0.1:5000", mlflow.url)
+    query = readme_block("py", "feedback.`Relevance`").replace("http://127.0.0.1:5000", mlflow.url)
     found = mlflow.run_python(query.replace('locations=["1"]', f"locations=[{experiment!r}]"))
     assert found.strip() == str([f"tr-{bad_trace}"])
 
