@@ -16,7 +16,7 @@ it, so ``search_traces(filter_string="feedback.NAME < 0.5")`` finds every trace 
 Its id comes from the session, scorer and version and that first trace (MLflow's assessment ids
 are unique across traces): a revision is a new outcome of the same assessment, put into it in
 place. Then, as MLflow's own re-scoring does, the session's other assessments by the same
-scorer and name on that trace are deleted (and, when the assessment was just created for a
+scorer, version and name on that trace are deleted (and, when the assessment was just created for a
 later revision, on the session's other traces: its first trace changed), so each (session,
 scorer) has exactly one current assessment.
 """
@@ -139,18 +139,19 @@ def update(record: ScoreRecord) -> dict[str, Any]:
 
 def stale_assessments(reply: str, record: ScoreRecord) -> list[str]:
     """The ids of the assessments in a trace (a ``GET .../traces/{id}`` reply) that a conversation
-    score replaces: by the same scorer, of the same name and session, under another id (an earlier
-    revision on a first trace that has since changed, or an earlier version of the scorer).
+    score replaces: by the same scorer and version, of the same name and session, under another id
+    (an earlier revision, scored when the session's first trace was another one). Another version's
+    assessment stays, as a run's does (each version is its own score in every destination).
 
     Example:
         >>> from collector.session_types import SessionScore
         >>> rec = ScoreRecord("k", "ab" * 16, "s", "x", "q", "Goal", "2", score=1.0,
         ...                   session=SessionScore("bot/c1", "c1", first_trace_id="ab" * 16).to_dict())
-        >>> def item(aid, session="c1", name="Goal", source="q"):
+        >>> def item(aid, session="c1", name="Goal", source="q", version="2"):
         ...     return {"assessment_id": aid, "assessment_name": name, "source": {"source_id": source},
-        ...             "metadata": {"mlflow.trace.session": session}}
+        ...             "metadata": {"mlflow.trace.session": session, "scorer_version": version}}
         >>> found = [item("a-old"), item(assessment_id(rec)), item("a-2", session="c2"), item("a-3", name="Other"),
-        ...          item("a-4", source="someone")]
+        ...          item("a-4", source="someone"), item("a-5", version="1")]
         >>> stale_assessments(json.dumps({"trace": {"trace_info": {"assessments": found}}}), rec)
         ['a-old']
     """
@@ -166,6 +167,7 @@ def stale_assessments(reply: str, record: ScoreRecord) -> list[str]:
             if isinstance(a, dict) and a.get("assessment_id") not in (None, current)
             and a.get("assessment_name") == record.scorer_name
             and (a.get("metadata") or {}).get(SESSION_KEY) == session.session_id
+            and (a.get("metadata") or {}).get("scorer_version") == record.scorer_version
             and (a.get("source") or {}).get("source_id") == record.scorer_id]
 
 
