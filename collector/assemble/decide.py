@@ -17,7 +17,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import TracesData
 
 from collector.config import SessionsConfig
 from collector.metrics import Metrics
-from collector.session_types import SessionTurn, session_scope
+from collector.session_types import MAX_KEY_CHARS, SessionTurn, key_is_storable, session_scope
 from collector.types import RunRecord, ScoreJob, TraceChunk
 
 logger = logging.getLogger(__name__)
@@ -114,6 +114,18 @@ class RunDecider:
         self._track_sessions = sessions is not None and bool(getattr(selection, "has_conversation_scorers", False))
         self._extra_keys = tuple(sessions.extra_keys) if sessions is not None else ()
         self._end_attribute = sessions.end_attribute if sessions is not None else "tracescore.session.end"
+        self._logged_keys: set[str] = set()
+
+    def _note_unstorable(self, session_id: str, scope: str) -> None:
+        """Log once per session (of the last 1,000) a key stored hashed: too long or not printable ASCII."""
+        if key_is_storable(session_id) or scope in self._logged_keys:
+            return
+        if len(self._logged_keys) >= 1000:
+            self._logged_keys.clear()
+        self._logged_keys.add(scope)
+        logger.warning("session key %r... (%d characters) is over %d characters or not printable ASCII: stored as %s "
+                       "(destinations get it as the spans carry it; Langfuse drops such ids, so its score goes on "
+                       "the session's last trace)", session_id[:40], len(session_id), MAX_KEY_CHARS, scope)
 
     def jobs_for(self, trace_id: bytes, chunks: list[TraceChunk]) -> list[ScoreJob]:
         """The score jobs of one buffered trace; a trace that fails to decode or extract
@@ -183,8 +195,9 @@ class RunDecider:
             record = run_record(run, attributes)
             if self._track_sessions and record.session_id is not None:
                 ended = ended_trace or _is_true(attributes.get(self._end_attribute))
-                turns.append(SessionTurn(session_scope(record.service, record.session_id), record.session_id,
-                                         record, ended))
+                scope = session_scope(record.service, record.session_id)
+                self._note_unstorable(record.session_id, scope)
+                turns.append(SessionTurn(scope, record.session_id, record, ended))
             for entry, decision in self._registry.decisions(
                 trace_id=run.trace_id, service=run.service, agent=record.agent,
                 span_name=run.span_name, attributes=attributes,
