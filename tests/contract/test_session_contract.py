@@ -214,6 +214,16 @@ class TestRevisions:
         await store.sessions_scored([due], T0 + 22)  # a stale claim's report changes nothing
         assert (await store.session_counts())["scored_total"] == 2 and await store.next_session_due() is None
 
+    async def test_a_turn_during_the_last_revisions_claim_is_capped(self, make_store: StoreFactory) -> None:
+        store = await make_store(session_rules=rules(max_revisions=1))
+        await store.note_turns([turn(1)], T0)
+        (due,) = await take(store, T0 + 10)
+        await store.note_turns([turn(2)], T0 + 11)
+        await store.sessions_scored([due], T0 + 12)
+        counts = await store.session_counts()
+        assert (counts["open"], counts["scored"], counts["capped_total"], counts["reopened_total"]) == (0, 1, 1, 0)
+        assert await store.next_session_due() is None and await take(store, T0 + 100) == []
+
     async def test_a_scored_session_is_forgotten_after_retain_s(self, make_store: StoreFactory) -> None:
         store = await make_store(session_rules=RULES)  # retain_s=500
         await store.note_turns([turn(1)], T0)
