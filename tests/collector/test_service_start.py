@@ -44,3 +44,13 @@ async def test_a_judge_scorer_has_its_judge_client_loaded_before_the_daemon_is_r
         assert service.is_ready() and loaded == ([True] if judged else [])
     finally:
         await service.shutdown()
+
+
+def test_the_store_gets_the_session_rules_given_or_the_defaults(tmp_path: Path) -> None:
+    from collector.store.interface import SessionRules
+
+    rules = SessionRules(idle_s=5.0, max_revisions=2)
+    assert Service(_config(tmp_path), ScorerRegistry([]), session_rules=rules).store.session_rules == rules
+    assert Service(_config(tmp_path), ScorerRegistry([])).store.session_rules == SessionRules()
+    redis = config_from_dict({"queue": {"url": "redis://127.0.0.1:6379/0"}}, env={})
+    assert Service(redis, ScorerRegistry([]), session_rules=rules).store.session_rules == rules

@@ -101,6 +101,31 @@ class TestWhenASessionIsDue:
         counts = await store.session_counts()
         assert (counts["forced_total"], counts["open"], counts["scored"]) == (2, 3, 1)
 
+    async def test_an_earlier_reason_holds_when_more_turns_come(self, make_store: StoreFactory) -> None:
+        store = await make_store(session_rules=rules(max_open=1))
+        await store.note_turns([turn(1, ended=True)], T0)
+        await store.note_turns([turn(2)], T0 + 1)  # the end marker still holds
+        await store.note_turns([turn(3, session="b")], T0 + 2)  # c1 is forced out (it holds "ended")
+        await store.note_turns([turn(4, session="b")], T0 + 3)
+        assert await store.next_session_due() == T0
+        taken = {d.session_id: d for d in await take(store, T0 + 3)}
+        assert (taken["c1"].reason, len(taken["c1"].turns)) == ("ended", 2)
+        await store.note_turns([turn(5, session="c")], T0 + 4)  # b is forced out now
+        await store.note_turns([turn(6, session="b")], T0 + 5)  # and stays forced
+        (forced,) = await take(store, T0 + 5)
+        assert (forced.session_id, forced.reason, forced.partial) == ("b", "forced", True)
+
+    async def test_forcing_out_a_claimed_session_keeps_its_claim(self, make_store: StoreFactory) -> None:
+        store = await make_store(session_rules=rules(max_open=1))
+        await store.note_turns([turn(1)], T0)
+        (claimed,) = await take(store, T0 + 10, lease_s=60.0)
+        await store.note_turns([turn(2)], T0 + 11)  # the next revision's turn
+        await store.note_turns([turn(3, session="b")], T0 + 12)  # c1 (oldest) is forced out, claimed
+        assert (await store.session_counts())["forced_total"] == 1
+        assert [d.session_id for d in await take(store, T0 + 69)] == ["b"]  # idle since T0 + 12
+        (again,) = await take(store, T0 + 70)
+        assert (again.session_id, again.reason, again.revision) == ("c1", "forced", 1)
+
     async def test_next_session_due_is_the_earliest_timer(self, make_store: StoreFactory) -> None:
         store = await make_store(session_rules=RULES)
         assert await store.next_session_due() is None
@@ -188,6 +213,16 @@ class TestRevisions:
         await store.sessions_scored([next_due], T0 + 21)
         await store.sessions_scored([due], T0 + 22)  # a stale claim's report changes nothing
         assert (await store.session_counts())["scored_total"] == 2 and await store.next_session_due() is None
+
+    async def test_a_turn_during_the_last_revisions_claim_is_capped(self, make_store: StoreFactory) -> None:
+        store = await make_store(session_rules=rules(max_revisions=1))
+        await store.note_turns([turn(1)], T0)
+        (due,) = await take(store, T0 + 10)
+        await store.note_turns([turn(2)], T0 + 11)
+        await store.sessions_scored([due], T0 + 12)
+        counts = await store.session_counts()
+        assert (counts["open"], counts["scored"], counts["capped_total"], counts["reopened_total"]) == (0, 1, 1, 0)
+        assert await store.next_session_due() is None and await take(store, T0 + 100) == []
 
     async def test_a_scored_session_is_forgotten_after_retain_s(self, make_store: StoreFactory) -> None:
         store = await make_store(session_rules=RULES)  # retain_s=500

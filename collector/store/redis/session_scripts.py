@@ -38,7 +38,7 @@ while a <= #ARGV do
     fresh = fresh + redis.call('HSET', tkey, ARGV[a + 5 + 2 * i], ARGV[a + 6 + 2 * i])
   end
   local s = redis.call('HMGET', skey, 'open', 'opened_at', 'due_at', 'reason', 'claim_until', 'scored_rev')
-  local opened, since, claim, sticky, go = now, now, nil, nil, true
+  local opened, claim, sticky, go, join = now, nil, nil, true, true
   if not s[1] then
     redis.call('HSET', skey, 'session_id', ARGV[a + 1], 'service', ARGV[a + 2], 'open', '1', 'opened_at', ARGV[3],
                'scored_rev', '0', 'reason', 'idle')
@@ -57,7 +57,7 @@ while a <= #ARGV do
     claim = tonumber(s[5])
     redis.call('HSET', skey, 'opened_at', ARGV[3])
   else
-    opened, since = tonumber(s[2]), tonumber(s[2])
+    opened, join = tonumber(s[2]), false  -- counted against max_open as it was
     if s[4] ~= 'idle' then sticky = {tonumber(s[3]), s[4]} end
   end
   if go then
@@ -74,11 +74,7 @@ while a <= #ARGV do
     if claim and claim > wake then wake = claim end
     redis.call('HSET', skey, 'due_at', tostring(due), 'reason', reason, 'last_noted', ARGV[3])
     redis.call('ZADD', KEYS[1], wake, scope)
-    if reason == 'forced' then
-      redis.call('ZREM', KEYS[2], scope)
-    else
-      redis.call('ZADD', KEYS[2], since, scope)
-    end
+    if join then redis.call('ZADD', KEYS[2], now, scope) end
   end
   a = a + 5 + 2 * n
 end
@@ -87,9 +83,13 @@ if excess > 256 then excess = 256 end
 if excess > 0 then
   local victims = redis.call('ZRANGE', KEYS[2], 0, excess - 1)
   for _, scope in ipairs(victims) do
-    local claim = tonumber(redis.call('HGET', sp .. scope, 'claim_until') or '0')
-    redis.call('HSET', sp .. scope, 'due_at', ARGV[3], 'reason', 'forced')
-    if claim > now then redis.call('ZADD', KEYS[1], claim, scope) else redis.call('ZADD', KEYS[1], now, scope) end
+    local s = redis.call('HMGET', sp .. scope, 'due_at', 'claim_until')
+    local due, claim = tonumber(s[1] or ARGV[3]), tonumber(s[2] or '0')
+    if due > now then  -- due now, unless it was due earlier already (an ended session stays "ended")
+      redis.call('HSET', sp .. scope, 'due_at', ARGV[3], 'reason', 'forced')
+      due = now
+    end
+    if claim > due then redis.call('ZADD', KEYS[1], claim, scope) else redis.call('ZADD', KEYS[1], due, scope) end
     redis.call('ZREM', KEYS[2], scope)
   end
   redis.call('HINCRBY', KEYS[4], 'forced_total', #victims)
@@ -142,7 +142,7 @@ while a <= #ARGV do
       redis.call('HSET', skey, 'scored_rev', rev, 'opened_at', ARGV[3])
       redis.call('HDEL', skey, 'claim_until')
       redis.call('ZADD', KEYS[1], s[4], scope)
-      if s[5] ~= 'forced' then redis.call('ZADD', KEYS[2], now, scope) end
+      redis.call('ZADD', KEYS[2], 'XX', now, scope)
     else
       if later > 0 then redis.call('HINCRBY', KEYS[4], 'capped_total', later) end
       redis.call('HSET', skey, 'open', '0', 'scored_rev', rev, 'reason', 'idle')

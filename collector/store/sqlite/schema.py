@@ -98,13 +98,14 @@ CREATE TABLE IF NOT EXISTS sessions (
     last_noted REAL NOT NULL,
     due_at REAL,  -- open: when it is due, for
     reason TEXT NOT NULL DEFAULT 'idle',  -- this reason
+    forced INTEGER NOT NULL DEFAULT 0,  -- 1: forced out by max_open (no longer counts against it)
     claim_until REAL,  -- taken: its claim runs out then
     wake_at REAL,  -- open: max(due_at, claim_until), the scheduler's timer; NULL when scored
     scored_rev INTEGER NOT NULL DEFAULT 0,  -- the last revision scored (0: none yet)
     forget_at REAL  -- scored: when it is forgotten
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS sessions_wake ON sessions(wake_at) WHERE wake_at IS NOT NULL;
-CREATE INDEX IF NOT EXISTS sessions_unforced ON sessions(opened_at) WHERE open = 1 AND reason != 'forced';
+CREATE INDEX IF NOT EXISTS sessions_unforced ON sessions(opened_at) WHERE open = 1 AND forced = 0;
 CREATE INDEX IF NOT EXISTS sessions_forget ON sessions(forget_at) WHERE forget_at IS NOT NULL;
 CREATE TABLE IF NOT EXISTS session_turns (
     scope TEXT NOT NULL,

@@ -88,10 +88,11 @@ def _note_one(db: sqlite3.Connection, rules: SessionRules, group: list[SessionTu
                        (now, now + rules.retain_s, scope))
             return
         _bump(db, "reopened_total")
-        db.execute("UPDATE sessions SET open = 1, opened_at = ?, forget_at = NULL WHERE scope = ?", (now, scope))
+        db.execute("UPDATE sessions SET open = 1, opened_at = ?, forced = 0, forget_at = NULL WHERE scope = ?",
+                   (now, scope))
     elif row[4] is not None and row[4] > now:  # claimed: these turns open the next revision
         claim = row[4]
-        db.execute("UPDATE sessions SET opened_at = ? WHERE scope = ?", (now, scope))
+        db.execute("UPDATE sessions SET opened_at = ?, forced = 0 WHERE scope = ?", (now, scope))
     else:
         opened_at = row[1]
         sticky = (row[2], row[3]) if row[3] != "idle" else None
@@ -102,14 +103,16 @@ def _note_one(db: sqlite3.Connection, rules: SessionRules, group: list[SessionTu
 
 
 def _force_excess(db: sqlite3.Connection, rules: SessionRules, now: float) -> None:
-    unforced = int(db.execute("SELECT count(*) FROM sessions WHERE open = 1 AND reason != 'forced'").fetchone()[0])
+    unforced = int(db.execute("SELECT count(*) FROM sessions WHERE open = 1 AND forced = 0").fetchone()[0])
     excess = min(unforced - rules.max_open, FORCE_BATCH)
     if excess <= 0:
         return
-    victims = db.execute("SELECT scope FROM sessions WHERE open = 1 AND reason != 'forced'"
+    victims = db.execute("SELECT scope FROM sessions WHERE open = 1 AND forced = 0"
                          " ORDER BY opened_at, scope LIMIT ?", (excess,)).fetchall()
-    db.executemany("UPDATE sessions SET due_at = ?, reason = 'forced', wake_at = max(?, coalesce(claim_until, 0))"
-                   " WHERE scope = ?", [(now, now, scope) for (scope,) in victims])
+    # Due now, unless it was due earlier already (an ended session stays "ended"); a claim holds.
+    db.executemany("UPDATE sessions SET forced = 1, reason = CASE WHEN due_at <= ? THEN reason ELSE 'forced' END,"
+                   " due_at = min(due_at, ?), wake_at = max(min(due_at, ?), coalesce(claim_until, 0))"
+                   " WHERE scope = ?", [(now, now, now, scope) for (scope,) in victims])
     _bump(db, "forced_total", len(victims))
 
 
@@ -159,7 +162,7 @@ def mark_scored(db: sqlite3.Connection, rules: SessionRules, due: Sequence[DueSe
         if later:
             _bump(db, "capped_total", len(later))
         db.execute("UPDATE sessions SET open = 0, scored_rev = ?, claim_until = NULL, wake_at = NULL,"
-                   " due_at = NULL, reason = 'idle', forget_at = ? WHERE scope = ?",
+                   " due_at = NULL, reason = 'idle', forced = 0, forget_at = ? WHERE scope = ?",
                    (session.revision, row[2] + rules.retain_s, session.scope))
 
 
