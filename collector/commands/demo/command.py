@@ -36,7 +36,7 @@ import adapters
 from collector._signals import on_signals
 from collector.commands.demo.printer import Outcome, Printer, describe_scorers, summarize
 from collector.commands.demo.replay import IdRemap, replay
-from collector.commands.demo.samples import demo_config, load_samples, plan_runs
+from collector.commands.demo.samples import demo_config, load_samples, plan_runs, plan_sessions
 from collector.commands.demo.sink import ScoreSink
 from collector.work.registry import ScorerRegistry
 
@@ -94,7 +94,9 @@ async def run_demo(console: Console, samples_dir: Path | None = None,
             assert service.grpc is not None and service.http is not None
             ids = IdRemap()
             runs = await asyncio.to_thread(plan_runs, samples, registry, ids)
-            outcome.expected, outcome.runs = sum(len(r.scorer_ids) for r in runs), len(runs)
+            sessions = await asyncio.to_thread(plan_sessions, samples, registry)
+            outcome.expected = sum(len(r.scorer_ids) for r in runs) + sum(len(s.scorer_ids) for s in sessions)
+            outcome.runs, outcome.sessions = len(runs), len(sessions)
             printer = Printer(console, runs, max(len(e.scorer.name) for e in registry.entries))
             printer.line(f"tracescore demo: the daemon on {len(samples)} sample traces", style="bold")
             printer.line(f"  daemon   OTLP gRPC 127.0.0.1:{service.grpc.port}, HTTP 127.0.0.1:{service.http.port}"
@@ -111,8 +113,11 @@ async def run_demo(console: Console, samples_dir: Path | None = None,
                         printer.line(f"replaying {sample.name} to {grpc_target} failed", style="red")
             finally:
                 exporter.shutdown()
+            conversations = (f" making {outcome.sessions} conversation(s) (scored once each ended)"
+                             if outcome.sessions else "")
             printer.line(f"replayed {len(samples)} traces with the OpenTelemetry SDK's OTLP/gRPC exporter;"
-                         f" the adapters find {outcome.runs} agent runs, {outcome.expected} scores to come:")
+                         f" the adapters find {outcome.runs} agent runs{conversations}, {outcome.expected} scores"
+                         " to come:")
             printer.runs()
             printer.columns()
             outcome.timed_out = not await _print_scores(printer, sink, service, outcome, timeout)

@@ -26,6 +26,7 @@ class Outcome:
     not_scorable: int = 0
     forwarded_spans: int = 0
     runs: int = 0
+    sessions: int = 0  # conversations the runs make (scored by the conversation scorers)
     timed_out: bool = False
     elapsed_s: float = 0.0
     interrupted: bool = False
@@ -125,7 +126,11 @@ class Printer:
             ['bot/cdcdcdcdcdcdcdcd', 'Q', 'error', 'RuntimeError:', 'boom']
         """
         run = self._runs.get((score.trace_id, score.span_id))
-        name = run.sample if run is not None else f"{score.service or '?'}/{score.span_id}"
+        if score.session_id is not None:  # a conversation's score, on its last turn
+            name = f"session {score.session_id}"
+            name = name if len(name) <= self._run_width else name[:self._run_width - 1] + "…"
+        else:
+            name = run.sample if run is not None else f"{score.service or '?'}/{score.span_id}"
         text = Text(f"  {name:<{self._run_width}}  {score.scorer_name:<{self._scorer_width}}  ")
         if score.failed:
             text.append("error", style="bold red")
@@ -172,9 +177,12 @@ def summarize(outcome: Outcome, printer: Printer) -> None:
         >>> console.file.getvalue().splitlines()[0]
         'the daemon found nothing more to do: 0 of 1 expected scores arrived or were not scorable'
     """
-    scored_runs = len({(s.trace_id, s.span_id) for s in outcome.received})
-    line = (f"{len(outcome.received)} scores for {scored_runs} of {outcome.runs} runs, "
-            f"{outcome.failures} failed, ")
+    scored_runs = len({(s.trace_id, s.span_id) for s in outcome.received if s.session_id is None})
+    scored_sessions = len({s.session_id for s in outcome.received if s.session_id is not None})
+    line = f"{len(outcome.received)} scores for {scored_runs} of {outcome.runs} runs"
+    if outcome.sessions:
+        line += f" and {scored_sessions} of {outcome.sessions} conversations"
+    line += f", {outcome.failures} failed, "
     if outcome.not_scorable:
         line += f"{outcome.not_scorable} not scorable, "
     line += (f"in {outcome.elapsed_s:.1f} s; {outcome.forwarded_spans} agent spans forwarded unchanged; "
