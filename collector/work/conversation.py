@@ -82,11 +82,11 @@ def session_score(run: RunRecord) -> dict[str, Any] | None:
 
     Example:
         >>> from collector.session_types import DueSession, conversation_of
-        >>> turns = (RunRecord("a" * 32, "1" * 16), RunRecord("b" * 32, "2" * 16))
+        >>> turns = (RunRecord("a" * 32, "1" * 16, start_ns=5), RunRecord("b" * 32, "2" * 16, start_ns=9))
         >>> job_run = RunRecord("b" * 32, "2" * 16, conversation=conversation_of(DueSession("bot/c1", "c1", "bot", turns)))
         >>> s = session_score(job_run)
-        >>> (s["turns"], s["first_trace_id"], s["trace_ids"][-1] == "b" * 32, session_score(turns[0]))
-        (2, 'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa', True, None)
+        >>> (s["turns"], s["first_trace_id"], s["first_start_ns"], s["trace_ids"][-1] == "b" * 32, session_score(turns[0]))
+        (2, 'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa', 5, True, None)
     """
     conversation = run.conversation
     if conversation is None:
@@ -98,5 +98,6 @@ def session_score(run: RunRecord) -> dict[str, Any] | None:
         turns=len(turns), revision=int(conversation.get("revision", 1)),
         partial=bool(conversation.get("partial", False)),
         first_trace_id=str(first.get("trace_id", "")), first_span_id=str(first.get("span_id", "")),
+        first_start_ns=int(first.get("start_ns", 0) or 0),
         trace_ids=[str(t.get("trace_id", "")) for t in turns],
     ).to_dict()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from rich.console import Console
@@ -52,12 +53,23 @@ class Outcome:
         return sum(1 for s in self.received if s.failed)
 
 
+def session_name(session_id: str) -> str:
+    """How a conversation's score line names it (the run column).
+
+    Example:
+        >>> session_name("chat-7")
+        'session:chat-7'
+    """
+    return f"session:{session_id}"
+
+
 class Printer:
     """Prints the header, the runs, one line per score as it arrives, and the summary.
 
     Args:
         console: where to print.
         runs: the planned runs (score lines name their run by its sample).
+        sessions: the planned conversations' session ids (their score lines name them).
         scorer_width: the width of the scorer column.
 
     Example:
@@ -69,10 +81,11 @@ class Printer:
         ['s1', 'Quality', '0.50', 'pass', 'fine']
     """
 
-    def __init__(self, console: Console, runs: list[PlannedRun], scorer_width: int = 20) -> None:
+    def __init__(self, console: Console, runs: list[PlannedRun], scorer_width: int = 20,
+                 sessions: Sequence[str] = ()) -> None:
         self.console = console
         self._runs = {(r.trace_id, r.span_id): r for r in runs}
-        self._run_width = max((len(r.sample) for r in runs), default=16)
+        self._run_width = max((*(len(r.sample) for r in runs), *(len(session_name(s)) for s in sessions)), default=16)
         self._scorer_width = scorer_width
 
     def line(self, text: str | Text, style: str | None = None) -> None:
@@ -127,8 +140,7 @@ class Printer:
         """
         run = self._runs.get((score.trace_id, score.span_id))
         if score.session_id is not None:  # a conversation's score, on its last turn
-            name = f"session {score.session_id}"
-            name = name if len(name) <= self._run_width else name[:self._run_width - 1] + "…"
+            name = session_name(score.session_id)
         else:
             name = run.sample if run is not None else f"{score.service or '?'}/{score.span_id}"
         text = Text(f"  {name:<{self._run_width}}  {score.scorer_name:<{self._scorer_width}}  ")

@@ -24,8 +24,9 @@ DECISION_WAIT_S = 0.5
 ROOTLESS_WAIT_S = 2.0
 """The demo daemon's ``assembly.rootless_wait``: a trace whose root never comes waits this long."""
 
-SESSION_IDLE_S = 2.0
-"""The demo daemon's ``sessions.idle_s`` (the bundled conversation ends with an end marker anyway)."""
+SESSION_IDLE_S = 1.0
+"""The demo daemon's ``sessions.idle_s``: a conversation without an end marker is scored this long
+after its last turn (the bundled one ends with a marker)."""
 
 TRACE_SUFFIXES = (".pb", ".json", ".pb.gz", ".json.gz")
 
@@ -182,7 +183,7 @@ def demo_config(directory: Path, export_endpoint: str) -> Config:
     Example:
         >>> cfg = demo_config(Path("/tmp/d"), "http://127.0.0.1:4999")
         >>> (cfg.queue.url, cfg.receiver.grpc_endpoint, cfg.assembly.decision_wait, len(cfg.scorers))
-        ('sqlite:////tmp/d/queue.db', '127.0.0.1:0', 0.5, 5)
+        ('sqlite:////tmp/d/queue.db', '127.0.0.1:0', 0.5, 6)
     """
     return config_from_dict({
         "receiver": {"grpc_endpoint": "127.0.0.1:0", "http_endpoint": "127.0.0.1:0"},
