@@ -107,13 +107,13 @@ CREATE TABLE IF NOT EXISTS sessions (
 CREATE INDEX IF NOT EXISTS sessions_wake ON sessions(wake_at) WHERE wake_at IS NOT NULL;
 CREATE INDEX IF NOT EXISTS sessions_unforced ON sessions(opened_at) WHERE open = 1 AND forced = 0;
 CREATE INDEX IF NOT EXISTS sessions_forget ON sessions(forget_at) WHERE forget_at IS NOT NULL;
-CREATE TABLE IF NOT EXISTS session_turns (
+CREATE TABLE IF NOT EXISTS session_turns (  -- a rowid table: a turn's JSON (1-2 KB) stays on its page
     scope TEXT NOT NULL,
     trace_id TEXT NOT NULL,
     span_id TEXT NOT NULL,
     run TEXT NOT NULL,  -- RunRecord.to_json()
-    PRIMARY KEY (scope, trace_id, span_id)
-) WITHOUT ROWID;
+    UNIQUE (scope, trace_id, span_id)
+);
 CREATE TABLE IF NOT EXISTS session_counts (  -- monotonic totals: scored_total, reopened_total, ...
     name TEXT PRIMARY KEY,
     value INTEGER NOT NULL
