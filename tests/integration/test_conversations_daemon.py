@@ -33,14 +33,14 @@ answered = create_scorer(id="answered", description="the run has an answer", typ
 
 
 def _config(tmp_path: Path, backend: CaptureBackend, url: str, prefix: str, http_port: int, grpc_port: int = 0,
-            name: str = "tracescore") -> Path:
+            name: str = "tracescore", idle_s: float = 1.5) -> Path:
     (tmp_path / "convo_scorers.py").write_text(SCORERS)
     grpc = f'"127.0.0.1:{grpc_port}"' if grpc_port else '""'
     config = tmp_path / f"{name}.toml"
     config.write_text(
         f'[receiver]\ngrpc_endpoint = {grpc}\nhttp_endpoint = "127.0.0.1:{http_port}"\n'
         '[assembly]\ndecision_wait = 0.3\n'
-        '[sessions]\nidle_s = 1.5\n'
+        f'[sessions]\nidle_s = {idle_s}\n'
         f'[queue]\nurl = "{url}"\nkey_prefix = "{prefix}"\nvisibility_timeout_s = 5\n'
         f'[export]\nendpoint = "{backend.endpoint}"\nforward_spans = false\ntimeout_s = 2.0\nmax_backoff_s = 0.5\n'
         f'[[scorers]]\nref = "{tmp_path / "convo_scorers.py"}:user_turns"\n'
@@ -162,3 +162,33 @@ async def test_turns_at_two_redis_receivers_one_killed_mid_session_make_one_sess
             await proc.kill()
         await backend.stop()
         await delete_redis_keys(REDIS_URL, prefix)
+
+
+async def test_a_session_survives_a_sigkill_of_the_only_daemon_on_sqlite(tmp_path: Path) -> None:
+    """Two turns noted, the daemon SIGKILLed, started again on the same file: the third turn
+    (with the end marker) completes the session, scored once with its three turns (idle_s is
+    long here: the session must not go idle while the daemon restarts)."""
+    backend = await CaptureBackend().start()
+    http_port = free_port()
+    config = _config(tmp_path, backend, f"sqlite:///{tmp_path / 'queue.db'}", "unused:", http_port, idle_s=120)
+    serve = ServeProcess(config, tmp_path / "daemon.log", http_port)
+    session_id = f"killed-{uuid.uuid4().hex[:8]}"
+    try:
+        await serve.start()
+        for i in range(2):
+            await _post(http_port, turn_body(session_id, i)[0])
+        await wait_until(lambda: _answered(backend) == 2, timeout=30, what="the two turns' run scores")
+        assert await serve.stop(signal.SIGKILL) == -signal.SIGKILL
+        await serve.start()
+        await _post(http_port, turn_body(session_id, 2, end=True)[0])
+        await wait_until(lambda: len(_session_scores(backend, session_id)) == 1, timeout=30, what="the session's score")
+        (score,) = _session_scores(backend, session_id)
+        assert score.attributes["tracescore.session.turns"] == 3
+        assert score.attributes["tracescore.session.revision"] == 1
+    finally:
+        await serve.kill()
+        await backend.stop()
+
+
+def _answered(backend: CaptureBackend) -> int:
+    return sum(s.attributes.get("tracescore.scorer.id") == "answered" for s in backend.scores())
