@@ -90,6 +90,20 @@ class Msg:
     placeholder: bool = False
 
 
+def json_or_text(value: Any) -> Any:
+    """A value that may be JSON text: parsed when it starts like JSON and is valid, else as it is
+    (text that merely starts like JSON, ``"{name} said..."``, stays text).
+
+    Example:
+        >>> json_or_text('{"a": 1}'), json_or_text("{name} said hi"), json_or_text(3)
+        ({'a': 1}, '{name} said hi', 3)
+    """
+    if isinstance(value, str) and value.strip()[:1] in ("{", "["):
+        parsed = loads(value)
+        return value if parsed is None else parsed
+    return value
+
+
 def loads(value: Any, on_error: Callable[[str], None] | None = None) -> Any:
     """Parse a JSON string attribute; non-strings pass through; None (and a report) when invalid.
 

@@ -26,7 +26,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from adapters._messages import Msg, loads, parse_messages
+from adapters._messages import Msg, json_or_text, parse_messages
 from adapters._trace import TraceLog, TraceSpan
 from adapters._view import Report, SpanView, call_arguments, common_context
 
@@ -142,11 +142,7 @@ def chat_messages(items: Any) -> list[Msg] | None:
 
 
 def _json(attrs: Mapping[str, Any], key: str) -> Any:
-    value = attrs.get(key)
-    if isinstance(value, str) and value.strip()[:1] in ("{", "["):
-        parsed = loads(value)
-        return value if parsed is None else parsed
-    return value
+    return json_or_text(attrs.get(key))
 
 
 def _listed(value: Any, key: str) -> list[Msg]:

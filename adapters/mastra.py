@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from adapters import genai
-from adapters._messages import Call, Msg, loads, parse_messages, text_of
+from adapters._messages import Call, Msg, json_or_text, loads, parse_messages, text_of
 from adapters._trace import TraceLog, TraceSpan
 from adapters._view import Report, SpanView, common_context, str_attr, system_texts, usage_from
 
@@ -29,13 +29,8 @@ _RESULT_PLACEHOLDER = re.compile(r"\[tool-result: ([^\]]+)\]")
 
 
 def _json(attrs: Mapping[str, Any], key: str) -> Any:
-    # Mastra writes strings as they are and everything else as JSON: text that merely
-    # starts like JSON ("{name} said...") stays text.
-    value = attrs.get(key)
-    if isinstance(value, str) and value.strip()[:1] in ("{", "["):
-        parsed = loads(value)
-        return value if parsed is None else parsed
-    return value
+    # Mastra writes strings as they are and everything else as JSON.
+    return json_or_text(attrs.get(key))
 
 
 def _placeholder(msg: Msg) -> Msg:

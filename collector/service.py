@@ -29,7 +29,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from collector._aio import cancel_and_wait
 from collector._signals import on_signals
 from collector.assemble.assembler import TraceAssembler
-from collector.config import Config, KeyProblem, check_destinations
+from collector.assemble.sessions import SessionScheduler
+from collector.config import Config, KeyProblem, SessionsConfig, check_destinations
 from collector.errors import ConfigError, Unavailable
 from collector.export.forward import Forwarder
 from collector.export.scores import ScoreExporter, make_span_exporter
@@ -42,6 +43,7 @@ from collector.receive.http import HttpReceiver
 from collector.receive.limits import AcceptErrorFilter, connection_cap, raise_open_file_limit
 from collector.receive.memory import BodyBudget
 from collector.status.reporter import StatusReporter
+from collector.store.interface import SessionRules
 from collector.store.redis.status import RedisStatusBoard
 from collector.store.redis.store import RedisStore
 from collector.store.sqlite.store import SqliteStore
@@ -102,6 +104,13 @@ ROLES = ("all", "receiver", "worker")
 """``serve --role``: receivers and assembly, workers and export, or everything."""
 
 
+def store_session_rules(cfg: SessionsConfig) -> SessionRules:
+    """The store's rules for conversations from ``[sessions]`` (a scored session is remembered
+    for ``max_age_s``, so a late turn within it reopens the session)."""
+    return SessionRules(idle_s=cfg.idle_s, max_age_s=cfg.max_age_s, max_turns=cfg.max_turns,
+                        max_revisions=cfg.max_revisions, max_open=cfg.max_open, retain_s=cfg.max_age_s)
+
+
 class Service:
     """The whole daemon for one configuration.
 
@@ -143,6 +152,7 @@ class Service:
                 idempotency_ttl_s=q.retention_s, export_lease_s=max(5.0, 3 * e.timeout_s + 2),
                 sinks=config.sinks.enabled(), forward=self.forwarding,
                 max_forward_bytes=e.max_forward_backlog_bytes, retry_after_s=config.receiver.retry_after_s,
+                session_rules=store_session_rules(config.sessions),
             )
         else:
             self.store = SqliteStore(
@@ -153,6 +163,7 @@ class Service:
                 sinks=config.sinks.enabled(),
                 max_buffer_bytes=a.max_buffer_bytes, forward=self.forwarding,
                 max_forward_bytes=e.max_forward_backlog_bytes, retry_after_s=config.receiver.retry_after_s,
+                session_rules=store_session_rules(config.sessions),
             )
         self.sinks = make_senders(config.sinks, self.store.sink_outbox, self.metrics)
         self.signals = ScoreSignals(e)
@@ -175,6 +186,12 @@ class Service:
                       else f"sqlite:{q.sqlite_path}@{socket.gethostname()}")
         self.status = StatusReporter(self.metrics, self.store.stats, role=role, store=store_name, board=board)
         self.assembler: TraceAssembler | None = None
+        # Conversations are tracked only for conversation scorers (SPEC §7); every receiver
+        # schedules the due ones (on Redis a due session is claimed by one of them).
+        self.sessions: SessionScheduler | None = None
+        if registry.has_conversation_scorers and role in ("all", "receiver"):
+            self.sessions = SessionScheduler(self.store, self.store, registry, self.metrics,
+                                             lease_s=q.visibility_timeout_s, on_jobs=self.worker.notify)
         self.http: HttpReceiver | None = None
         self.grpc: GrpcReceiver | None = None
         self._stats_task: asyncio.Task[None] | None = None
@@ -192,6 +209,8 @@ class Service:
             max_pending_jobs=cfg.queue.max_pending_jobs, retry_after_s=cfg.receiver.retry_after_s,
             tick_s=min(0.5, max(0.02, cfg.assembly.decision_wait / 4)), on_jobs=self.worker.notify,
             forward_log=self.store.forward_log if self.forwarding else None,
+            sessions=cfg.sessions, session_log=self.store if self.sessions is not None else None,
+            on_turns=self.sessions.notify if self.sessions is not None else None,
         )
         receives, works = self.role in ("all", "receiver"), self.role in ("all", "worker")
         await self.store.start()
@@ -203,6 +222,8 @@ class Service:
         pipeline: Pipeline | NotReceiving = NotReceiving()
         if receives:
             await self.assembler.start()
+            if self.sessions is not None:
+                await self.sessions.start()
             if self.forwarder is not None:
                 await self.forwarder.start()
             pipeline = Pipeline(self.assembler, self.forwarder)
@@ -278,6 +299,11 @@ class Service:
                 self.metrics.backlog.labels(backlog="outbox", destination="otlp").set(stats.outbox)
                 self.metrics.backlog.labels(backlog="forward", destination="otlp").set(stats.forward_requests)
                 self.metrics.forward_backlog_bytes.set(stats.forward_bytes)
+                if self.sessions is not None:
+                    counts = await self.store.session_counts()
+                    for state in ("open", "scored", "reopened", "forced"):
+                        self.metrics.sessions.labels(state=state).set(
+                            counts.get(state if state == "open" else f"{state}_total", 0))
                 await self.status.refresh(stats)
             except Exception:
                 logger.debug("stats refresh failed", exc_info=True)
@@ -303,6 +329,8 @@ class Service:
             steps.append(("HTTP receiver", lambda: http.shutdown(min(1.0, share))))
         if assembler is not None:
             steps.append(("assembly", lambda: assembler.shutdown(share)))
+        if (sessions := self.sessions) is not None:
+            steps.append(("session scheduling", sessions.shutdown))
         if forwarder is not None:
             steps.append(("forwarding", lambda: forwarder.shutdown(share)))
         drain = self.config.workers.drain_timeout_s  # in-flight jobs finish, then the rest is handed back

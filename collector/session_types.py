@@ -124,6 +124,7 @@ class SessionScore:
     first_trace_id: str = ""  # the session's first turn: where MLflow keeps the session's assessments
     first_span_id: str = ""
     trace_ids: list[str] = field(default_factory=list)  # every turn's trace, in order
+    first_start_ns: int = 0  # when its first turn started: fixed across revisions (Langfuse's score timestamp)
 
     def to_dict(self) -> dict[str, Any]:
         """Its fields as a JSON-ready dict."""

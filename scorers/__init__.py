@@ -26,6 +26,7 @@ from scorers._agent_types import (
     ToolResultPart,
 )
 from scorers._builder import Scorer
+from scorers._conversation import ConversationRun
 from scorers._create import create_scorer
 from scorers._filter_run import RunFilter, filter_run
 from scorers._judge import set_judge_concurrency
@@ -51,6 +52,7 @@ __all__ = [
     "Scorer",
     # run / result
     "ScorerRun",
+    "ConversationRun",
     "ScorerResult",
     "StepResults",
     "NotScorable",

@@ -41,6 +41,8 @@ StepFunction = Callable[..., Any]
 StepInput = StepFunction | PromptStep | Mapping[str, Any] | None
 """What a step method accepts positionally: a function, a `PromptStep`, or its fields as a dict."""
 JudgeLike = Judge | Mapping[str, Any] | None
+ScorerType = Literal["agent", "conversation"]
+"""``"agent"``: agent-typed runs; ``"conversation"``: `ConversationRun`s (whole sessions)."""
 OutputSchema = type[BaseModel] | dict[str, Any]
 
 
@@ -84,7 +86,7 @@ class Scorer(Generic[InT, OutT]):
         id: str,
         description: str,
         name: str | None = None,
-        type: Literal["agent"] | None = None,
+        type: ScorerType | None = None,
         judge: JudgeLike = None,
         prepare_run: Callable[..., Any] | None = None,
         version: str | None = None,
@@ -102,14 +104,14 @@ class Scorer(Generic[InT, OutT]):
             )
         if name is not None and not isinstance(name, str):
             raise ScorerDefinitionError(f'Scorer "{id}": name must be a string, got {name!r}')
-        if type not in (None, "agent"):
+        if type not in (None, "agent", "conversation"):
             raise ScorerDefinitionError(
-                f'Scorer "{id}": type must be "agent" or None, got {type!r} '
+                f'Scorer "{id}": type must be "agent", "conversation" or None, got {type!r} '
                 "(use input_type / output_type for custom types)"
             )
-        if type == "agent" and (input_type is not None or output_type is not None):
+        if type is not None and (input_type is not None or output_type is not None):
             raise ScorerDefinitionError(
-                f'Scorer "{id}": give either type="agent" or input_type / output_type, not both'
+                f'Scorer "{id}": give either type="{type}" or input_type / output_type, not both'
             )
         if version is not None and not isinstance(version, str | int):
             raise ScorerDefinitionError(f'Scorer "{id}": version must be a string, got {version!r}')
@@ -124,7 +126,7 @@ class Scorer(Generic[InT, OutT]):
             if not callable(prepare_run):
                 raise ScorerDefinitionError(f'Scorer "{id}": prepare_run must be callable')
             self._prepare_run = positional_callable(prepare_run, "run")
-        if type == "agent":
+        if type is not None:  # a conversation's input and output are agent-typed too
             input_type, output_type = ScorerRunInputForAgent, ScorerRunOutputForAgent
         self._input_type = input_type
         self._output_type = output_type
@@ -150,8 +152,9 @@ class Scorer(Generic[InT, OutT]):
         return self._description
 
     @property
-    def type(self) -> Literal["agent"] | None:
-        """``"agent"`` for agent-typed scorers, else None."""
+    def type(self) -> ScorerType | None:
+        """``"agent"`` for agent-typed scorers, ``"conversation"`` for conversation scorers
+        (run on a `ConversationRun`), else None."""
         return self._type
 
     @property
@@ -351,7 +354,11 @@ class Scorer(Generic[InT, OutT]):
         """Score one run; every scoring failure is a `ScorerRunError` (cancellation is not).
 
         ``input`` may also be a whole `ScorerRun` (e.g. from ``utils.make_agent_run``), then
-        alone. Other keywords (``additional_context={...}``...) are kept on the run as extra
+        alone. A conversation scorer (``type="conversation"``) takes a `ConversationRun`, or
+        its turns (a list of runs) as ``input``, made into one with `ConversationRun.from_turns`
+        (other keywords, ``session_id=`` included, go to it); a single run is an error, as is a
+        `ConversationRun` given to any other scorer (`ScorerRunError` caused by a
+        `ScorerInputError`). Other keywords (``additional_context={...}``...) are kept on the run as extra
         fields, as Mastra's run object keeps them: every step reads them as
         ``run.additional_context`` (and in ``run.model_extra``), and the result keeps them.
         Agent scorers coerce input and output into `ScorerRunInputForAgent` /
@@ -372,7 +379,7 @@ class Scorer(Generic[InT, OutT]):
         fields = {"output": output, "ground_truth": ground_truth, "run_id": run_id,
                   "request_context": request_context, "trace_id": trace_id, "span_id": span_id,
                   "expected_trajectory": expected_trajectory}  # fmt: skip
-        return await execute(self, make_run(self._id, input, fields, extra))
+        return await execute(self, make_run(self._id, input, fields, extra, self._type == "conversation"))
 
     def run_sync(
         self,

@@ -1,7 +1,8 @@
 """`create_scorer`: the typed entry point that builds a `Scorer`.
 
 The overloads only serve type checkers: ``type="agent"`` gives a
-``Scorer[ScorerRunInputForAgent, ScorerRunOutputForAgent]``, ``input_type=A,
+``Scorer[ScorerRunInputForAgent, ScorerRunOutputForAgent]`` (so does ``type="conversation"``,
+whose run is a `ConversationRun`), ``input_type=A,
 output_type=B`` a ``Scorer[A, B]``, and no type a ``Scorer[Any, Any]``.
 """
 
@@ -11,7 +12,7 @@ from collections.abc import Callable
 from typing import Any, Literal, TypeVar, overload
 
 from scorers._agent_types import ScorerRunInputForAgent, ScorerRunOutputForAgent
-from scorers._builder import JudgeLike, Scorer
+from scorers._builder import JudgeLike, Scorer, ScorerType
 
 I2 = TypeVar("I2")
 O2 = TypeVar("O2")
@@ -19,7 +20,7 @@ O2 = TypeVar("O2")
 
 @overload
 def create_scorer(
-    id: str = ..., description: str = ..., *, name: str | None = ..., type: Literal["agent"],
+    id: str = ..., description: str = ..., *, name: str | None = ..., type: Literal["agent", "conversation"],
     judge: JudgeLike = ..., prepare_run: Callable[..., Any] | None = ...,
     version: str | None = ..., input_type: None = ..., output_type: None = ...,
 ) -> Scorer[ScorerRunInputForAgent, ScorerRunOutputForAgent]: ...  # fmt: skip
@@ -52,7 +53,7 @@ def create_scorer(
     description: str = "",
     *,
     name: str | None = None,
-    type: Literal["agent"] | None = None,
+    type: ScorerType | None = None,
     judge: JudgeLike = None,
     prepare_run: Callable[..., Any] | None = None,
     version: str | None = None,
@@ -66,7 +67,9 @@ def create_scorer(
         description: what it measures (required).
         name: display name; defaults to ``id``.
         type: ``"agent"`` to coerce run.input / run.output into `ScorerRunInputForAgent` /
-            `ScorerRunOutputForAgent` (from dicts, Mastra JSON, or plain strings).
+            `ScorerRunOutputForAgent` (from dicts, Mastra JSON, or plain strings);
+            ``"conversation"`` for a scorer of whole sessions: its run is a `ConversationRun`
+            (agent-typed input and output, plus ``turns``, ``conversation``, ``session_id``...).
         judge: the LLM judge for prompt steps (a `Judge` or a dict of its fields).
         prepare_run: ``run -> run`` (sync or async), applied once before the first step;
             e.g. `filter_run`. It may return a dict of `ScorerRun` fields (run_id,
@@ -89,6 +92,11 @@ def create_scorer(
         ...     lambda run: min(1.0, len(run.output.text) / 20))
         >>> scorer.run_sync(input="q", output={"text": "ten chars!"}).score
         0.5
+        >>> from scorers.utils import make_agent_run
+        >>> turns = create_scorer(id="turns", description="Counts the session's turns",
+        ...                       type="conversation").generate_score(lambda run: len(run.turns))
+        >>> turns.run_sync([make_agent_run("Hi", "Hello!"), make_agent_run("Bye", "Ciao.")], session_id="s1").score
+        2.0
     """
     return Scorer(
         id=id, description=description, name=name, type=type, judge=judge,

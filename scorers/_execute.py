@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import TypeAdapter, ValidationError
 
 from scorers._agent_types import ScorerRunInputForAgent, ScorerRunOutputForAgent
+from scorers._conversation import CONVERSATION_FIELDS, ConversationRun, check_run_kind
 from scorers._judge_types import JudgeExecution, JudgeStepRecord, merge_judges
 from scorers._run import STEP_ORDER, NotScorable, ScorerResult, ScorerRun, StepResults
 from scorers._steps import StepDefinition, format_validation_error
@@ -208,14 +209,18 @@ _IDENTITY_FIELDS = ("run_id", "trace_id", "span_id")
 
 def _as_run(value: Any, original: ScorerRun[Any, Any], scorer_id: str) -> ScorerRun[Any, Any]:
     """What prepare_run returned, as a run. A dict replaces the run's fields, except that
-    the identity fields it leaves out (run_id, trace_id, span_id) are kept from the run."""
+    the identity fields it leaves out (run_id, trace_id, span_id; and a conversation's
+    turns, transcript and session fields) are kept from the run."""
     if isinstance(value, ScorerRun):
         return value
     if isinstance(value, Mapping):
+        conversation = isinstance(original, ConversationRun)
+        cls = ConversationRun if conversation else ScorerRun
+        identity = _IDENTITY_FIELDS + (CONVERSATION_FIELDS if conversation else ())
         try:
-            new: ScorerRun[Any, Any] = ScorerRun.model_validate(dict(value))
+            new: ScorerRun[Any, Any] = cls.model_validate(dict(value))
             kept = {
-                f: getattr(original, f) for f in _IDENTITY_FIELDS if f not in new.model_fields_set
+                f: getattr(original, f) for f in identity if f not in new.model_fields_set
             }
             return new.model_copy(update=kept) if kept else new
         except ValidationError as exc:
@@ -230,23 +235,36 @@ def _as_run(value: Any, original: ScorerRun[Any, Any], scorer_id: str) -> Scorer
     )
 
 
-def make_run(scorer_id: str, input: Any, fields: Mapping[str, Any], extra: Mapping[str, Any]) -> ScorerRun[Any, Any]:
+def make_run(
+    scorer_id: str, input: Any, fields: Mapping[str, Any], extra: Mapping[str, Any],
+    conversation: bool = False,
+) -> ScorerRun[Any, Any]:
     """The `ScorerRun` of ``scorer.run(input, **fields, **extra)``; ``input`` may be a whole run.
 
+    For a conversation scorer (``conversation``), a list ``input`` is the turns of a
+    `ConversationRun` (`ConversationRun.from_turns`, with the other arguments).
+
     Raises:
-        TypeError: a whole run given with other arguments, or an extra keyword that is a
-            field's camelCase alias (``groundTruth=``: use ``ground_truth=``).
+        TypeError: a whole run given with other arguments, turns given with an output, or an
+            extra keyword that is a field's camelCase alias (``groundTruth=``: use ``ground_truth=``).
         ScorerRunError: the arguments do not make a valid run (the cause names the field).
     """
     if isinstance(input, ScorerRun):
         if any(value is not None for value in fields.values()) or extra:
             raise TypeError("run(): when input is a ScorerRun, give no other argument")
         return input
-    aliases = {ScorerRun.model_fields[name].alias: name for name in ScorerRun.model_fields}
+    turns = conversation and isinstance(input, list | tuple)
+    if turns and fields.get("output") is not None:
+        raise TypeError("run(): a conversation scorer takes its turns as input; give no output")
+    cls = ConversationRun if turns else ScorerRun
+    aliases = {f.alias: name for name, f in cls.model_fields.items() if f.alias != name}
     for key in extra:
         if key in aliases:
             raise TypeError(f"run() got {key}=; the field is {aliases[key]}=")
     try:
+        if turns:
+            given = {k: v for k, v in fields.items() if k != "output" and v is not None}
+            return ConversationRun.from_turns(input, **given, **extra)
         return ScorerRun(input=input, **{**fields, "run_id": fields.get("run_id") or ""}, **extra)
     except ValidationError as exc:
         text = f'Scorer "{scorer_id}": invalid run: {format_validation_error(exc)}'
@@ -266,13 +284,16 @@ async def execute(scorer: Scorer[Any, Any], run: ScorerRun[Any, Any]) -> ScorerR
         )
         raise ScorerRunError(scorer.id, None, [], cause=cause) from cause
     try:
+        check_run_kind(scorer.id, scorer.type, run)
         run = _coerce_run(scorer, run)
     except ScorerInputError as exc:
         raise ScorerRunError(scorer.id, None, [], cause=exc) from exc
     if scorer._prepare_run is not None:
         try:
             prepared = await scorer._prepare_run.call({"run": run})
-            run = _coerce_run(scorer, _as_run(prepared, run, scorer.id))
+            run = _as_run(prepared, run, scorer.id)
+            check_run_kind(scorer.id, scorer.type, run)
+            run = _coerce_run(scorer, run)
         except Exception as exc:
             raise ScorerRunError(scorer.id, "prepare_run", [], cause=exc) from exc
 

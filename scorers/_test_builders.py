@@ -95,11 +95,14 @@ def make_agent_run(
     run_id: str | None = None,
     trace_id: str | None = None,
     span_id: str | None = None,
+    start_ns: int | None = None,
 ) -> ScorerRun[ScorerRunInputForAgent, ScorerRunOutputForAgent]:
     """Build an agent-typed `ScorerRun` for tests; pass it to ``scorer.run(run)``.
 
     Strings become messages: user messages for the input and remembered history,
     assistant messages for the output, system messages for ``system_messages``.
+    ``start_ns`` (when the run started, nanoseconds since the epoch) orders the run as a
+    turn of a `ConversationRun`; the run keeps it as an extra field.
 
     Example:
         >>> run = make_agent_run("Hi", "Hello!", system_messages=["Be kind."], run_id="r1")
@@ -123,4 +126,5 @@ def make_agent_run(
         run_id=run_id or "",
         trace_id=trace_id,
         span_id=span_id,
+        **({} if start_ns is None else {"start_ns": start_ns}),
     )

@@ -44,6 +44,17 @@ def test_readme_python_example_runs_and_prints_the_documented_output() -> None:
     assert printed == expected
 
 
+def test_readme_conversation_scorer_scores_the_documented_session() -> None:
+    readme, _ = run_readme()
+    session = readme["session"]
+    assert [m.content for m in session.input.input_messages] == ["Where is order 42?", "Where is order 42?"]
+    assert [e["role"] for e in session.conversation] == ["user", "assistant", "user", "assistant"]
+    assert [e["trace_id"] for e in session.conversation] == ["1" * 32] * 2 + ["2" * 32] * 2
+    assert readme["session_result"].score == 0.0
+    turns = session.turns
+    assert readme["asked_twice"].run_sync(turns, session_id="chat-7").score == 0.0
+
+
 @pytest.mark.parametrize(("judge", "path", "model"), [
     ("vllm_judge", "/v1/chat/completions", "Qwen/Qwen2.5-7B-Instruct"),
     ("ollama_judge", "/api/generate", "llama3.1"),

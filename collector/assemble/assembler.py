@@ -28,9 +28,10 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from collector._aio import cancel_and_wait, wait_event
 from collector.assemble.decide import RunDecider, ScorerSelection
+from collector.config import SessionsConfig
 from collector.errors import QueueFull, Unavailable, UnreadableTrace
 from collector.metrics import Metrics
-from collector.store.interface import ForwardLog, JobQueue, TraceBuffer
+from collector.store.interface import ForwardLog, JobQueue, SessionLog, TraceBuffer
 from collector.store.split import split_logs, split_traces, summarize_spans
 from collector.types import CANDIDATE, Accepted, AppendResult, TraceChunk
 
@@ -53,19 +54,28 @@ class TraceAssembler:
         retry_after_s: the delay suggested to refused clients.
         tick_s: how often due traces are looked for.
         on_jobs: called after new jobs were queued (wakes the workers).
+        sessions: the ``[sessions]`` settings (session keys, end marker).
+        session_log: where the runs that are turns of a session are noted (SPEC §7), before
+            their trace is forgotten; None: sessions are not tracked.
+        on_turns: called after turns were noted, with whether one ended its session (wakes
+            the session scheduler).
     """
 
     def __init__(
         self, buffer: TraceBuffer, queue: JobQueue, registry: ScorerSelection, metrics: Metrics,
         adapters: Any, *, max_pending_jobs: int = 100_000, retry_after_s: float = 5.0,
         tick_s: float = 0.5, on_jobs: Callable[[], None] | None = None, forward_log: ForwardLog | None = None,
+        sessions: SessionsConfig | None = None, session_log: SessionLog | None = None,
+        on_turns: Callable[[bool], None] | None = None,
     ) -> None:
         self._buffer = buffer
         # Forwarding on: every request stored goes into the forward log in the same step, and
         # jobs carry the log's head at decision time (their scores are exported after it).
         self._forward_log = forward_log
         self._queue = queue
-        self._decider = RunDecider(adapters, registry, metrics)
+        self._decider = RunDecider(adapters, registry, metrics, sessions if session_log is not None else None)
+        self._session_log = session_log
+        self._on_turns = on_turns
         self._metrics = metrics
         self._adapters = adapters
         # Buffers that keep requests whole skip the per-trace cut on the ingest path.
@@ -235,13 +245,22 @@ class TraceAssembler:
                 await self._discard(trace_id, result)
             else:
                 loaded.append((trace_id, result))
-        jobs = await asyncio.get_running_loop().run_in_executor(
-            self._pool, lambda: [job for t, c in loaded for job in self._decider.jobs_for(t, c)]
+        decided = await asyncio.get_running_loop().run_in_executor(
+            self._pool, lambda: [self._decider.decide(t, c) for t, c in loaded]
         )
-        if jobs and self._forward_log is not None:
+        jobs = [job for d in decided for job in d.jobs]
+        turns = [turn for d in decided for turn in d.turns]
+        if (jobs or turns) and self._forward_log is not None:
             # Every span loaded above is in the forward log at or before its head now.
             mark = (await self._forward_log.forward_state()).head
             jobs = [replace(job, run=replace(job.run, forward_mark=mark)) for job in jobs]
+            turns = [replace(turn, run=replace(turn.run, forward_mark=mark)) for turn in turns]
+        if turns and self._session_log is not None:
+            # Noted before the trace is forgotten: a crash in between decides it again (a turn
+            # noted twice is one turn).
+            await self._session_log.note_turns(turns, time.time())
+            if self._on_turns is not None:
+                self._on_turns(any(turn.ended for turn in turns))
         if jobs:
             flags = await self._queue.put(jobs)
             for job, new in zip(jobs, flags, strict=True):

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from opentelemetry.proto.logs.v1.logs_pb2 import LogsData
 from opentelemetry.proto.trace.v1.trace_pb2 import TracesData
 
+from collector.config import SessionsConfig
 from collector.metrics import Metrics
+from collector.session_types import MAX_KEY_CHARS, SessionTurn, key_is_storable, session_scope
 from collector.types import RunRecord, ScoreJob, TraceChunk
 
 logger = logging.getLogger(__name__)
@@ -75,7 +77,21 @@ def run_record(run: Any, attributes: Mapping[str, Any]) -> RunRecord:
         response_id=str(response_id) if response_id else None,
         agent=str(agent) if agent else None,
         resource=dict(getattr(run, "resource", None) or {}),
+        session_id=getattr(run, "session_id", None),
     )
+
+
+def _is_true(value: Any) -> bool:
+    """Whether an end-marker attribute's value says true (a bool, or the text ``true``)."""
+    return value is True or (isinstance(value, str) and value.strip().lower() == "true")
+
+
+class Decided(NamedTuple):
+    """What deciding one trace gave: its score jobs, and its runs that are turns of a session
+    (noted only when conversation scorers are registered)."""
+
+    jobs: list[ScoreJob]
+    turns: list[SessionTurn]
 
 
 class RunDecider:
@@ -86,12 +102,30 @@ class RunDecider:
             ``logs_from_resource_logs``, ``AssembledTrace`` and ``extract_runs``).
         selection: the registered scorers.
         metrics: the service's instruments (runs found and skipped, decisions per scorer).
+        sessions: the ``[sessions]`` settings: the extra attributes naming a session and the
+            end marker; None (or no conversation scorer registered) notes no turns.
     """
 
-    def __init__(self, adapters: Any, selection: ScorerSelection, metrics: Metrics) -> None:
+    def __init__(self, adapters: Any, selection: ScorerSelection, metrics: Metrics,
+                 sessions: SessionsConfig | None = None) -> None:
         self._adapters = adapters
         self._registry = selection
         self._metrics = metrics
+        self._track_sessions = sessions is not None and bool(getattr(selection, "has_conversation_scorers", False))
+        self._extra_keys = tuple(sessions.extra_keys) if sessions is not None else ()
+        self._end_attribute = sessions.end_attribute if sessions is not None else "tracescore.session.end"
+        self._logged_keys: set[str] = set()
+
+    def _note_unstorable(self, session_id: str, scope: str) -> None:
+        """Log once per session (of the last 1,000) a key stored hashed: too long or not printable ASCII."""
+        if key_is_storable(session_id) or scope in self._logged_keys:
+            return
+        if len(self._logged_keys) >= 1000:
+            self._logged_keys.clear()
+        self._logged_keys.add(scope)
+        logger.warning("session key %r... (%d characters) is over %d characters or not printable ASCII: stored as %s "
+                       "(destinations get it as the spans carry it; Langfuse drops such ids, so its score goes on "
+                       "the session's last trace)", session_id[:40], len(session_id), MAX_KEY_CHARS, scope)
 
     def jobs_for(self, trace_id: bytes, chunks: list[TraceChunk]) -> list[ScoreJob]:
         """The score jobs of one buffered trace; a trace that fails to decode or extract
@@ -111,16 +145,20 @@ class RunDecider:
             >>> metrics.registry.get_sample_value("tracescore_runs_skipped_total", {"reason": "trace_error"})
             1.0
         """
+        return self.decide(trace_id, chunks).jobs
+
+    def decide(self, trace_id: bytes, chunks: list[TraceChunk]) -> Decided:
+        """The score jobs of one buffered trace and the session turns it holds (`jobs_for`)."""
         # A trace that cannot be decided must not block the others (nor be retried forever).
         try:
-            return self._jobs(trace_id, chunks)
+            return self._decide(trace_id, chunks)
         except Exception:
             self._metrics.errors.labels(component="assembly").inc()
             self._metrics.runs_skipped.labels(reason="trace_error").inc()
             logger.exception("deciding trace %s failed; it is skipped", trace_id.hex())
-            return []
+            return Decided([], [])
 
-    def _jobs(self, trace_id: bytes, chunks: list[TraceChunk]) -> list[ScoreJob]:
+    def _decide(self, trace_id: bytes, chunks: list[TraceChunk]) -> Decided:
         """Decode a trace, extract runs and match scorers (runs on a worker thread)."""
         ad = self._adapters
         resource_spans: list[Any] = []
@@ -136,10 +174,10 @@ class RunDecider:
                 resource_logs.extend(logs.resource_logs)
         spans = ad.spans_from_resource_spans(resource_spans)
         if not spans:
-            return []
+            return Decided([], [])
         logs_list = ad.logs_from_resource_logs(resource_logs)
         trace = ad.AssembledTrace(trace_id=trace_id.hex(), spans=tuple(spans), logs=tuple(logs_list))
-        extraction = ad.extract_runs(trace)
+        extraction = ad.extract_runs(trace, self._extra_keys) if self._extra_keys else ad.extract_runs(trace)
         for skip in extraction.skipped:
             self._metrics.runs_skipped.labels(reason=skip.reason).inc()
         if extraction.skipped:  # also per scorer (SPEC: every decision is counted per scorer)
@@ -147,12 +185,19 @@ class RunDecider:
                 self._metrics.decisions.labels(scorer=entry.scorer_id, reason="skipped").inc(
                     len(extraction.skipped))
         by_id = {s.span_id: s for s in spans}
-        jobs = []
+        ended_trace = self._track_sessions and any(
+            s.parent_span_id is None and _is_true(s.attributes.get(self._end_attribute)) for s in spans)
+        jobs, turns = [], []
         for run in extraction.runs:
             self._metrics.runs_found.labels(convention=run.convention or "unknown").inc()
             span = by_id.get(run.span_id)
             attributes = dict(span.attributes) if span is not None else {}
             record = run_record(run, attributes)
+            if self._track_sessions and record.session_id is not None:
+                ended = ended_trace or _is_true(attributes.get(self._end_attribute))
+                scope = session_scope(record.service, record.session_id)
+                self._note_unstorable(record.session_id, scope)
+                turns.append(SessionTurn(scope, record.session_id, record, ended))
             for entry, decision in self._registry.decisions(
                 trace_id=run.trace_id, service=run.service, agent=record.agent,
                 span_name=run.span_name, attributes=attributes,
@@ -161,4 +206,4 @@ class RunDecider:
                     jobs.append(ScoreJob(record, entry.scorer_id, entry.version))
                 else:
                     self._metrics.decisions.labels(scorer=entry.scorer_id, reason=decision).inc()
-        return jobs
+        return Decided(jobs, turns)

@@ -15,7 +15,7 @@ import argparse
 import asyncio
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -48,10 +48,11 @@ def load_export_config(args: argparse.Namespace) -> Config | None:
 
 
 def build_records(config: Config, loaded: Any, scorers: Sequence[Any], refs: Sequence[str],
-                  outcomes: Sequence[Any]) -> list[ScoreRecord]:
+                  outcomes: Sequence[Any], conversations: Mapping[int, RunRecord] | None = None) -> list[ScoreRecord]:
     """The outbox record of each outcome, as the daemon's worker would have made it (none for a
     run that was not scorable). A scorer whose ref is also in the config's ``[[scorers]]``
-    takes its labels from there.
+    takes its labels from there. ``conversations``: the conversation job's record of each
+    session's unit in ``loaded.runs`` (its score is the session's, SPEC §7).
 
     Example:
         >>> build_records(Config(), None, [], [], [])
@@ -67,7 +68,8 @@ def build_records(config: Config, loaded: Any, scorers: Sequence[Any], refs: Seq
         agent_run = loaded.runs[outcome.run_index]
         entry = entries[outcome.scorer_id]
         attributes = loaded.span_attributes.get((agent_run.trace_id, agent_run.span_id), {})
-        job = ScoreJob(run_record(agent_run, attributes), entry.scorer_id, entry.version)
+        record = (conversations or {}).get(outcome.run_index) or run_record(agent_run, attributes)
+        job = ScoreJob(record, entry.scorer_id, entry.version)
         records.append(score_record(job, entry, outcome.result, outcome.start_ns,
                                     max_chars=config.export.max_attribute_chars, error=outcome.exception,
                                     end_ns=outcome.end_ns))
@@ -75,9 +77,9 @@ def build_records(config: Config, loaded: Any, scorers: Sequence[Any], refs: Seq
 
 
 def export_outcomes(config: Config, args: argparse.Namespace, loaded: Any, scorers: Sequence[Any],
-                    outcomes: Sequence[Any], err: Console) -> bool:
+                    outcomes: Sequence[Any], err: Console, conversations: Mapping[int, RunRecord] | None = None) -> bool:
     """Send the scores; True when every one reached the endpoint and every sink in time."""
-    records = build_records(config, loaded, scorers, args.scorers, outcomes)
+    records = build_records(config, loaded, scorers, args.scorers, outcomes, conversations)
     with tempfile.TemporaryDirectory(prefix="tracescore-backfill-") as folder:
         left = asyncio.run(_send(config, records, str(Path(folder) / "outbox.db"), args.export_timeout))
     target = config.export.endpoint or "no export endpoint"
@@ -119,12 +121,19 @@ async def _settle(store: SqliteStore, records: list[ScoreRecord]) -> None:
     by_key = {r.key: r for r in records}
     for i in range(0, len(records), 256):
         chunk = records[i:i + 256]
-        await store.put([ScoreJob(RunRecord(r.trace_id, r.span_id), r.scorer_id, r.scorer_version) for r in chunk])
+        await store.put([ScoreJob(_keyed_run(r), r.scorer_id, r.scorer_version) for r in chunk])
         for leased in await store.take(len(chunk)):
             record = by_key[leased.job.key]
             outcome: Settlement = Dead(record.error_type, record.error_message or "", record) \
                 if record.error_type else Done(record)
             await store.settle(leased, outcome)
+
+
+def _keyed_run(record: ScoreRecord) -> RunRecord:
+    """A run whose job has the record's key (a session's score: its scope and revision)."""
+    session = record.session
+    conversation = None if session is None else {"scope": session["scope"], "revision": session["revision"]}
+    return RunRecord(record.trace_id, record.span_id, conversation=conversation)
 
 
 async def _left(store: SqliteStore, sinks: list[str]) -> dict[str, int]:

@@ -300,14 +300,18 @@ def _print_sessions(loaded: Loaded, out_format: str) -> None:
     sessions = group_sessions(loaded.runs)
     unkeyed = sum(1 for r in loaded.runs if r.session_id is None)
     if out_format in ("jsonl", "json"):
-        rows = [session_row(s) for s in sessions]
-        if out_format == "json":
-            sys.stdout.write(json.dumps(rows, ensure_ascii=False, indent=2) + "\n")
-        else:
-            sys.stdout.writelines(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
-        sys.stdout.flush()
+        _print_rows([session_row(s) for s in sessions], out_format)
     else:
         Console().print(sessions_table(sessions, unkeyed))
+
+
+def _print_rows(rows: list[dict[str, Any]], out_format: str) -> None:
+    """Print JSON rows on stdout: one per line (``jsonl``) or as one array (``json``)."""
+    if out_format == "json":
+        sys.stdout.write(json.dumps(rows, ensure_ascii=False, indent=2) + "\n")
+    else:
+        sys.stdout.writelines(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
+    sys.stdout.flush()
 
 
 def run(args: argparse.Namespace) -> int:
@@ -326,12 +330,7 @@ def run(args: argparse.Namespace) -> int:
     if getattr(args, "sessions", False):
         _print_sessions(loaded, out_format)
     elif out_format in ("jsonl", "json"):
-        rows = [_inspect_row(agent_run) for agent_run in loaded.runs]
-        if out_format == "json":
-            sys.stdout.write(json.dumps(rows, ensure_ascii=False, indent=2) + "\n")
-        else:
-            sys.stdout.writelines(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
-        sys.stdout.flush()
+        _print_rows([_inspect_row(agent_run) for agent_run in loaded.runs], out_format)
     else:
         Console().print(_table(loaded.runs))
     summary = f"{len(loaded.runs)} run(s) in {loaded.traces} trace(s) from {len(args.files)} file(s)"

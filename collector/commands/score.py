@@ -3,7 +3,9 @@
 For CI and backfill. Files are read as by ``tracescore inspect`` (logs files joined to
 traces; an unreadable file is reported and makes the exit code 1, the others are still
 scored). Every run is scored by every scorer (``--scorer module:attr`` or
-``path/to/file.py:attr``, repeatable), at most ``--concurrency`` runs at a time. Scorers
+``path/to/file.py:attr``, repeatable), at most ``--concurrency`` runs at a time; a
+conversation scorer (``type="conversation"``) scores instead every session the runs make
+(SPEC §7; the files are complete: no idle wait), and its rows carry the ``session_id``. Scorers
 receive ``input`` = the run's `ScorerRunInputForAgent`, ``output`` = its
 `ScorerRunOutputForAgent`, ``request_context``, ``trace_id`` and ``span_id`` — whatever
 their ``type``: a scorer without ``type="agent"`` gets the same models as they are.
@@ -36,7 +38,7 @@ import json
 import logging
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,6 +47,7 @@ from rich.table import Table
 
 from adapters import AgentRun
 from collector.commands.backfill import export_outcomes, load_export_config
+from collector.commands.conversations import SessionUnit, is_conversation_scorer, session_units
 from collector.commands.gate import gate_failures, summarize, summary_table
 from collector.commands.inspect import load_runs, progress, run_row
 from collector.commands.report import report_config_error
@@ -122,11 +125,11 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
-async def _score_one(scorer: Any, index: int, agent_run: AgentRun) -> Outcome:
+async def _score_one(scorer: Any, index: int, agent_run: AgentRun, conversation: Any = None) -> Outcome:
     scorer_id = str(getattr(scorer, "id", "?"))
     start_ns = time.time_ns()
     try:
-        result = await scorer.run(
+        result = await scorer.run(conversation) if conversation is not None else await scorer.run(
             input=agent_run.input,
             output=agent_run.output,
             run_id=run_id_for(agent_run.trace_id, agent_run.span_id),  # as the daemon names the run
@@ -155,8 +158,11 @@ async def _score_one(scorer: Any, index: int, agent_run: AgentRun) -> Outcome:
                    start_ns=start_ns, end_ns=end_ns)
 
 
-async def score_all(runs: Sequence[AgentRun], scorers: Sequence[Any], concurrency: int, err: Console) -> list[Outcome]:
-    """Score every run with every scorer, ``concurrency`` at a time; outcomes in (run, scorer) order.
+async def score_all(runs: Sequence[AgentRun], scorers: Sequence[Any], concurrency: int, err: Console,
+                    conversations: Mapping[int, Any] | None = None) -> list[Outcome]:
+    """Score every run with every run scorer, and each conversation (``conversations``: the
+    `ConversationRun` of ``runs[i]``, a session's unit) with every conversation scorer,
+    ``concurrency`` at a time; outcomes in (run, scorer) order.
 
     The judge client is loaded first when a scorer has a prompt step (`load_judge_client`).
 
@@ -166,20 +172,22 @@ async def score_all(runs: Sequence[AgentRun], scorers: Sequence[Any], concurrenc
         []
     """
     await load_judge_client(scorers)
+    conversations = conversations or {}
     semaphore = asyncio.Semaphore(concurrency)
+    pairs = [(index * len(scorers) + k, scorer, index) for index in range(len(runs))
+             for k, scorer in enumerate(scorers) if is_conversation_scorer(scorer) == (index in conversations)]
     outcomes: list[Outcome | None] = [None] * (len(runs) * len(scorers))
     with progress(err) as bar:
-        task = bar.add_task("scoring", total=len(outcomes))
+        task = bar.add_task("scoring", total=len(pairs))
 
-        async def job(slot: int, scorer: Any, index: int, agent_run: AgentRun) -> None:
+        async def job(slot: int, scorer: Any, index: int) -> None:
             async with semaphore:
-                outcomes[slot] = await _score_one(scorer, index, agent_run)
+                outcomes[slot] = await _score_one(scorer, index, runs[index], conversations.get(index))
             bar.advance(task)
 
         async with asyncio.TaskGroup() as group:
-            for index, agent_run in enumerate(runs):
-                for k, scorer in enumerate(scorers):
-                    group.create_task(job(index * len(scorers) + k, scorer, index, agent_run))
+            for slot, scorer, index in pairs:
+                group.create_task(job(slot, scorer, index))
     return [o for o in outcomes if o is not None]
 
 
@@ -217,8 +225,16 @@ def run(args: argparse.Namespace) -> int:
         err.print(f"tracescore: --fail-under names no given scorer: {', '.join(unknown)}", markup=False,
                   highlight=False, soft_wrap=True)
         return 2
-    loaded = load_runs(args.files, err)
-    outcomes = asyncio.run(score_all(loaded.runs, scorers, args.concurrency, err))
+    session_keys = [*(getattr(args, "session_key", None) or ()),
+                    *(export_config.sessions.extra_keys if export_config is not None else ())]
+    loaded = load_runs(args.files, err, session_keys)
+    conversations: dict[int, SessionUnit] = {}
+    if any(is_conversation_scorer(scorer) for scorer in scorers):  # the files' sessions, scored as units
+        units = session_units(loaded.runs, loaded.span_attributes)
+        conversations = {len(loaded.runs) + i: unit for i, unit in enumerate(units)}
+        loaded.runs.extend(unit.unit for unit in units)
+    outcomes = asyncio.run(score_all(loaded.runs, scorers, args.concurrency, err,
+                                     {i: unit.conversation for i, unit in conversations.items()}))
     summary = summarize([str(scorer.id) for scorer in scorers], outcomes)
     if out_format == "jsonl":
         for o in outcomes:
@@ -232,6 +248,8 @@ def run(args: argparse.Namespace) -> int:
                 "input": row["input"],
                 "output": row["output"],
             }
+            if o.run_index in conversations:  # a session's score: its key (SPEC §7)
+                row["session_id"] = conversations[o.run_index].conversation.session_id
             sys.stdout.write(json.dumps(row, ensure_ascii=False) + "\n")
         sys.stdout.flush()
         err.print(summary_table(summary))
@@ -241,7 +259,8 @@ def run(args: argparse.Namespace) -> int:
         out.print(summary_table(summary))
     exported = True
     if export_config is not None:
-        exported = export_outcomes(export_config, args, loaded, scorers, outcomes, err)
+        exported = export_outcomes(export_config, args, loaded, scorers, outcomes, err,
+                                   {i: unit.record for i, unit in conversations.items()})
     if not loaded.runs:
         err.print("tracescore: no agent runs found in the files given", markup=False, highlight=False)
     problems = gate_failures(summary, fail_under, getattr(args, "max_failures", None))

@@ -22,6 +22,7 @@ from collector.config.sections import (
     QueueConfig,
     ReceiverConfig,
     ScorerConfig,
+    SessionsConfig,
     WorkersConfig,
 )
 from collector.config.sinks import (
@@ -35,6 +36,6 @@ from collector.config.sinks import (
 __all__ = [
     "AssemblyConfig", "Config", "ExportConfig", "FilterConfig", "KeyProblem", "LangfuseSinkConfig",
     "MlflowSinkConfig", "PhoenixSinkConfig", "QueueConfig", "ReceiverConfig", "ScorerConfig",
-    "SinksConfig", "WorkersConfig", "check_destinations", "config_from_dict", "endpoint_host_port", "load_config",
+    "SessionsConfig", "SinksConfig", "WorkersConfig", "check_destinations", "config_from_dict", "endpoint_host_port", "load_config",
     "load_receiver", "secret_value", "without_password",
 ]

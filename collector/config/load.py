@@ -16,7 +16,7 @@ from collector.config.checks import KeyProblem
 from collector.config.sections import Config, ReceiverConfig
 from collector.errors import ConfigError
 
-_SECTIONS = ("receiver", "assembly", "queue", "workers", "export")
+_SECTIONS = ("receiver", "assembly", "sessions", "queue", "workers", "export")
 
 
 def _env_value(raw: str) -> Any:

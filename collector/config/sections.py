@@ -122,6 +122,26 @@ class AssemblyConfig(BaseModel):
     max_buffer_bytes: int = Field(default=2 * 1024**3, ge=0)
 
 
+class SessionsConfig(BaseModel):
+    """Conversations (SPEC §7): when a session is scored, how many are kept, and which extra
+    span attributes name a session.
+
+    Example:
+        >>> cfg = SessionsConfig(idle_s=60, extra_keys=["thread.id"])
+        >>> (cfg.idle_s, cfg.end_attribute, cfg.max_revisions, cfg.extra_keys)
+        (60.0, 'tracescore.session.end', 5, ['thread.id'])
+    """
+
+    model_config = _MODEL
+    idle_s: float = Field(default=300.0, gt=0)  # scored this long after its last turn, with no new one
+    end_attribute: str = Field(default="tracescore.session.end", min_length=1)  # true on a run span: scored at once
+    max_age_s: float = Field(default=86_400.0, gt=0)  # forced (partial) this long after its first turn
+    max_turns: int = Field(default=200, gt=0)  # forced (partial) at this many turns
+    max_revisions: int = Field(default=5, gt=0)  # scored at most this many times (late turns reopen it)
+    max_open: int = Field(default=100_000, gt=0)  # open sessions kept at most; the oldest is forced
+    extra_keys: list[str] = Field(default_factory=list)  # attributes naming a session after the standard ones
+
+
 class QueueConfig(BaseModel):
     """The job queue and its store: ``sqlite:///PATH`` (embedded) or ``redis://...``.
 
@@ -330,6 +350,7 @@ class Config(BaseModel):
     model_config = _MODEL
     receiver: ReceiverConfig = Field(default_factory=ReceiverConfig)
     assembly: AssemblyConfig = Field(default_factory=AssemblyConfig)
+    sessions: SessionsConfig = Field(default_factory=SessionsConfig)
     queue: QueueConfig = Field(default_factory=QueueConfig)
     workers: WorkersConfig = Field(default_factory=WorkersConfig)
     export: ExportConfig = Field(default_factory=ExportConfig)

@@ -17,6 +17,11 @@ that every backend shows the score beside the run without changing the run:
   duration are ``tracescore.scored_at`` and ``tracescore.score.duration_ms``.
   ``"actual"`` uses the wall-clock scoring interval.
 
+A conversation score (``ScoreRecord.session``, SPEC §7) lands in the session's last turn's
+trace, child of its run span, and names its session: ``session.id`` and
+``gen_ai.conversation.id`` (the key as the spans carry it), ``tracescore.session.turns``,
+``tracescore.session.revision``, and ``tracescore.session.partial`` when it was scored early.
+
 A score's span has status OK; a scorer that failed gives the same span with ``error.type``
 and status ERROR. The span id derives from the score's key and its outcome
 (`collector.ids.score_span_id_for`): a new outcome of the same job (a dead letter replayed)
@@ -44,6 +49,7 @@ from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
+from collector.session_types import SessionScore
 from collector.types import ScoreRecord
 
 SpanTime = Literal["anchored", "actual"]
@@ -76,6 +82,12 @@ TS_ANALYZE = "tracescore.analyze.result"
 TS_SCORED_SERVICE = "tracescore.scored.service"
 TS_ERROR_MESSAGE = "tracescore.error.message"
 TS_SUPERSEDES = "tracescore.supersedes"
+# A conversation score's session: the key as the spans carry it, under both standard names.
+SESSION_ID = "session.id"
+GEN_AI_CONVERSATION_ID = "gen_ai.conversation.id"
+TS_SESSION_TURNS = "tracescore.session.turns"
+TS_SESSION_REVISION = "tracescore.session.revision"
+TS_SESSION_PARTIAL = "tracescore.session.partial"
 
 
 def _version() -> str:
@@ -139,6 +151,28 @@ def record_attributes(record: ScoreRecord) -> dict[str, Any]:
         TS_SUPERSEDES: record.supersedes,
     }
     attrs.update({k: v for k, v in optional.items() if v is not None})
+    if record.session is not None:
+        attrs.update(session_attributes(SessionScore.from_dict(record.session)))
+    return attrs
+
+
+def session_attributes(session: SessionScore) -> dict[str, Any]:
+    """The attributes that name the session a conversation score scored (``partial`` only when true).
+
+    Example:
+        >>> session_attributes(SessionScore("bot/c1", "c1", turns=3, revision=2))
+        {'session.id': 'c1', 'gen_ai.conversation.id': 'c1', 'tracescore.session.turns': 3, 'tracescore.session.revision': 2}
+        >>> session_attributes(SessionScore("bot/c1", "c1", partial=True))["tracescore.session.partial"]
+        True
+    """
+    attrs: dict[str, Any] = {
+        SESSION_ID: session.session_id,
+        GEN_AI_CONVERSATION_ID: session.session_id,
+        TS_SESSION_TURNS: session.turns,
+        TS_SESSION_REVISION: session.revision,
+    }
+    if session.partial:
+        attrs[TS_SESSION_PARTIAL] = True
     return attrs
 
 

@@ -73,6 +73,15 @@ def merge(snapshots: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
             stores[store] = snap
     for snap in stores.values():
         _add(view["queue"], snap.get("queue") or {})
+    # Sessions are the store's too, counted by the replicas that schedule them (receivers).
+    sessions: dict[str, Mapping[str, Any]] = {}
+    for snap in latest.values():
+        store = str(snap.get("store") or snap["replica"])
+        if snap.get("sessions") and (store not in sessions or snap.get("at", 0) >= sessions[store].get("at", 0)):
+            sessions[store] = snap
+    view["sessions"] = {}
+    for snap in sessions.values():
+        _add(view["sessions"], snap["sessions"])
     view["backlog"] = merge_backlogs(snap.get("backlog") or () for snap in stores.values())
     view["stores"] = sorted(stores)
     return view

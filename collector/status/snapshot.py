@@ -173,6 +173,7 @@ def digest(found: Iterable[Sample]) -> dict[str, Any]:
     decisions: defaultdict[str, dict[str, float]] = _nested()
     judge: defaultdict[str, dict[str, float]] = _nested()
     exported: dict[str, float] = {}
+    sessions: dict[str, float] = {}  # the store's conversations (SPEC §7), where this replica schedules them
     received_names = {"tracescore_spans_received_total": "spans", "tracescore_log_records_received_total":
                       "log_records", "tracescore_runs_found_total": "runs"}
     for s in found:
@@ -187,10 +188,12 @@ def digest(found: Iterable[Sample]) -> dict[str, Any]:
             judge[labels["model"]][f"{labels['direction']}_tokens"] = value
         elif name == "tracescore_scores_exported_total":
             exported[labels.get("scorer", "")] = value
+        elif name == "tracescore_sessions":
+            sessions[labels["state"]] = value
     failed = {scorer: reasons.get("failed", 0.0) for scorer, reasons in decisions.items()}
     return {"received": dict(received), "decisions": dict(decisions), "scores": score_histograms(found),
             "judge": dict(judge), "exported": exported, "backlog": backlogs(found),
-            "failures": {"scorers": failed, **failures(found)}}
+            "failures": {"scorers": failed, **failures(found)}, "sessions": sessions}
 
 
 class RateWindow:

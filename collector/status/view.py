@@ -147,5 +147,9 @@ def render(view: Mapping[str, Any], sources: str = "") -> RenderableType:
         ("outbox", "outbox"), ("traces buffered", "traces"))])
     failed = _pairs("failures", failure_rows(view.get("failures", {})))
     top = Table.grid(padding=(0, 4))
+    if sessions := view.get("sessions"):  # conversations (SPEC §7): only with conversation scorers
+        store.add_row("sessions open", _n(sessions.get("open", 0)))
+        store.add_row("sessions scored / reopened / forced", " / ".join(
+            _n(sessions.get(k, 0)) for k in ("scored", "reopened", "forced")))
     top.add_row(traffic, store, failed)
     return Group(header, top, scorer_table(view), backlog_table(view), judge_table(view))

@@ -16,6 +16,8 @@
   settles, so a job run again (handed back, or after a crash) never pays for them twice.
 * `DeadLetterAdmin` (``tracescore dead-letters``): list, replay and purge dead letters from
   outside the daemon, while it runs.
+* `SessionLog` (assembly notes turns, the session scheduler takes due sessions): the state of
+  conversations (SPEC §7), durable and shared, under the store's `SessionRules`.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from collector.errors import UnreadableTrace
+from collector.session_types import DueSession, SessionTurn
 from collector.types import (
     AppendResult,
     DeadLetter,
@@ -70,6 +73,42 @@ class ForwardState:
     def caught_up(self, mark: int) -> bool:
         """Whether everything appended up to ``mark`` was forwarded."""
         return mark <= self.sent
+
+
+@dataclass(frozen=True)
+class SessionRules:
+    """When sessions are scored and how many the store keeps (``[sessions]`` in the config).
+
+    Attributes:
+        idle_s: a session is due this long after its last turn was noted (reason ``idle``).
+        max_age_s: it is due (``partial``, reason ``max_age``) at the latest this long after it
+            opened: its first turn was noted, or a late turn reopened it.
+        max_turns: it is due at once (``partial``, reason ``max_turns``) once it holds this many turns.
+        max_revisions: it is scored at most this many times (revisions 1..max_revisions); a late
+            turn of a session scored that often is kept, schedules nothing, and counts as capped.
+        max_open: open sessions (not already forced) beyond this: the oldest (by opening) are
+            made due at once (``partial``, reason ``forced``).
+        retain_s: a scored session is remembered this long after its last turn was noted (so a
+            late turn reopens it), then forgotten (a turn after that opens a new session).
+
+    Example:
+        >>> SessionRules().idle_s, SessionRules(max_turns=3).max_turns
+        (300.0, 3)
+    """
+
+    idle_s: float = 300.0
+    max_age_s: float = 86400.0
+    max_turns: int = 200
+    max_revisions: int = 5
+    max_open: int = 100_000
+    retain_s: float = 86400.0
+
+
+SESSION_COUNTS = ("open", "scored", "scored_total", "reopened_total", "forced_total", "capped_total")
+"""The names `SessionLog.session_counts` answers: two gauges, then monotonic totals."""
+
+PARTIAL_REASONS = frozenset({"max_age", "max_turns", "forced"})
+"""The reasons a session is due before it is over (`DueSession.partial`)."""
 
 
 class TraceBuffer(Protocol):
@@ -222,7 +261,45 @@ class JudgeReplies(Protocol):
         ...
 
 
-class Store(TraceBuffer, JobQueue, Outbox, JudgeReplies, Protocol):
+class SessionLog(Protocol):
+    """The conversations' state (SPEC §7): turns, timers and revisions, durable and shared.
+
+    Time is always given (``now``, epoch seconds); the store never reads the clock for it.
+    """
+
+    async def note_turns(self, turns: Sequence[SessionTurn], now: float) -> None:
+        """Record turns (the same (trace_id, span_id) twice is one turn; the newer copy replaces
+        the older). An open session's due time becomes ``now + idle_s`` (a turn with the end
+        marker: ``now``, reason ``ended``), capped at its opening + ``max_age_s`` (``max_age``,
+        partial); reaching ``max_turns`` makes it due now (partial). A new turn of a scored
+        session reopens it (its next score is the next revision) unless it was scored
+        ``max_revisions`` times (then the turn is kept, nothing is scheduled: ``capped_total``).
+        Open sessions over ``max_open``: the oldest are forced due now (``forced_total``)."""
+        ...
+
+    async def take_due_sessions(self, now: float, limit: int, lease_s: float) -> list[DueSession]:
+        """Claim up to ``limit`` sessions due at or before ``now``, earliest first, each with all its
+        turns ordered by (start_ns, trace_id, span_id). A claimed session is not returned again
+        before ``lease_s`` passed (then it is due again: its claimer crashed)."""
+        ...
+
+    async def sessions_scored(self, due: Sequence[DueSession], now: float) -> None:
+        """The claimed sessions' jobs are queued: mark them scored at their revision (kept until
+        their last turn + ``retain_s``). A session with a turn not among ``due.turns`` (noted
+        after the claim) stays open and is due again, with the next revision."""
+        ...
+
+    async def next_session_due(self) -> float | None:
+        """When the earliest open session is due, or its claim runs out (None: none open)."""
+        ...
+
+    async def session_counts(self) -> dict[str, int]:
+        """`SESSION_COUNTS`: ``open`` and ``scored`` (retained) sessions, and the totals
+        ``scored_total``, ``reopened_total``, ``forced_total``, ``capped_total``."""
+        ...
+
+
+class Store(TraceBuffer, JobQueue, Outbox, JudgeReplies, SessionLog, Protocol):
     """A whole store backend: the roles above plus lifecycle, gauges, retention, dead letters."""
 
     @property

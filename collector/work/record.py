@@ -17,6 +17,7 @@ from pydantic import BaseModel
 
 from collector.ids import score_outcome, score_span_id_for
 from collector.types import ScoreJob, ScoreRecord
+from collector.work.conversation import session_run_id, session_score
 from collector.work.registry import RegisteredScorer
 
 
@@ -144,6 +145,7 @@ def score_record(
         (True, False)
     """
     run = job.run
+    session = session_score(run)
     models, tin, tout, cost, attempts, _ = judge_summary(result)
     score = None if error is not None else getattr(result, "score", None)
     score = None if score is None else float(score)
@@ -158,7 +160,7 @@ def score_record(
         scorer_id=job.scorer_id,
         scorer_name=str(getattr(entry.scorer, "name", None) or job.scorer_id),
         scorer_version=job.scorer_version,
-        run_id=run.run_id,
+        run_id=run.run_id if session is None else session_run_id(session["scope"], session["revision"]),
         score=score,
         reason=reason,
         label=label,
@@ -173,4 +175,5 @@ def score_record(
         service=run.service, resource=dict(run.resource), scored_end_ns=run.end_ns,
         llm_judged=entry.has_prompt_step is True or bool(models), forward_mark=run.forward_mark,
         supersedes=job.supersedes if job.supersedes != span_id else None,  # failed alike again: the same span
+        session=session,
     )

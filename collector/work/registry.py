@@ -285,6 +285,11 @@ class RegisteredScorer:
         """
         return self.has_prompt_step is not False
 
+    @property
+    def is_conversation(self) -> bool:
+        """Whether it scores conversations (``type="conversation"``, SPEC §7), not runs."""
+        return getattr(self.scorer, "type", None) == "conversation"
+
 
 def matches(flt: FilterConfig, service: str, agent: str | None, span_name: str,
             attributes: Mapping[str, Any]) -> bool:
@@ -305,12 +310,7 @@ def matches(flt: FilterConfig, service: str, agent: str | None, span_name: str,
 
 
 class ScorerRegistry:
-    """The scorers a daemon runs, looked up by (id, version).
-
-    Example:
-        >>> ScorerRegistry([]).entries
-        []
-    """
+    """The scorers a daemon runs, looked up by (id, version)."""
 
     def __init__(self, entries: Sequence[RegisteredScorer]) -> None:
         self.entries = list(entries)
@@ -327,10 +327,6 @@ class ScorerRegistry:
 
         Raises:
             ConfigError: naming the failing ``scorers[i].ref``.
-
-        Example:
-            >>> ScorerRegistry.load([]).entries
-            []
         """
         entries = []
         for i, cfg in enumerate(configs):
@@ -345,7 +341,8 @@ class ScorerRegistry:
         self, *, trace_id: str, service: str, agent: str | None, span_name: str,
         attributes: Mapping[str, Any],
     ) -> list[tuple[RegisteredScorer, Decision]]:
-        """What each registered scorer does with a run: filter first, then sampling.
+        """What each run scorer does with a run: filter first, then sampling (conversation
+        scorers are asked by `conversation_decisions`).
 
         Sampling is deterministic on the trace id, so every replica decides alike.
 
@@ -362,11 +359,30 @@ class ScorerRegistry:
             ...                               span_name="invoke_agent", attributes={})]
             ['filtered_out']
         """
+        return self._decide([e for e in self.entries if not e.is_conversation], trace_id, service, agent,
+                            span_name, attributes)
+
+    @property
+    def has_conversation_scorers(self) -> bool:
+        """Whether any registered scorer scores conversations (sessions are tracked only then)."""
+        return any(entry.is_conversation for entry in self.entries)
+
+    def conversation_decisions(
+        self, *, scope: str, service: str, agent: str | None, span_name: str, attributes: Mapping[str, Any],
+    ) -> list[tuple[RegisteredScorer, Decision]]:
+        """What each conversation scorer does with a due session: its filter on the session's
+        last turn, then sampling, deterministic on the session's scope (SPEC §7)."""
+        return self._decide([e for e in self.entries if e.is_conversation], scope, service, agent,
+                            span_name, attributes)
+
+    @staticmethod
+    def _decide(entries: Sequence[RegisteredScorer], sample_key: str, service: str, agent: str | None,
+                span_name: str, attributes: Mapping[str, Any]) -> list[tuple[RegisteredScorer, Decision]]:
         out: list[tuple[RegisteredScorer, Decision]] = []
-        for entry in self.entries:
+        for entry in entries:
             if not matches(entry.config.filter, service, agent, span_name, attributes):
                 out.append((entry, "filtered_out"))
-            elif not sampled(trace_id, entry.config.sampling):
+            elif not sampled(sample_key, entry.config.sampling):
                 out.append((entry, "sampled_out"))
             else:
                 out.append((entry, "admitted"))

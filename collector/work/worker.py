@@ -24,7 +24,8 @@ from typing import Any
 from collector._aio import bounded, cancel_and_wait, wait_event
 from collector.metrics import Metrics
 from collector.store.interface import JobQueue, JudgeReplies
-from collector.types import Dead, Done, LeasedJob, Retry, ScoreRecord, Settlement
+from collector.types import Dead, Done, LeasedJob, Retry, RunRecord, ScoreRecord, Settlement
+from collector.work.conversation import conversation_run
 from collector.work.heartbeat import LeaseHeartbeat
 from collector.work.record import judge_summary, requests_sent, score_record, truncate_json
 from collector.work.registry import RegisteredScorer, ScorerRegistry
@@ -233,14 +234,7 @@ class Worker:
             memo = await self._memo_of(job.key, entry)
             async with asyncio.timeout(self._job_timeout):
                 with remember_judge_replies(memo):
-                    result = await entry.scorer.run(
-                        input=ScorerRunInputForAgent.model_validate(run.input),
-                        output=ScorerRunOutputForAgent.model_validate(run.output),
-                        run_id=run.run_id,  # one id per agent run, the same for all its scorers
-                        request_context=dict(run.request_context),
-                        trace_id=run.trace_id,
-                        span_id=run.span_id,
-                    )
+                    result = await self._run_scorer(entry, run)
         except TimeoutError:
             timeout = JobTimeout(f"scorer {job.scorer_id!r} took longer than {self._job_timeout:g}s")
             return self._failed(leased, entry, timeout, start_ns)
@@ -263,6 +257,20 @@ class Worker:
         logger.info("scored %s on trace %s span %s: %s (%.0f ms)", job.scorer_id, run.trace_id, run.span_id,
                     record.score, elapsed_ms)
         return Done(record)
+
+    @staticmethod
+    async def _run_scorer(entry: RegisteredScorer, run: RunRecord) -> Any:
+        """Run the job's scorer on its run, or on its session's conversation (SPEC §7)."""
+        if run.conversation is not None:
+            return await entry.scorer.run(conversation_run(run))
+        return await entry.scorer.run(
+            input=ScorerRunInputForAgent.model_validate(run.input),
+            output=ScorerRunOutputForAgent.model_validate(run.output),
+            run_id=run.run_id,  # one id per agent run, the same for all its scorers
+            request_context=dict(run.request_context),
+            trace_id=run.trace_id,
+            span_id=run.span_id,
+        )
 
     def _instruments(self, scorer_id: str) -> _ScorerInstruments:
         """The per-scorer metric children every scored job updates (labelled once per scorer)."""

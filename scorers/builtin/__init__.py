@@ -1,6 +1,7 @@
 """Built-in scorers: ports of Mastra's prebuilt scorers, each a factory returning a `Scorer`.
 
-Every factory builds a normal agent scorer (``create_scorer(..., type="agent")``), so runs
+Every factory builds a normal agent scorer (``create_scorer(..., type="agent")``; the
+conversation scorers below are ``type="conversation"``), so runs
 accept agent messages as well as plain strings (a string input is one user message, a
 string output one assistant message). Step results are pydantic models (JSON objects),
 never bare lists or numbers; scores are rounded to two decimals. All scores are 0-1
@@ -21,6 +22,9 @@ never bare lists or numbers; scores are rounded to two decimals. All scores are 
   context, no ground truth, no rubric) is `not_scorable` before any judge call, except
   where the factory documents an error (answer similarity's required ground truth,
   prompt alignment's prompts).
+* Conversation scorers (LLM-judged, ``type="conversation"``: they score a whole session, a
+  `ConversationRun`): `conversation_completeness`, `user_frustration`,
+  `knowledge_retention`, `role_adherence`; all 0-1, higher is better.
 
 Example:
     >>> from scorers.builtin import checks, content_similarity
@@ -42,6 +46,12 @@ from scorers.builtin._llm_alignment import prompt_alignment, tool_call_accuracy_
 from scorers.builtin._llm_answer import answer_relevancy, answer_similarity
 from scorers.builtin._llm_claims import context_recall, faithfulness, hallucination
 from scorers.builtin._llm_context import context_precision, context_relevance, noise_sensitivity
+from scorers.builtin._llm_conversation import (
+    conversation_completeness,
+    knowledge_retention,
+    role_adherence,
+    user_frustration,
+)
 from scorers.builtin._llm_opinions import bias, toxicity
 from scorers.builtin._llm_rubric import multi_turn_judge, parse_rubric, rubric
 from scorers.builtin._llm_summarization import summarization
@@ -75,6 +85,11 @@ __all__ = [
     "summarization",
     "bias",
     "toxicity",
+    # conversation scorers (LLM-judged)
+    "conversation_completeness",
+    "user_frustration",
+    "knowledge_retention",
+    "role_adherence",
     # NLP helpers
     "analyze_sentiment",
     "dice_similarity",

@@ -139,11 +139,14 @@ def reason_prompt(what: str, scale: float, details: str) -> str:
     )
 
 
-def builder(id: str, name: str, description: str, judge: JudgeOption | None, instructions: str, scale: float = 1.0) -> Any:
-    """``create_scorer`` for an LLM-judged built-in (agent type, resolved judge)."""
+def builder(
+    id: str, name: str, description: str, judge: JudgeOption | None, instructions: str, scale: float = 1.0,
+    type: Literal["agent", "conversation"] = "agent",
+) -> Any:
+    """``create_scorer`` for an LLM-judged built-in (agent or conversation type, resolved judge)."""
     check_scale(scale, name)
     return create_scorer(
-        id=id, name=name, description=description, type="agent",
+        id=id, name=name, description=description, type=type,
         judge=resolve_judge(judge, instructions, name),
     )  # fmt: skip
 

@@ -259,6 +259,32 @@ def agent_trace_body(answer: str) -> tuple[bytes, str, str]:
     return encode_spans(memory.get_finished_spans()).SerializeToString(), trace_id, span_id
 
 
+@dataclass(frozen=True)
+class Turn:
+    """One turn of a conversation as an agent sent it: its OTLP body, trace id, run span id, start."""
+
+    body: bytes
+    trace_id: str
+    span_id: str
+    start_ns: int
+
+
+def conversation_turns(session_id: str, answers: list[str]) -> list[Turn]:
+    """An agent's conversation: one agent run (its own trace) per answer, every span carrying
+    ``session.id`` (as an instrumented agent sets it), as the SDK's OTLP/HTTP exporter would post them."""
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    turns = []
+    for answer in answers:
+        memory = InMemorySpanExporter()
+        trace_id, span_id, _ = _agent_trace(memory, answer, "support", {"session.id": session_id})
+        spans = memory.get_finished_spans()
+        turns.append(Turn(encode_spans(spans).SerializeToString(), trace_id, span_id,
+                          min(int(s.start_time or 0) for s in spans)))
+    return turns
+
+
 def post_body(url: str, body: bytes) -> None:
     """POST an OTLP/HTTP protobuf body (an agent's request, replayed)."""
     reply = httpx.post(url, content=body, headers={"Content-Type": "application/x-protobuf"}, timeout=30)
@@ -285,13 +311,15 @@ def cli(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.
                           env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", **(env or {})})
 
 
-def _agent_trace(exporter: Any, answer: str, agent: str) -> tuple[str, str, int]:
+def _agent_trace(exporter: Any, answer: str, agent: str,
+                 extra: dict[str, str] | None = None) -> tuple[str, str, int]:
     messages = [{"role": "user", "parts": [{"type": "text", "content": "What is the capital of France?"}]}]
     output = [{"role": "assistant", "parts": [{"type": "text", "content": answer}], "finish_reason": "stop"}]
     provider = TracerProvider(resource=Resource(RESOURCE))
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     tracer = provider.get_tracer("test-agent")
-    attrs = {"gen_ai.input.messages": json.dumps(messages), "gen_ai.output.messages": json.dumps(output)}
+    attrs = {"gen_ai.input.messages": json.dumps(messages), "gen_ai.output.messages": json.dumps(output),
+             **(extra or {})}
     with tracer.start_as_current_span(f"invoke_agent {agent}", attributes={
         "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": agent, **attrs,
     }) as root:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+import uuid
 from pathlib import Path
 
 import httpx
@@ -13,13 +14,19 @@ from backends_support import (
     SPANS,
     Daemon,
     Mlflow,
+    Turn,
     agent_trace_body,
     backfill,
+    conversation_turns,
     poll,
     post_body,
     readme_block,
     send_agent_trace,
 )
+from session_scores import SCORER, send, session_record
+
+from collector.config import MlflowSinkConfig
+from collector.export.sinks import Answer, MlflowSink
 
 FAST_RETRIES = {"TRACESCORE_SINKS_MLFLOW_MIN_BACKOFF_S": "0.2", "TRACESCORE_SINKS_MLFLOW_MAX_BACKOFF_S": "1.0"}
 
@@ -65,7 +72,7 @@ def test_scores_are_mlflow_feedback_a_search_finds_and_the_trace_is_unchanged(
     assert feedback["Brevity"]["metadata"]["run_id"] == relevance["metadata"]["run_id"]
 
     # The search a user runs (README): mlflow.search_traces with a feedback filter.
-    query = readme_block("py", "search_traces").replace("http://127.0.0.1:5000", mlflow.url)
+    query = readme_block("py", "feedback.`Relevance`").replace("http://127.0.0.1:5000", mlflow.url)
     found = mlflow.run_python(query.replace('locations=["1"]', f"locations=[{experiment!r}]"))
     assert found.strip() == str([f"tr-{bad_trace}"])
 
@@ -153,3 +160,77 @@ def test_a_run_scored_again_to_another_value_replaces_its_assessment(tmp_path: P
                  and e, 60, "both outcomes' evaluation spans")
     assert sorted(span_hex(s) for s in spans) == sorted([first_span, second_span])
     assert {a["span_id"] for a in assessments(mlflow, trace_id)} == {span_id}
+
+
+def mlflow_conversation(mlflow: Mlflow, experiment: str, answers: list[str]) -> tuple[str, list[Turn]]:
+    """An agent's conversation (a trace per turn, ``session.id`` on its spans) sent to MLflow."""
+    session_id = f"chat-{uuid.uuid4().hex[:12]}"
+    turns = conversation_turns(session_id, answers)
+    for turn in turns:
+        reply = httpx.post(f"{mlflow.url}/v1/traces", content=turn.body, timeout=60, headers={
+            "Content-Type": "application/x-protobuf", "x-mlflow-experiment-id": experiment})
+        assert reply.status_code == 200, reply.text
+    for turn in turns:
+        info = poll(lambda t=turn: mlflow.trace(t.trace_id), 60, "the turn's trace")
+        assert info["trace_metadata"]["mlflow.trace.session"] == session_id
+    return session_id, turns
+
+
+def goal_assessments(mlflow: Mlflow, trace_id: str) -> list[dict]:
+    return [a for a in assessments(mlflow, trace_id) if a["assessment_name"] == SCORER]
+
+
+def low_traces(mlflow: Mlflow, experiment: str) -> tuple[list[str], list[str]]:
+    """The README's session search (the sessions it prints), and the traces the same search returns."""
+    query = readme_block("py", "feedback.`Goal met`").replace("http://127.0.0.1:5000", mlflow.url)
+    query = query.replace('locations=["1"]', f"locations=[{experiment!r}]")
+    sessions = mlflow.run_python(query).strip()
+    traces = mlflow.run_python(query.replace('.get("mlflow.trace.session")', "").replace(
+        "trace.info.trace_metadata", "trace.info.trace_id")).strip()
+    return json.loads(sessions.replace("'", '"')), json.loads(traces.replace("'", '"'))
+
+
+def test_a_conversation_score_is_one_assessment_a_feedback_search_expands_to_the_session(mlflow: Mlflow) -> None:
+    """A three-turn conversation scored low (revision 1), then high (revision 2): one assessment on
+    the session's first trace, updated in place; the README's feedback search finds every trace of
+    the session while it is low, none once it is high."""
+    experiment = mlflow.experiment("sessions")
+    session_id, turns = mlflow_conversation(mlflow, experiment, ["Paris.", "About 2.1 million.", "The Louvre."])
+    sink = MlflowSink(MlflowSinkConfig(tracking_uri=mlflow.url))
+
+    first = session_record(session_id, turns[:2], revision=1, score=0.2)
+    assert send(sink, first) == [Answer.SENT]
+    (assessment,) = goal_assessments(mlflow, turns[0].trace_id)
+    assert assessment["feedback"]["value"] == 0.2 and "span_id" not in assessment
+    assert assessment["metadata"]["mlflow.trace.session"] == session_id
+    assert assessment["source"] == {"source_type": "LLM_JUDGE", "source_id": "goal"}
+    assert all(not goal_assessments(mlflow, t.trace_id) for t in turns[1:])
+    sessions, traces = low_traces(mlflow, experiment)
+    assert sessions == [session_id]
+    assert sorted(traces) == sorted(f"tr-{t.trace_id}" for t in turns)  # the whole session
+
+    second = session_record(session_id, turns, revision=2, score=0.9)
+    assert send(sink, second, second) == [Answer.SENT, Answer.SENT]  # and a redelivery
+    (updated,) = goal_assessments(mlflow, turns[0].trace_id)
+    assert updated["assessment_id"] == assessment["assessment_id"] and updated["feedback"]["value"] == 0.9
+    assert (updated["metadata"]["revision"], updated["metadata"]["turns"]) == ("2", "3")
+    assert updated["rationale"] == "revision 2" and updated["metadata"]["evaluation_span_id"] == second.score_span_id
+    assert low_traces(mlflow, experiment) == ([], [])
+
+
+def test_a_revision_whose_first_trace_changed_leaves_one_assessment(mlflow: Mlflow) -> None:
+    """A turn that started first reached the daemon late: revision 1 was scored on the turns
+    after it, revision 2 on all of them. The assessment moves to the new first trace and the one
+    revision 1 left on the old first trace is deleted (as MLflow's own session re-scoring does),
+    so the session has one current assessment of the scorer."""
+    experiment = mlflow.experiment("moved")
+    session_id, turns = mlflow_conversation(mlflow, experiment, ["Paris.", "About 2.1 million.", "The Louvre."])
+    sink = MlflowSink(MlflowSinkConfig(tracking_uri=mlflow.url))
+    assert send(sink, session_record(session_id, turns[1:], revision=1, score=0.2)) == [Answer.SENT]
+    assert [a["feedback"]["value"] for a in goal_assessments(mlflow, turns[1].trace_id)] == [0.2]
+
+    assert send(sink, session_record(session_id, turns, revision=2, score=0.4)) == [Answer.SENT]
+    current = {t.trace_id: [a["feedback"]["value"] for a in goal_assessments(mlflow, t.trace_id)] for t in turns}
+    assert current == {turns[0].trace_id: [0.4], turns[1].trace_id: [], turns[2].trace_id: []}
+    sessions, traces = low_traces(mlflow, experiment)
+    assert sessions == [session_id] and len(traces) == 3

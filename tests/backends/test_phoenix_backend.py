@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 from pathlib import Path
 
+import httpx
 from backends_support import (
     SCORERS,
     Daemon,
@@ -14,19 +16,22 @@ from backends_support import (
     agent_trace_body,
     backfill,
     cli,
+    conversation_turns,
     poll,
     post_body,
     readme_block,
     send_agent_trace,
 )
+from session_scores import SCORER, send, session_record
 
 from collector.config import PhoenixSinkConfig
-from collector.export.sinks import PhoenixSink, SinkSender
+from collector.export.sinks import Answer, PhoenixSink, SinkSender
 from collector.metrics import Metrics
 from collector.store.sqlite.store import SqliteStore
 from collector.types import Done, RunRecord, ScoreJob, ScoreRecord
 
 LOW_RUNS = readme_block("graphql", "annotations['Relevance'].score < 0.5")
+LOW_SESSIONS = readme_block("graphql", "session_annotations['Goal met'].score < 0.5")
 FAST_RETRIES = {"TRACESCORE_SINKS_PHOENIX_MIN_BACKOFF_S": "0.2", "TRACESCORE_SINKS_PHOENIX_MAX_BACKOFF_S": "1.0"}
 
 
@@ -206,3 +211,53 @@ def test_a_replayed_dead_letter_is_the_current_outcome_and_a_resend_adds_no_span
         s["context"]["span_id"] for s in spans)
     (score,) = by_name(phoenix.annotations([span_id]), "Flaky")
     assert score["result"]["score"] == 1.0 and score["metadata"]["evaluation_span_id"] == current["context"]["span_id"]
+
+
+def session_annotations(phoenix: Phoenix, session_id: str) -> list[dict]:
+    reply = httpx.get(f"{phoenix.url}/v1/projects/default/session_annotations",
+                      params={"session_ids": session_id}, timeout=30)
+    assert reply.status_code == 200, reply.text
+    return list(reply.json()["data"])
+
+
+def low_sessions(phoenix: Phoenix) -> list[str]:
+    """The sessions the README's query finds."""
+    found = phoenix.graphql(LOW_SESSIONS)["getProjectByName"]["sessions"]["edges"]
+    return [edge["node"]["sessionId"] for edge in found]
+
+
+def test_a_conversation_score_is_one_session_annotation_the_sessions_filter_finds(phoenix: Phoenix) -> None:
+    """An agent's three-turn conversation (a trace per turn, ``session.id`` on its spans) in
+    Phoenix, scored low (revision 1), then high (revision 2, a late turn reopened it): one session
+    annotation, holding the latest value; the README's session filter finds the session only while
+    it is low."""
+    session_id = f"chat-{uuid.uuid4().hex[:12]}"
+    turns = conversation_turns(session_id, ["Paris.", "About 2.1 million people.", "The Louvre."])
+    for turn in turns:
+        post_body(f"{phoenix.url}/v1/traces", turn.body)
+    poll(lambda: all(len(phoenix.spans(t.trace_id)) == 2 for t in turns), 60, "the conversation's spans")
+    sink = PhoenixSink(PhoenixSinkConfig(endpoint=phoenix.url))
+
+    first = session_record(session_id, turns[:2], revision=1, score=0.2)
+    assert send(sink, first) == [Answer.SENT]
+    (annotation,) = session_annotations(phoenix, session_id)
+    assert annotation["name"] == SCORER and annotation["result"]["score"] == 0.2
+    assert annotation["identifier"] == "tracescore:goal:1" and annotation["annotator_kind"] == "LLM"
+    assert session_id in low_sessions(phoenix)
+
+    second = session_record(session_id, turns, revision=2, score=0.9)
+    assert send(sink, second, second) == [Answer.SENT, Answer.SENT]  # and a redelivery
+    (updated,) = session_annotations(phoenix, session_id)
+    assert updated["id"] == annotation["id"] and updated["result"] == {
+        "score": 0.9, "label": None, "explanation": "revision 2"}
+    assert (updated["metadata"]["revision"], updated["metadata"]["turns"]) == ("2", "3")
+    assert updated["metadata"]["evaluation_span_id"] == second.score_span_id
+    assert session_id not in low_sessions(phoenix)
+
+
+def test_a_score_of_a_session_phoenix_does_not_know_waits_like_an_unknown_span(phoenix: Phoenix) -> None:
+    """Phoenix answers 404 (with ``sync``) for a session none of its spans named yet: the sender
+    retries it until span_wait_s, as for an annotation on an unknown span."""
+    turns = conversation_turns(f"chat-{uuid.uuid4().hex[:12]}", ["Paris."])  # never sent to Phoenix
+    record = session_record(f"never-{uuid.uuid4().hex}", turns, revision=1, score=0.5)
+    assert send(PhoenixSink(PhoenixSinkConfig(endpoint=phoenix.url)), record) == [Answer.SPAN_MISSING]

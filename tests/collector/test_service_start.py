@@ -44,3 +44,16 @@ async def test_a_judge_scorer_has_its_judge_client_loaded_before_the_daemon_is_r
         assert service.is_ready() and loaded == ([True] if judged else [])
     finally:
         await service.shutdown()
+
+
+def test_the_store_gets_the_session_rules_of_the_config(tmp_path: Path) -> None:
+    """``[sessions]`` becomes the store's rules (a scored session is remembered for max_age_s)."""
+    from collector.store.interface import SessionRules
+
+    sessions = {"idle_s": 5.0, "max_revisions": 2, "max_age_s": 600.0, "max_turns": 9, "max_open": 77}
+    expected = SessionRules(idle_s=5.0, max_age_s=600.0, max_turns=9, max_revisions=2, max_open=77, retain_s=600.0)
+    sqlite = config_from_dict({**_config(tmp_path).model_dump(), "sessions": sessions}, env={})
+    assert Service(sqlite, ScorerRegistry([])).store.session_rules == expected
+    assert Service(_config(tmp_path), ScorerRegistry([])).store.session_rules == SessionRules()
+    redis = config_from_dict({"queue": {"url": "redis://127.0.0.1:6379/0"}, "sessions": sessions}, env={})
+    assert Service(redis, ScorerRegistry([])).store.session_rules == expected

@@ -120,3 +120,50 @@ async def test_a_run_scored_again_to_another_value_is_the_current_score_in_langf
     spans = [s.span.span_id.hex() for s in backend.scores()]
     assert len(spans) == 3 and spans[0] != spans[1] and spans[1] == spans[2]  # a new outcome, then a repeat
     assert latest[-1]["metadata"]["evaluation_span_id"] == spans[1]
+
+
+CONVERSATION_SCORER = '''from scorers import create_scorer
+
+user_turns = create_scorer(id="user_turns", description="user messages in the conversation", version="1",
+                           type="conversation").generate_score(lambda run: float(len(run.input.input_messages)))
+'''
+
+
+async def test_a_backfilled_conversation_lands_on_its_last_turn_and_its_langfuse_session(tmp_path: Path) -> None:
+    """Three turn files of one session, scored and exported twice: one evaluation span in the last
+    turn's trace naming the session (the same span both times), one Langfuse score with the
+    session's id and no trace (upserted), as the daemon sends them."""
+    from conversation_traces import turn_body
+
+    scorer = tmp_path / "convo_scorer.py"
+    scorer.write_text(CONVERSATION_SCORER)
+    files, last = [], ("", "")
+    for i in range(3):
+        body, trace_id, span_id = turn_body("backfilled-chat", i)
+        (tmp_path / f"turn{i}.pb").write_bytes(body)
+        files.append(str(tmp_path / f"turn{i}.pb"))
+        last = (trace_id, span_id)
+    backend = await CaptureBackend().start()
+    langfuse = await LangfuseServer().start()
+    config = tmp_path / "backfill.toml"
+    config.write_text(f'[export]\nendpoint = "{backend.endpoint}"\n'
+                      f'[sinks.langfuse]\nhost = "{langfuse.url}"\npublic_key = "{langfuse.public_key}"\n'
+                      'secret_key = "env:LF_SECRET"\n')
+    try:
+        for _ in range(2):
+            code, out, err = await cli("score", *files, "--scorer", f"{scorer}:user_turns", "--format", "jsonl",
+                                       "--export", "--config", str(config), env={"LF_SECRET": "sk-lf-test"},
+                                       timeout=120)
+            assert code == 0 and "exported 1 score(s)" in err, err
+            assert '"session_id": "backfilled-chat"' in out
+    finally:
+        await backend.stop()
+        await langfuse.stop()
+    spans = backend.scores()
+    assert len(spans) == 2 and spans[0].span.span_id == spans[1].span.span_id  # the same span, sent again
+    score = spans[0]
+    assert (score.span.trace_id.hex(), score.span.parent_span_id.hex()) == last
+    assert (score.attributes["session.id"], score.attributes["tracescore.session.turns"]) == ("backfilled-chat", 3)
+    assert score.attributes["gen_ai.evaluation.score.value"] == 3.0
+    (body,) = langfuse.scores.values()
+    assert body["sessionId"] == "backfilled-chat" and "traceId" not in body and body["value"] == 3.0

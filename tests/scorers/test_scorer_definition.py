@@ -89,7 +89,7 @@ def test_int_version_is_kept_as_string() -> None:
 
 
 def test_unknown_type_is_rejected() -> None:
-    with pytest.raises(ScorerDefinitionError, match='type must be "agent" or None'):
+    with pytest.raises(ScorerDefinitionError, match='type must be "agent", "conversation" or None'):
         base(type="trajectory")
 
 

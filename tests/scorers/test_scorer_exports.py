@@ -11,7 +11,7 @@ EXPECTED = {
     # builder
     "create_scorer", "Scorer",
     # run / result
-    "ScorerRun", "ScorerResult", "StepResults", "NotScorable", "not_scorable",
+    "ScorerRun", "ConversationRun", "ScorerResult", "StepResults", "NotScorable", "not_scorable",
     # steps
     "PromptStep",
     # judge

@@ -22,6 +22,7 @@ class A(BaseModel):
     text: str
 
 reveal_type(create_scorer(id="a", description="d", type="agent"))
+reveal_type(create_scorer(id="c", description="d", type="conversation"))
 typed = create_scorer(id="t", description="d", input_type=Q, output_type=A)
 reveal_type(typed)
 reveal_type(create_scorer(id="u", description="d"))
@@ -52,6 +53,8 @@ def test_mypy_infers_scorer_and_result_types(tmp_path: Path) -> None:
     errors = [line for line in proc.stdout.splitlines() if ": error:" in line]
     assert errors == [], proc.stdout
     assert revealed == [
+        "scorers._builder.Scorer[scorers._agent_types.ScorerRunInputForAgent, "
+        "scorers._agent_types.ScorerRunOutputForAgent]",
         "scorers._builder.Scorer[scorers._agent_types.ScorerRunInputForAgent, "
         "scorers._agent_types.ScorerRunOutputForAgent]",
         "scorers._builder.Scorer[typed_scorer.Q, typed_scorer.A]",

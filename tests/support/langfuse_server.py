@@ -4,7 +4,8 @@ services and cannot run here).
 ``POST /api/public/scores`` checks basic auth (the project's public and secret key) and
 validates each body with the request type the ``langfuse`` PyPI package ships for that
 endpoint (``langfuse.api.CreateScoreRequest``, plus: no key the type does not know, an
-``id`` given). Scores are stored as Langfuse stores them: one per (id, timestamp), a
+``id`` given, exactly one of ``traceId``, ``sessionId`` and ``datasetRunId``, as Langfuse
+answers 400 otherwise). Scores are stored as Langfuse stores them: one per (id, timestamp), a
 repeated post of both is an update (the documented upsert). ``down`` makes the server
 answer 503 (an outage); ``fail_next`` scripts failures. This is the network boundary fake
 (STYLE: fakes only at boundaries).
@@ -101,6 +102,9 @@ class LangfuseServer:
             return f"invalid CreateScoreRequest: {err}"
         if not parsed.id:
             return "no id: the score cannot be upserted"
+        targets = [key for key in ("traceId", "sessionId", "datasetRunId") if body.get(key)]
+        if len(targets) != 1:
+            return f"a score names exactly one of traceId, sessionId, datasetRunId (got {targets})"
         return None
 
     def by_observation(self) -> dict[tuple[str, str], list[dict[str, Any]]]:
@@ -108,4 +112,12 @@ class LangfuseServer:
         out: dict[tuple[str, str], list[dict[str, Any]]] = {}
         for body in self.scores.values():
             out.setdefault((body.get("observationId", ""), body["name"]), []).append(body)
+        return out
+
+    def by_session(self) -> dict[tuple[str, str], list[dict[str, Any]]]:
+        """Stored session scores by (session id, name)."""
+        out: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        for body in self.scores.values():
+            if body.get("sessionId"):
+                out.setdefault((body["sessionId"], body["name"]), []).append(body)
         return out

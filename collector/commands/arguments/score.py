@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from collector.commands.arguments.inspect import add_common_arguments
+from collector.commands.arguments.inspect import add_common_arguments, add_session_key_argument
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -35,6 +35,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="scorer runs in flight at once (default 16)",
     )
+    add_session_key_argument(parser)
     add_gate_arguments(parser)
     add_export_arguments(parser)
 

@@ -36,7 +36,7 @@ import adapters
 from collector._signals import on_signals
 from collector.commands.demo.printer import Outcome, Printer, describe_scorers, summarize
 from collector.commands.demo.replay import IdRemap, replay
-from collector.commands.demo.samples import demo_config, load_samples, plan_runs
+from collector.commands.demo.samples import demo_config, load_samples, plan_runs, plan_sessions
 from collector.commands.demo.sink import ScoreSink
 from collector.work.registry import ScorerRegistry
 
@@ -71,8 +71,8 @@ async def run_demo(console: Console, samples_dir: Path | None = None,
     Example:
         >>> import io
         >>> outcome = asyncio.run(run_demo(Console(file=io.StringIO())))
-        >>> (outcome.expected, len(outcome.received), outcome.runs, outcome.timed_out)
-        (25, 25, 6, False)
+        >>> (outcome.expected, len(outcome.received), outcome.runs, outcome.sessions, outcome.timed_out)
+        (39, 39, 9, 2, False)
     """
     from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 
@@ -94,8 +94,11 @@ async def run_demo(console: Console, samples_dir: Path | None = None,
             assert service.grpc is not None and service.http is not None
             ids = IdRemap()
             runs = await asyncio.to_thread(plan_runs, samples, registry, ids)
-            outcome.expected, outcome.runs = sum(len(r.scorer_ids) for r in runs), len(runs)
-            printer = Printer(console, runs, max(len(e.scorer.name) for e in registry.entries))
+            sessions = await asyncio.to_thread(plan_sessions, samples, registry)
+            outcome.expected = sum(len(r.scorer_ids) for r in runs) + sum(len(s.scorer_ids) for s in sessions)
+            outcome.runs, outcome.sessions = len(runs), len(sessions)
+            printer = Printer(console, runs, max(len(e.scorer.name) for e in registry.entries),
+                              [s.session_id for s in sessions])
             printer.line(f"tracescore demo: the daemon on {len(samples)} sample traces", style="bold")
             printer.line(f"  daemon   OTLP gRPC 127.0.0.1:{service.grpc.port}, HTTP 127.0.0.1:{service.http.port}"
                          f" (/metrics); embedded SQLite queue in {workdir}")
@@ -111,8 +114,11 @@ async def run_demo(console: Console, samples_dir: Path | None = None,
                         printer.line(f"replaying {sample.name} to {grpc_target} failed", style="red")
             finally:
                 exporter.shutdown()
+            conversations = (f" making {outcome.sessions} conversation(s) (scored once each ended)"
+                             if outcome.sessions else "")
             printer.line(f"replayed {len(samples)} traces with the OpenTelemetry SDK's OTLP/gRPC exporter;"
-                         f" the adapters find {outcome.runs} agent runs, {outcome.expected} scores to come:")
+                         f" the adapters find {outcome.runs} agent runs{conversations}, {outcome.expected} scores"
+                         " to come:")
             printer.runs()
             printer.columns()
             outcome.timed_out = not await _print_scores(printer, sink, service, outcome, timeout)
@@ -157,8 +163,12 @@ def _not_scorable(service: Any) -> int:
 
 
 async def _idle(service: Any) -> bool:
+    """Whether the daemon has nothing left to do: no trace, job or score waiting, and no
+    conversation open (it is scored when it ends, or goes idle)."""
     stats = await service.store.stats()
-    return not (stats.traces or stats.queued or stats.in_flight or stats.outbox)
+    if stats.traces or stats.queued or stats.in_flight or stats.outbox:
+        return False
+    return service.sessions is None or not (await service.store.session_counts()).get("open", 0)
 
 
 LOOPBACK = ("127.0.0.1", "localhost")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from rich.console import Console
@@ -26,6 +27,7 @@ class Outcome:
     not_scorable: int = 0
     forwarded_spans: int = 0
     runs: int = 0
+    sessions: int = 0  # conversations the runs make (scored by the conversation scorers)
     timed_out: bool = False
     elapsed_s: float = 0.0
     interrupted: bool = False
@@ -51,12 +53,23 @@ class Outcome:
         return sum(1 for s in self.received if s.failed)
 
 
+def session_name(session_id: str) -> str:
+    """How a conversation's score line names it (the run column).
+
+    Example:
+        >>> session_name("chat-7")
+        'session:chat-7'
+    """
+    return f"session:{session_id}"
+
+
 class Printer:
     """Prints the header, the runs, one line per score as it arrives, and the summary.
 
     Args:
         console: where to print.
         runs: the planned runs (score lines name their run by its sample).
+        sessions: the planned conversations' session ids (their score lines name them).
         scorer_width: the width of the scorer column.
 
     Example:
@@ -68,10 +81,11 @@ class Printer:
         ['s1', 'Quality', '0.50', 'pass', 'fine']
     """
 
-    def __init__(self, console: Console, runs: list[PlannedRun], scorer_width: int = 20) -> None:
+    def __init__(self, console: Console, runs: list[PlannedRun], scorer_width: int = 20,
+                 sessions: Sequence[str] = ()) -> None:
         self.console = console
         self._runs = {(r.trace_id, r.span_id): r for r in runs}
-        self._run_width = max((len(r.sample) for r in runs), default=16)
+        self._run_width = max((*(len(r.sample) for r in runs), *(len(session_name(s)) for s in sessions)), default=16)
         self._scorer_width = scorer_width
 
     def line(self, text: str | Text, style: str | None = None) -> None:
@@ -125,7 +139,10 @@ class Printer:
             ['bot/cdcdcdcdcdcdcdcd', 'Q', 'error', 'RuntimeError:', 'boom']
         """
         run = self._runs.get((score.trace_id, score.span_id))
-        name = run.sample if run is not None else f"{score.service or '?'}/{score.span_id}"
+        if score.session_id is not None:  # a conversation's score, on its last turn
+            name = session_name(score.session_id)
+        else:
+            name = run.sample if run is not None else f"{score.service or '?'}/{score.span_id}"
         text = Text(f"  {name:<{self._run_width}}  {score.scorer_name:<{self._scorer_width}}  ")
         if score.failed:
             text.append("error", style="bold red")
@@ -172,9 +189,12 @@ def summarize(outcome: Outcome, printer: Printer) -> None:
         >>> console.file.getvalue().splitlines()[0]
         'the daemon found nothing more to do: 0 of 1 expected scores arrived or were not scorable'
     """
-    scored_runs = len({(s.trace_id, s.span_id) for s in outcome.received})
-    line = (f"{len(outcome.received)} scores for {scored_runs} of {outcome.runs} runs, "
-            f"{outcome.failures} failed, ")
+    scored_runs = len({(s.trace_id, s.span_id) for s in outcome.received if s.session_id is None})
+    scored_sessions = len({s.session_id for s in outcome.received if s.session_id is not None})
+    line = f"{len(outcome.received)} scores for {scored_runs} of {outcome.runs} runs"
+    if outcome.sessions:
+        line += f" and {scored_sessions} of {outcome.sessions} conversations"
+    line += f", {outcome.failures} failed, "
     if outcome.not_scorable:
         line += f"{outcome.not_scorable} not scorable, "
     line += (f"in {outcome.elapsed_s:.1f} s; {outcome.forwarded_spans} agent spans forwarded unchanged; "

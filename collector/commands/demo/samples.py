@@ -13,7 +13,9 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 import adapters
 from collector.commands.demo.replay import IdRemap
 from collector.commands.demo.scorers import SCORERS
+from collector.commands.sessions_view import group_sessions
 from collector.config import Config, config_from_dict
+from collector.session_types import session_scope
 from collector.work.registry import ScorerRegistry
 
 DECISION_WAIT_S = 0.5
@@ -21,6 +23,10 @@ DECISION_WAIT_S = 0.5
 
 ROOTLESS_WAIT_S = 2.0
 """The demo daemon's ``assembly.rootless_wait``: a trace whose root never comes waits this long."""
+
+SESSION_IDLE_S = 1.0
+"""The demo daemon's ``sessions.idle_s``: a conversation without an end marker is scored this long
+after its last turn (the bundled one ends with a marker)."""
 
 TRACE_SUFFIXES = (".pb", ".json", ".pb.gz", ".json.gz")
 
@@ -57,7 +63,8 @@ def load_samples(directory: Path | None = None) -> list[Sample]:
     Example:
         >>> [s.name for s in load_samples()]  # doctest: +NORMALIZE_WHITESPACE
         ['openai-v2-multi-turn', 'openai-v2-single-turn', 'openai-v2-tool-call',
-         'openinference-openai', 'pydantic-ai', 'traceloop']
+         'openinference-openai', 'pydantic-ai', 'support-conversation-turn1', 'support-conversation-turn2',
+         'support-conversation-turn3', 'traceloop']
         >>> load_samples(Path("/nonexistent"))
         Traceback (most recent call last):
         ...
@@ -130,6 +137,43 @@ def plan_runs(samples: list[Sample], registry: ScorerRegistry, ids: IdRemap) -> 
     return planned
 
 
+@dataclass(frozen=True)
+class PlannedSession:
+    """A conversation the replayed samples make (SPEC §7) and the conversation scorers it gets."""
+
+    service: str
+    session_id: str
+    turns: int
+    scorer_ids: tuple[str, ...]
+
+
+def plan_sessions(samples: list[Sample], registry: ScorerRegistry) -> list[PlannedSession]:
+    """The conversations the runs of ``samples`` make and the conversation scorers each will get
+    (filter on its last turn, then sampling on its scope, as the daemon decides).
+
+    Example:
+        >>> from collector.config import ScorerConfig
+        >>> registry = ScorerRegistry.load([ScorerConfig(**t) for t in SCORERS])
+        >>> [(s.service, s.turns, s.scorer_ids) for s in plan_sessions(load_samples(), registry)]
+        [('acceptance-pydantic-ai', 1, ('conversation-answered',)), ('support-bot', 3, ('conversation-answered',))]
+    """
+    runs: list[adapters.AgentRun] = []
+    for sample in samples:
+        for trace in adapters.assemble(adapters.spans_from_resource_spans(sample.request.resource_spans)):
+            runs.extend(run for run in adapters.extract_runs(trace).runs if run.session_id is not None)
+    planned = []
+    for session in group_sessions(runs):
+        last = session.turns[-1]
+        scorer_ids = tuple(
+            entry.scorer_id for entry, decision in registry.conversation_decisions(
+                scope=session_scope(session.service, session.session_id), service=session.service,
+                agent=(last.request_context or {}).get("agent_name"), span_name=last.span_name,
+                attributes=last.request_context or {})
+            if decision == "admitted")
+        planned.append(PlannedSession(session.service, session.session_id, len(session.turns), scorer_ids))
+    return planned
+
+
 def demo_config(directory: Path, export_endpoint: str) -> Config:
     """The demo daemon's configuration: free 127.0.0.1 ports, SQLite in ``directory``.
 
@@ -139,11 +183,12 @@ def demo_config(directory: Path, export_endpoint: str) -> Config:
     Example:
         >>> cfg = demo_config(Path("/tmp/d"), "http://127.0.0.1:4999")
         >>> (cfg.queue.url, cfg.receiver.grpc_endpoint, cfg.assembly.decision_wait, len(cfg.scorers))
-        ('sqlite:////tmp/d/queue.db', '127.0.0.1:0', 0.5, 5)
+        ('sqlite:////tmp/d/queue.db', '127.0.0.1:0', 0.5, 6)
     """
     return config_from_dict({
         "receiver": {"grpc_endpoint": "127.0.0.1:0", "http_endpoint": "127.0.0.1:0"},
         "assembly": {"decision_wait": DECISION_WAIT_S, "rootless_wait": ROOTLESS_WAIT_S},
+        "sessions": {"idle_s": SESSION_IDLE_S},
         "queue": {"url": f"sqlite:///{directory / 'queue.db'}"},
         "export": {"endpoint": export_endpoint, "protocol": "grpc", "timeout_s": 5.0, "max_backoff_s": 1.0},
         "scorers": SCORERS,

@@ -18,12 +18,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from scorers import create_scorer
 from scorers.builtin import checks
 from scorers.builtin import completeness as _completeness
 from scorers.builtin import keyword_coverage as _keyword_coverage
 from scorers.builtin import tone_consistency as _tone_consistency
 
-__all__ = ["SCORERS", "called_get_weather", "completeness", "keyword_coverage",
+__all__ = ["SCORERS", "called_get_weather", "completeness", "conversation_answered", "keyword_coverage",
            "no_tool_errors", "tone_consistency"]
 
 
@@ -71,6 +72,26 @@ called_get_weather = checks.called_tool("get_weather").generate_reason(
 )
 """1 when the agent called the ``get_weather`` tool (`scorers.builtin.checks.called_tool`)."""
 
+def _answered(run: Any) -> dict[str, int]:
+    """How many of the conversation's user messages an assistant message followed."""
+    roles = [entry["role"] for entry in run.conversation]
+    asked = [i for i, role in enumerate(roles) if role == "user"]
+    answered = sum(1 for i in asked if "assistant" in roles[i + 1:i + 2] or
+                   ("tool" in roles[i + 1:i + 2] and "assistant" in roles[i + 1:]))
+    return {"asked": len(asked), "answered": answered}
+
+
+conversation_answered = (
+    create_scorer(id="conversation-answered", name="Conversation answered", type="conversation",
+                  description="Share of the user's messages in a conversation that the agent answered")
+    .preprocess(_answered)
+    .generate_score(lambda run, results: results.preprocess_step_result["answered"]
+                    / max(1, results.preprocess_step_result["asked"]))
+    .generate_reason(lambda run, results, score: "{answered} of {asked} user messages answered, over {turns} turns"
+                     .format(turns=len(run.turns), **results.preprocess_step_result))
+)
+"""A conversation scorer (SPEC §7): it scores each whole session, once it ended, on its last turn."""
+
 SCORERS: list[dict[str, Any]] = [
     {"ref": "collector.commands.demo.scorers:keyword_coverage", "pass_threshold": 0.5},
     {"ref": "collector.commands.demo.scorers:completeness",
@@ -78,5 +99,6 @@ SCORERS: list[dict[str, Any]] = [
     {"ref": "collector.commands.demo.scorers:tone_consistency"},
     {"ref": "collector.commands.demo.scorers:no_tool_errors"},
     {"ref": "collector.commands.demo.scorers:called_get_weather", "filter": {"span_name": "weather_turn"}},
+    {"ref": "collector.commands.demo.scorers:conversation_answered"},
 ]
 """The demo's ``[[scorers]]`` tables, as a config file would give them (see `collector.config.ScorerConfig`)."""

@@ -64,6 +64,7 @@ class ReceivedScore:
     error_type: str | None = None
     error_message: str | None = None
     service: str | None = None
+    session_id: str | None = None  # a conversation's score: its session (SPEC §7)
 
     @property
     def failed(self) -> bool:
@@ -110,6 +111,7 @@ def score_from_span(span: Span) -> ReceivedScore | None:
         error_type=_text(attrs.get(ERROR_TYPE)),
         error_message=_text(attrs.get(TS_ERROR_MESSAGE)),
         service=_text(attrs.get(TS_SCORED_SERVICE)),
+        session_id=_text(attributes(span.attributes).get("session.id")),
     )
 
 

@@ -7,7 +7,9 @@ unknown (retry until ``span_wait_s``), or refused for good. `collector.export.si
 does the rest (outbox, backoff, metrics). Every id sent is derived from the score's key,
 so a second send of one score updates it (or finds it) and never makes a second one, and a
 new outcome of the score (a replayed dead letter, a run scored again to another value)
-replaces the old one in place.
+replaces the old one in place. A conversation score (``ScoreRecord.session``, SPEC §7) is
+the session's: its ids come from the session, the scorer and its version (`session_digest`),
+never from the revision, so each revision replaces the previous one.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import Any, Protocol
 
 import aiohttp
 
+from collector.session_types import SessionScore
 from collector.types import ScoreRecord
 
 logger = logging.getLogger(__name__)
@@ -56,6 +59,37 @@ def key_digest(record: ScoreRecord, namespace: str) -> str:
     return hashlib.sha256(f"tracescore:{namespace}:{record.key}".encode()).hexdigest()[:32]
 
 
+def session_of(record: ScoreRecord) -> SessionScore | None:
+    """The session a conversation score scored (None for a run's score).
+
+    Example:
+        >>> rec = ScoreRecord("k", "t", "s", "x", "q", "Q", session=SessionScore("bot/c1", "c1", turns=3).to_dict())
+        >>> session_of(rec).turns, session_of(ScoreRecord("k", "t", "s", "x", "q", "Q"))
+        (3, None)
+    """
+    return None if record.session is None else SessionScore.from_dict(record.session)
+
+
+def session_digest(record: ScoreRecord, namespace: str, *extra: str) -> str:
+    """32 hex digits derived from a conversation score's session scope, scorer id and version (and
+    ``extra``), and a per-backend namespace: the id a backend stores a session's score under, the
+    same for every revision, so a revision replaces the previous one.
+
+    Example:
+        >>> def rec(revision): return ScoreRecord(f"session/bot/c1/{revision}/q/1", "t", "s", "x", "q", "Q", "1",
+        ...     session=SessionScore("bot/c1", "c1", revision=revision).to_dict())
+        >>> session_digest(rec(1), "langfuse") == session_digest(rec(2), "langfuse") != key_digest(rec(1), "langfuse")
+        True
+        >>> session_digest(rec(1), "mlflow", "ab" * 16) == session_digest(rec(1), "mlflow", "cd" * 16)
+        False
+    """
+    session = session_of(record)
+    if session is None:
+        raise ValueError(f"score {record.key} is not a conversation score")
+    name = "/".join(["session", session.scope, record.scorer_id, record.scorer_version or "", *extra])
+    return hashlib.sha256(f"tracescore:{namespace}:{name}".encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
 def key_uuid(record: ScoreRecord, namespace: str) -> str:
     """`key_digest` as a UUID string.
 
@@ -69,12 +103,17 @@ def key_uuid(record: ScoreRecord, namespace: str) -> str:
 def score_metadata(record: ScoreRecord) -> dict[str, str]:
     """What every sink keeps beside the value: scorer id and version, run id, label, judge model,
     cost, and the evaluation span of the outcome it holds (``evaluation_span_id``: a new outcome
-    of the same score updates the object, which then names the new span) (strings: MLflow keeps
-    only string metadata; the others take them as they are).
+    of the same score updates the object, which then names the new span); for a conversation
+    score, the session's ``revision``, ``turns`` and ``partial`` (when it is) (strings: MLflow
+    keeps only string metadata; the others take them as they are).
 
     Example:
         >>> score_metadata(ScoreRecord("k", "t", "s", "x", "q", "Q", scorer_version="2", run_id="r", cost_usd=0.5))
         {'scorer_id': 'q', 'scorer_version': '2', 'run_id': 'r', 'cost_usd': '0.5', 'evaluation_span_id': 'x'}
+        >>> session = SessionScore("bot/c1", "c1", turns=3, revision=2).to_dict()
+        >>> meta = score_metadata(ScoreRecord("k", "t", "s", "x", "q", "Q", session=session))
+        >>> meta["revision"], meta["turns"], "partial" in meta
+        ('2', '3', False)
     """
     meta = {
         "scorer_id": record.scorer_id,
@@ -85,6 +124,10 @@ def score_metadata(record: ScoreRecord) -> dict[str, str]:
         "cost_usd": None if record.cost_usd is None else repr(record.cost_usd),
         "evaluation_span_id": record.score_span_id,
     }
+    session = session_of(record)
+    if session is not None:  # which revision of the session the object holds
+        meta.update({"revision": str(session.revision), "turns": str(session.turns),
+                     "partial": "true" if session.partial else None})
     return {k: v for k, v in meta.items() if v}
 
 

@@ -8,6 +8,13 @@ Phoenix keeps one annotation per (name, span, identifier): the identifier comes 
 score's key, so sending a score again, or a new outcome of it, updates its annotation
 (whose metadata names the evaluation span of the outcome it holds).
 
+A conversation score (SPEC §7) is a session annotation instead
+(``POST /v1/session_annotations?sync=true``) on the session as the spans name it, with the
+same name, kind, result and identifier: Phoenix keeps one per (name, session, identifier), so a
+revision of the session's score updates it in place (its metadata names the revision, the
+turns and the evaluation span). A session Phoenix does not know yet is answered 404, like an
+unknown span.
+
 Phoenix keeps the first copy of a span, so a new outcome is a new evaluation span
 (`collector.ids`), and the span it replaces (``record.supersedes``) is marked with a
 `superseded` annotation: ``annotations['superseded'].label == 'superseded'`` finds the
@@ -23,7 +30,7 @@ from typing import Any
 import aiohttp
 
 from collector.config import PhoenixSinkConfig, secret_value
-from collector.export.sinks.base import Answer, answer_of, request, score_metadata
+from collector.export.sinks.base import Answer, answer_of, request, score_metadata, session_of
 from collector.types import ScoreRecord
 
 
@@ -56,6 +63,24 @@ def annotation(record: ScoreRecord) -> dict[str, Any]:
         "result": {k: v for k, v in result.items() if v is not None},
         "metadata": score_metadata(record),
     }
+
+
+def session_annotation(record: ScoreRecord) -> dict[str, Any]:
+    """The ``SessionAnnotationData`` of a conversation score: `annotation`'s fields on the session.
+
+    Example:
+        >>> from collector.session_types import SessionScore
+        >>> a = session_annotation(ScoreRecord("k", "ab" * 16, "cd" * 8, "ef" * 8, "q", "Goal met", "1", score=0.2,
+        ...                                    session=SessionScore("bot/c1", "c1", turns=3, revision=2).to_dict()))
+        >>> (a["session_id"], a["name"], a["identifier"], a["metadata"]["revision"], "span_id" in a)
+        ('c1', 'Goal met', 'tracescore:q:1', '2', False)
+    """
+    session = session_of(record)
+    if session is None:
+        raise ValueError(f"score {record.key} is not a conversation score")
+    body = annotation(record)
+    del body["span_id"]
+    return {"session_id": session.session_id, **body}
 
 
 SUPERSEDED = "superseded"
@@ -95,6 +120,8 @@ class PhoenixSink:
         >>> sink = PhoenixSink(PhoenixSinkConfig(endpoint="http://127.0.0.1:6006"))
         >>> sink.url, sink.mark_url
         ('http://127.0.0.1:6006/v1/span_annotations?sync=true', 'http://127.0.0.1:6006/v1/span_annotations')
+        >>> sink.session_url
+        'http://127.0.0.1:6006/v1/session_annotations?sync=true'
     """
 
     name = "phoenix"
@@ -102,14 +129,19 @@ class PhoenixSink:
     def __init__(self, cfg: PhoenixSinkConfig) -> None:
         self.url = f"{cfg.url()}/v1/span_annotations?sync=true"
         self.mark_url = f"{cfg.url()}/v1/span_annotations"
+        self.session_url = f"{cfg.url()}/v1/session_annotations?sync=true"
         key = secret_value(cfg.api_key, "sinks.phoenix.api_key")
         self._headers = {"Authorization": f"Bearer {key}"} if key else {}
 
     async def send(self, session: aiohttp.ClientSession, record: ScoreRecord) -> Answer:
-        """Create or update the score's annotation (404: Phoenix does not have the span yet), then
-        mark the evaluation span it supersedes, if any (both are sent again when Phoenix is down)."""
-        status, text = await request(session, self.name, "POST", self.url,
-                                     json={"data": [annotation(record)]}, headers=self._headers)
+        """Create or update the score's annotation, a session annotation for a conversation score
+        (404: Phoenix does not have the span or session yet), then mark the evaluation span it
+        supersedes, if any (both are sent again when Phoenix is down)."""
+        if record.session is None:
+            url, body = self.url, annotation(record)
+        else:
+            url, body = self.session_url, session_annotation(record)
+        status, text = await request(session, self.name, "POST", url, json={"data": [body]}, headers=self._headers)
         answer = answer_of(self.name, status, text, record)
         mark = superseded_mark(record)
         if answer is not Answer.SENT or mark is None:

@@ -1,7 +1,8 @@
 """`SinkSender`: drains one sink's outbox into its backend, durably and idempotently.
 
 Per record: the backend took it -> released; it does not know the span or trace yet ->
-retried until the record has waited ``span_wait_s`` since the first such answer, then
+retried until the record has waited ``span_wait_s`` since the first such answer (a conversation
+score: the backend does not know the session, or its first trace, yet), then
 released and counted (``dropped_span_missing``, logged at WARNING); down, overloaded or
 refusing credentials -> retried, backing off from ``min_backoff_s`` to ``max_backoff_s``
 with jitter (the Collector's retry_on_failure); refused for good -> released and counted.
@@ -26,9 +27,24 @@ from collector.config.sinks import SinkConfig
 from collector.export.sinks.base import Answer, SinkClient
 from collector.metrics import Metrics
 from collector.store.interface import SinkOutbox
-from collector.types import OutboxItem
+from collector.types import OutboxItem, ScoreRecord
 
 logger = logging.getLogger(__name__)
+
+
+def missing_target(record: ScoreRecord) -> str:
+    """What a backend did not know when it answered SPAN_MISSING: the scored span, or for a
+    conversation score its session (a session annotation) or first trace (an assessment).
+
+    Example:
+        >>> missing_target(ScoreRecord("k", "ab" * 16, "cd" * 8, "x", "q", "Q"))
+        'span cdcdcdcdcdcdcdcd of trace abababababababababababababababab'
+        >>> missing_target(ScoreRecord("k", "ab" * 16, "cd" * 8, "x", "q", "Q", session={"scope": "bot/c1"}))
+        'session bot/c1 (or its first trace)'
+    """
+    if record.session is not None:
+        return f"session {record.session.get('scope')} (or its first trace)"
+    return f"span {record.span_id} of trace {record.trace_id}"
 
 
 class SinkSender:
@@ -167,9 +183,8 @@ class SinkSender:
             elif answer is Answer.RETRY:
                 retry.append(item)
             elif item.waiting_since is not None and now - item.waiting_since >= self._cfg.span_wait_s:
-                logger.warning("%s sink: dropping score %s: the backend still has no span %s of trace %s "
-                               "after %.0fs", self.name, item.record.key, item.record.span_id,
-                               item.record.trace_id, now - item.waiting_since)
+                logger.warning("%s sink: dropping score %s: the backend still has no %s after %.0fs", self.name,
+                               item.record.key, missing_target(item.record), now - item.waiting_since)
                 expired.append(item.item_id)
             else:
                 missing.append(item)

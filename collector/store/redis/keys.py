@@ -30,6 +30,13 @@ Layout (``P`` is the prefix)::
     P forward:sent      string     the last position the export endpoint accepted
     P forward:bytes     string     bytes of the requests in the stream
     P forward:leader    string     the receiver that forwards (a lease, PX)
+    P sessions:due      zset       open sessions (scope) by wake time: due time, or claim end
+    P sessions:unforced zset       open sessions not forced out yet, by opening time (max_open)
+    P sessions:scored   zset       scored sessions by the time they are forgotten
+    P sessions:counts   hash       scored_total, reopened_total, forced_total, capped_total
+    P session:{scope}   hash       session_id, service, open, opened_at, last_noted, due_at,
+                                   reason, claim_until, scored_rev
+    P turns:{scope}     hash       "trace_id/span_id" -> the turn's RunRecord JSON
 """
 
 from __future__ import annotations
@@ -282,6 +289,44 @@ class RedisKeys:
             'p:sink:mlflow:waiting'
         """
         return self.sink(name) + ":waiting"
+
+    @property
+    def sessions_due(self) -> str:
+        """Open sessions by wake time (zset); the other session keys are listed in the module.
+
+        Example:
+            >>> keys = RedisKeys("p:")
+            >>> keys.sessions_due, keys.sessions_unforced, keys.sessions_scored, keys.sessions_counts
+            ('p:sessions:due', 'p:sessions:unforced', 'p:sessions:scored', 'p:sessions:counts')
+            >>> keys.session_prefix, keys.turns_prefix
+            ('p:session:', 'p:turns:')
+        """
+        return self.prefix + "sessions:due"
+
+    @property
+    def sessions_unforced(self) -> str:
+        """Open sessions not forced out, by opening time (zset)."""
+        return self.prefix + "sessions:unforced"
+
+    @property
+    def sessions_scored(self) -> str:
+        """Scored sessions by the time they are forgotten (zset)."""
+        return self.prefix + "sessions:scored"
+
+    @property
+    def sessions_counts(self) -> str:
+        """The sessions' monotonic totals (hash)."""
+        return self.prefix + "sessions:counts"
+
+    @property
+    def session_prefix(self) -> str:
+        """The prefix of a session's hash (scripts append its scope)."""
+        return self.prefix + "session:"
+
+    @property
+    def turns_prefix(self) -> str:
+        """The prefix of a session's turns hash (scripts append its scope)."""
+        return self.prefix + "turns:"
 
     @property
     def pattern(self) -> str:

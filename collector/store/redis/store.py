@@ -23,12 +23,14 @@ from redis.exceptions import AuthenticationError, OutOfMemoryError, ReadOnlyErro
 
 from collector._aio import cancel_and_wait
 from collector.errors import ConfigError, UnreadableTrace
+from collector.store.interface import SessionRules
 from collector.store.redis.buffer import RedisTraceBuffer
 from collector.store.redis.conn import UNREACHABLE, connect
 from collector.store.redis.forward import RedisForwardLog
 from collector.store.redis.keys import GROUP, RedisKeys
 from collector.store.redis.outbox import RedisOutbox
 from collector.store.redis.queue import RedisJobQueue
+from collector.store.redis.sessions import RedisSessions
 from collector.store.redis.sink_outbox import RedisSinkOutbox
 from collector.types import (
     AppendResult,
@@ -47,8 +49,8 @@ def _text(value: bytes | str) -> str:
     return value.decode() if isinstance(value, bytes) else value
 
 
-class RedisStore:
-    """The Redis-backed trace buffer, job queue and outbox.
+class RedisStore(RedisSessions):
+    """The Redis-backed trace buffer, job queue, outbox and session log (`RedisSessions`).
 
     Args:
         url: ``redis://[user:password@]host:port/db`` (or ``rediss://``).
@@ -68,6 +70,7 @@ class RedisStore:
         forward: keep received requests in the forward log (`forward_log`) until forwarded.
         max_forward_bytes: the forward log's bound; beyond it requests are refused (429).
         retry_after_s: the retry delay told with such a refusal.
+        session_rules: when conversations are scored and how many are kept (default `SessionRules()`).
 
     Example:
         >>> import asyncio, uuid
@@ -93,10 +96,11 @@ class RedisStore:
         max_trace_age: float = 600.0, visibility_timeout_s: float = 300.0, max_attempts: int = 5,
         idempotency_ttl_s: float = 7 * 86400.0, export_lease_s: float = 60.0, refresh_s: float = 0.25,
         block_ms: int = 500, sinks: Sequence[str] = (), forward: bool = False,
-        max_forward_bytes: int = 1 << 30, retry_after_s: float = 5.0,
+        max_forward_bytes: int = 1 << 30, retry_after_s: float = 5.0, session_rules: SessionRules | None = None,
     ) -> None:
         self.keys = RedisKeys(key_prefix)
         self.client = connect(url)
+        self._init_sessions(session_rules)
         self.forward_log = RedisForwardLog(self.client, self.keys, max_bytes=max_forward_bytes,
                                            retry_after_s=retry_after_s, enabled=forward)
         self._forwarding = forward

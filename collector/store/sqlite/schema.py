@@ -88,6 +88,36 @@ CREATE TABLE IF NOT EXISTS forward (
     offset INTEGER,  -- where they start
     length INTEGER NOT NULL  -- and how many
 );
+-- Conversations (collector.store.sqlite.sessions): one row per session, open or scored.
+CREATE TABLE IF NOT EXISTS sessions (
+    scope TEXT PRIMARY KEY,  -- collector.session_types.session_scope
+    session_id TEXT NOT NULL,
+    service TEXT NOT NULL,
+    open INTEGER NOT NULL,  -- 1: waiting to be scored (or claimed); 0: scored, retained
+    opened_at REAL NOT NULL,  -- its first turn noted, or its reopening
+    last_noted REAL NOT NULL,
+    due_at REAL,  -- open: when it is due, for
+    reason TEXT NOT NULL DEFAULT 'idle',  -- this reason
+    forced INTEGER NOT NULL DEFAULT 0,  -- 1: forced out by max_open (no longer counts against it)
+    claim_until REAL,  -- taken: its claim runs out then
+    wake_at REAL,  -- open: max(due_at, claim_until), the scheduler's timer; NULL when scored
+    scored_rev INTEGER NOT NULL DEFAULT 0,  -- the last revision scored (0: none yet)
+    forget_at REAL  -- scored: when it is forgotten
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS sessions_wake ON sessions(wake_at) WHERE wake_at IS NOT NULL;
+CREATE INDEX IF NOT EXISTS sessions_unforced ON sessions(opened_at) WHERE open = 1 AND forced = 0;
+CREATE INDEX IF NOT EXISTS sessions_forget ON sessions(forget_at) WHERE forget_at IS NOT NULL;
+CREATE TABLE IF NOT EXISTS session_turns (  -- a rowid table: a turn's JSON (1-2 KB) stays on its page
+    scope TEXT NOT NULL,
+    trace_id TEXT NOT NULL,
+    span_id TEXT NOT NULL,
+    run TEXT NOT NULL,  -- RunRecord.to_json()
+    UNIQUE (scope, trace_id, span_id)
+);
+CREATE TABLE IF NOT EXISTS session_counts (  -- monotonic totals: scored_total, reopened_total, ...
+    name TEXT PRIMARY KEY,
+    value INTEGER NOT NULL
+) WITHOUT ROWID;
 """
 
 

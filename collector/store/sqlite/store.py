@@ -23,12 +23,14 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from collector.errors import UnreadableTrace
+from collector.store.interface import SessionRules
 from collector.store.sqlite.body_log import BodyLog
 from collector.store.sqlite.buffer import BufferTables
 from collector.store.sqlite.faults import WriteHealth
 from collector.store.sqlite.forward import ForwardTables, SqliteForwardLog
 from collector.store.sqlite.jobs import lease_jobs, put_jobs, renew_leases, settle_job
 from collector.store.sqlite.runner import SqliteRunner
+from collector.store.sqlite.sessions import SqliteSessions
 from collector.store.sqlite.sink_outbox import SqliteSinkOutbox, add_sink_rows
 from collector.types import (
     AppendResult,
@@ -46,8 +48,8 @@ from collector.types import (
 logger = logging.getLogger(__name__)
 
 
-class SqliteStore:
-    """The SQLite-backed trace buffer, job queue and outbox.
+class SqliteStore(SqliteSessions):
+    """The SQLite-backed trace buffer, job queue, outbox and session log (`SqliteSessions`).
 
     Args:
         path: the database file (directories are created).
@@ -65,6 +67,7 @@ class SqliteStore:
         forward: keep received requests in the forward log (`forward_log`) until forwarded.
         max_forward_bytes: the forward log's bound; beyond it requests are refused (429).
         retry_after_s: the retry delay told with such a refusal.
+        session_rules: when conversations are scored and how many are kept (default `SessionRules()`).
 
     Example:
         >>> import asyncio, tempfile, os
@@ -99,7 +102,9 @@ class SqliteStore:
         forward: bool = False,
         max_forward_bytes: int = 1 << 30,
         retry_after_s: float = 5.0,
+        session_rules: SessionRules | None = None,
     ) -> None:
+        self.session_rules = session_rules or SessionRules()
         self._sinks = tuple(sinks)
         self._buffer = BufferTables(decision_wait, rootless_wait, max_traces, max_spans_per_trace, max_trace_age,
                                     max_buffer_bytes)

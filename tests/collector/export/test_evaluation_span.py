@@ -9,6 +9,7 @@ from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 
 from collector.export.evaluation import build_span
 from collector.ids import run_id_for, score_span_id_for
+from collector.session_types import SessionScore
 from collector.types import RunRecord, ScoreJob, ScoreRecord
 
 TRACE, SPAN = "5b8efff798038103d269b633813fc60c", "eee19b7ec3c1b174"
@@ -105,10 +106,36 @@ def test_spans_encoded_directly_are_the_ones_the_sdk_encodes() -> None:
         record(key="k4", resource={}, service="only-service", scored_end_ns=0),
         record(key="k5", resource={}, service="", scorer_version=None),
         record(key="k6", score=0.5),  # the first record's resource again: one resource entry for both
+        session_record(),  # a conversation score: the session's attributes (text, int)
+        session_record(key="k7", session={**session_record().session, "partial": True}),  # and a bool
     ]
     for span_time in ("anchored", "actual"):
         direct = encode_directly(records, span_time)
         sdk = encode_spans([build_span(r, span_time) for r in records])
         assert direct == sdk, span_time
         assert direct.SerializeToString() == sdk.SerializeToString()
-    assert [len(rs.scope_spans[0].spans) for rs in encode_directly(records).resource_spans] == [3, 1, 1, 1]
+    assert [len(rs.scope_spans[0].spans) for rs in encode_directly(records).resource_spans] == [5, 1, 1, 1]
+
+
+def session_record(**kw: object) -> ScoreRecord:
+    """A conversation score: on the last turn's run span, naming its session."""
+    session = SessionScore("support-bot/chat-42", "chat-42", turns=3, revision=2, first_trace_id="01" * 16,
+                           first_span_id="02" * 8, trace_ids=["01" * 16, "03" * 16, TRACE])
+    key = f"session/{session.scope}/2/goal/1"
+    base: dict = dict(key=key, score_span_id=score_span_id_for(key), scorer_id="goal", scorer_name="Goal met",
+                      session=session.to_dict())
+    base.update(kw)
+    return record(**base)
+
+
+def test_a_conversation_score_names_its_session_on_the_last_turns_run() -> None:
+    span = build_span(session_record())
+    assert format(span.context.trace_id, "032x") == TRACE and format(span.parent.span_id, "016x") == SPAN
+    attrs = dict(span.attributes or {})
+    assert attrs["session.id"] == attrs["gen_ai.conversation.id"] == "chat-42"
+    assert (attrs["tracescore.session.turns"], attrs["tracescore.session.revision"]) == (3, 2)
+    assert "tracescore.session.partial" not in attrs
+    assert dict(span.events[0].attributes or {})["session.id"] == "chat-42"
+    partial = dict(build_span(session_record(session={**session_record().session, "partial": True})).attributes or {})
+    assert partial["tracescore.session.partial"] is True
+    assert "session.id" not in dict(build_span(record()).attributes or {})  # a run's score names no session

@@ -36,15 +36,15 @@ from collector.export.evaluation import build_span
 from collector.types import ScoreRecord
 
 SCORERS = ("Keyword Coverage", "Completeness", "Tone Consistency", "check no-tool-errors",
-           "check called-tool")
+           "check called-tool", "Conversation answered")
 LINE = re.compile(r"^  (?P<run>\S+) +(?P<scorer>" + "|".join(SCORERS)
                   + r") +(?P<score>\d\.\d\d)  (?P<label>\S*) +(?P<reason>.*)$")
 
 
 def _expected() -> dict[tuple[str, str], tuple[str, str]]:
-    """(sample, scorer) -> (score, label) for the bundled samples (real captures, see tests/fixtures)."""
+    """(sample or session, scorer) -> (score, label) for the bundled samples."""
     samples = ["openai-v2-multi-turn", "openai-v2-single-turn", "openai-v2-tool-call",
-               "openinference-openai", "pydantic-ai", "traceloop"]
+               "openinference-openai", "pydantic-ai", "traceloop"]  # real captures (tests/fixtures)
     expected = {}
     for sample in samples:
         expected[(sample, "Keyword Coverage")] = ("1.00", "pass")
@@ -55,6 +55,17 @@ def _expected() -> dict[tuple[str, str], tuple[str, str]]:
     expected[("openai-v2-multi-turn", "Completeness")] = ("0.60", "partial")
     # Only the tool-call run passes the span-name filter of called_get_weather.
     expected[("openai-v2-tool-call", "check called-tool")] = ("1.00", "")
+    # The bundled three-turn conversation: each turn is a run...
+    for turn, coverage, completeness, tone in ((1, "0.50", "0.21", "0.94"), (2, "0.50", "0.17", "1.00"),
+                                              (3, "1.00", "0.20", "1.00")):
+        sample = f"support-conversation-turn{turn}"
+        expected[(sample, "Keyword Coverage")] = (coverage, "pass")
+        expected[(sample, "Completeness")] = (completeness, "poor")
+        expected[(sample, "Tone Consistency")] = (tone, "")
+        expected[(sample, "check no-tool-errors")] = ("1.00", "")
+    # ...and the conversation is scored once it ended; pydantic-ai's run names a conversation too.
+    expected[("session:demo-conversation-1", "Conversation answered")] = ("1.00", "")
+    expected[("session:01a23656-8bea-7789-b964-8b6391bbdb63", "Conversation answered")] = ("1.00", "")
     return expected
 
 
@@ -117,8 +128,9 @@ def test_cli_demo_prints_every_expected_score_and_leaves_nothing_behind(
     out = capsys.readouterr().out
     assert _scores(out) == _expected()
     assert f"embedded SQLite queue in {private_tmp}" in out
-    assert "25 scores for 6 of 6 runs, 0 failed" in out
-    assert "the adapters find 6 agent runs, 25 scores to come" in out
+    assert "39 scores for 9 of 9 runs and 2 of 2 conversations, 0 failed" in out
+    assert "the adapters find 9 agent runs making 2 conversation(s) (scored once each ended), 39 scores to come" in out
+    assert "3 of 3 user messages answered, over 3 turns" in out
     assert "reason" in out and "missing: what, my" in out and "get_weather was called" in out
     _assert_closed(_ports(out))
     assert list(private_tmp.iterdir()) == []
@@ -204,9 +216,9 @@ def test_a_failing_scorer_is_printed_with_its_error_type_and_fails_the_demo(
     out = capsys.readouterr().out
     assert _scores(out) == _expected()
     failures = [line for line in out.splitlines() if re.match(r"^  \S+ +Broken +error ", line)]
-    assert len(failures) == 6
+    assert len(failures) == 9
     assert all(line.endswith("RuntimeError: Scorer Run Failed: scorer exploded") for line in failures)
-    assert "31 scores for 6 of 6 runs, 6 failed, in" in out
+    assert "48 scores for 9 of 9 runs and 2 of 2 conversations, 9 failed, in" in out
     assert list(private_tmp.iterdir()) == []
 
 
@@ -221,7 +233,7 @@ def test_runs_found_not_scorable_are_counted_not_awaited(
     out = capsys.readouterr().out
     assert _scores(out) == _expected()
     assert "No answer" not in out.split("reason", 1)[1]
-    assert "25 scores for 6 of 6 runs, 0 failed, 6 not scorable, in" in out
+    assert "39 scores for 9 of 9 runs and 2 of 2 conversations, 0 failed, 9 not scorable, in" in out
 
 
 def test_loopback_traffic_bypasses_a_proxy_of_the_environment(

@@ -14,9 +14,10 @@ from langfuse.api.core.pydantic_utilities import parse_obj_as
 from langfuse_server import known_keys
 from repo_paths import REPO
 
-from collector.export.sinks.langfuse import score_body
+from collector.export.sinks.langfuse import score_body, session_score_body
 from collector.export.sinks.mlflow import assessment
-from collector.export.sinks.phoenix import annotation
+from collector.export.sinks.phoenix import annotation, session_annotation
+from collector.session_types import SessionScore
 from collector.types import ScoreRecord
 
 sys.path.insert(0, str(REPO / "tests" / "backends"))
@@ -28,10 +29,18 @@ JUDGED = ScoreRecord(
     reason="off topic", label="fail", judge_models=["openai/gpt-4o-mini"], cost_usd=0.0012,
     scored_end_ns=1_700_000_000_000_000_000, llm_judged=True)
 CODE = ScoreRecord("k", JUDGED.trace_id, JUDGED.span_id, "00f067aa0ba902b8", "brevity", "Brevity", None, score=1.0)
+SESSION = SessionScore("support-bot/chat-42", "chat-42", turns=3, revision=2, partial=True,
+                       first_trace_id="0af7651916cd43dd8448eb211c80319c", first_span_id="b7ad6b7169203331",
+                       trace_ids=["0af7651916cd43dd8448eb211c80319c", JUDGED.trace_id],
+                       first_start_ns=1_600_000_000_000_000_000)
+CONVERSATION = ScoreRecord("session/support-bot/chat-42/2/goal/1", JUDGED.trace_id, JUDGED.span_id,
+                           "00f067aa0ba902b9", "goal", "Goal met", "1", run_id="run-1", score=0.5,
+                           reason="one request unanswered", judge_models=["openai/gpt-4o-mini"], llm_judged=True,
+                           scored_end_ns=1_700_000_000_000_000_000, session=SESSION.to_dict())
 
 
-def in_venv(name: str, code: str, payloads: list[dict]) -> str:
-    done = subprocess.run([str(venv(name) / "bin" / "python"), "-c", code], input=json.dumps(payloads),
+def in_venv(name: str, code: str, payloads: list[dict], *args: str) -> str:
+    done = subprocess.run([str(venv(name) / "bin" / "python"), "-c", code, *args], input=json.dumps(payloads),
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
     return done.stdout
@@ -59,7 +68,7 @@ def test_phoenix_annotations_fit_annotate_spans_request_body() -> None:
         "spec = importlib.util.spec_from_file_location('phoenix_v1_types', path)\n"
         "v1 = importlib.util.module_from_spec(spec); sys.modules['phoenix_v1_types'] = v1\n"
         "spec.loader.exec_module(v1)\n"
-        "AnnotateSpansRequestBody = v1.AnnotateSpansRequestBody\n"
+        "RequestBody = getattr(v1, sys.argv[1])\n"
         "def check(value, hint, where):\n"
         "    origin, args = typing.get_origin(hint), typing.get_args(hint)\n"
         "    if origin in (typing.Required, typing.NotRequired):\n"
@@ -92,15 +101,19 @@ def test_phoenix_annotations_fit_annotate_spans_request_body() -> None:
         "        assert isinstance(value, (int, float)), (where, value)\n"
         "    elif hint is not typing.Any:\n"
         "        assert isinstance(value, hint), (where, value, hint)\n"
-        "check({'data': json.load(sys.stdin)}, AnnotateSpansRequestBody, 'body')\n"
+        "check({'data': json.load(sys.stdin)}, RequestBody, 'body')\n"
         "print('ok')\n")
     payloads = [annotation(JUDGED), annotation(CODE)]
-    assert in_venv("phoenix", code, payloads).strip() == "ok"
+    assert in_venv("phoenix", code, payloads, "AnnotateSpansRequestBody").strip() == "ok"
     assert [p["annotator_kind"] for p in payloads] == ["LLM", "CODE"]
     assert payloads[0]["result"] == {"score": 0.25, "label": "fail", "explanation": "off topic"}
     assert payloads[0]["metadata"] == {"scorer_id": "relevance", "scorer_version": "2", "run_id": "run-1",
                                        "label": "fail", "judge_model": "openai/gpt-4o-mini", "cost_usd": "0.0012",
                                        "evaluation_span_id": "00f067aa0ba902b7"}
+    (session,) = [session_annotation(CONVERSATION)]
+    assert in_venv("phoenix", code, [session], "AnnotateSessionsRequestBody").strip() == "ok"
+    assert (session["session_id"], session["name"], session["identifier"]) == ("chat-42", "Goal met", "tracescore:goal:1")
+    assert session["metadata"] | {"revision": "2", "turns": "3", "partial": "true"} == session["metadata"]
 
 
 def test_mlflow_assessments_fit_the_create_assessment_message() -> None:
@@ -113,7 +126,20 @@ def test_mlflow_assessments_fit_the_create_assessment_message() -> None:
         "    message = ParseDict({'assessment': item}, CreateAssessment())\n"
         "    entity = Assessment.from_proto(message.assessment)\n"
         "    print(entity.name, entity.source.source_type, entity.value, entity.span_id)\n")
-    out = in_venv("mlflow", code, [assessment(JUDGED), assessment(CODE)]).splitlines()
-    assert out == ["Relevance LLM_JUDGE 0.25 eee19b7ec3c1b174", "Brevity CODE 1.0 eee19b7ec3c1b174"]
+    out = in_venv("mlflow", code, [assessment(JUDGED), assessment(CODE), assessment(CONVERSATION)]).splitlines()
+    assert out == ["Relevance LLM_JUDGE 0.25 eee19b7ec3c1b174", "Brevity CODE 1.0 eee19b7ec3c1b174",
+                   "Goal met LLM_JUDGE 0.5 None"]  # a session's: on no span
+    session = assessment(CONVERSATION)
+    assert session["trace_id"] == f"tr-{SESSION.first_trace_id}"  # the session's first trace
+    assert session["metadata"]["mlflow.trace.session"] == "chat-42"
     assert assessment(JUDGED)["trace_id"] == f"tr-{JUDGED.trace_id}"
     assert all(isinstance(v, str) for v in assessment(JUDGED)["metadata"].values())
+
+
+def test_langfuse_session_scores_fit_create_score_request() -> None:
+    body = session_score_body(CONVERSATION)
+    assert set(body) <= known_keys()
+    parsed = parse_obj_as(CreateScoreRequest, body)
+    assert (parsed.session_id, parsed.trace_id, parsed.observation_id) == ("chat-42", None, None)
+    assert parsed.value == 0.5 and parsed.name == "Goal met" and parsed.id != score_body(CONVERSATION)["id"]
+    assert body["timestamp"] == "2020-09-13T12:26:40.000000Z"  # the first turn's start: the same every revision

@@ -1,0 +1,194 @@
+"""Conversations scored by the daemon (SPEC §7), on both stores: the turns of a session
+arrive as separate traces; a session is scored once, on its last turn, at once after an
+end marker or `idle_s` after its last turn; a late turn reopens it and the next revision
+is scored; run scorers go on scoring the runs. On Redis, the turns arrive at two receivers
+over gRPC and HTTP, and one receiver is SIGKILLed mid-session."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import aiohttp
+import pytest
+from conversation_traces import TURNS, emit_turn, turn_body
+from daemon_harness import CaptureBackend, CapturedSpan, delete_redis_keys, free_port, wait_until
+from serve_process import ServeProcess
+
+REDIS_URL = os.environ.get("TRACESCORE_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+PROTOBUF = {"Content-Type": "application/x-protobuf"}
+
+SCORERS = '''from scorers import create_scorer
+
+user_turns = create_scorer(id="user_turns", description="user messages in the conversation",
+                           type="conversation").generate_score(lambda run: float(len(run.input.input_messages)))
+answered = create_scorer(id="answered", description="the run has an answer", type="agent"
+                         ).generate_score(lambda run: float(bool(run.output)))
+'''
+
+
+def _config(tmp_path: Path, backend: CaptureBackend, url: str, prefix: str, http_port: int, grpc_port: int = 0,
+            name: str = "tracescore", idle_s: float = 1.5) -> Path:
+    (tmp_path / "convo_scorers.py").write_text(SCORERS)
+    grpc = f'"127.0.0.1:{grpc_port}"' if grpc_port else '""'
+    config = tmp_path / f"{name}.toml"
+    config.write_text(
+        f'[receiver]\ngrpc_endpoint = {grpc}\nhttp_endpoint = "127.0.0.1:{http_port}"\n'
+        '[assembly]\ndecision_wait = 0.3\n'
+        f'[sessions]\nidle_s = {idle_s}\n'
+        f'[queue]\nurl = "{url}"\nkey_prefix = "{prefix}"\nvisibility_timeout_s = 5\n'
+        f'[export]\nendpoint = "{backend.endpoint}"\nforward_spans = false\ntimeout_s = 2.0\nmax_backoff_s = 0.5\n'
+        f'[[scorers]]\nref = "{tmp_path / "convo_scorers.py"}:user_turns"\n'
+        f'[[scorers]]\nref = "{tmp_path / "convo_scorers.py"}:answered"\n'
+    )
+    return config
+
+
+async def _post(http_port: int, body: bytes) -> None:
+    async with aiohttp.ClientSession() as session:
+        async with session.post(f"http://127.0.0.1:{http_port}/v1/traces", data=body, headers=PROTOBUF) as resp:
+            assert resp.status == 200, await resp.text()
+
+
+def _session_scores(backend: CaptureBackend, session_id: str) -> list[CapturedSpan]:
+    return [s for s in backend.scores() if s.attributes.get("session.id") == session_id]
+
+
+@pytest.fixture(params=["sqlite", "redis"])
+async def one_daemon(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[tuple[ServeProcess, CaptureBackend]]:
+    backend = await CaptureBackend().start()
+    prefix = f"test-{uuid.uuid4().hex[:12]}:"
+    url = f"sqlite:///{tmp_path / 'queue.db'}" if request.param == "sqlite" else REDIS_URL
+    http_port = free_port()
+    serve = ServeProcess(_config(tmp_path, backend, url, prefix, http_port), tmp_path / "daemon.log", http_port)
+    await serve.start()
+    yield serve, backend
+    await serve.kill()
+    await backend.stop()
+    if request.param == "redis":
+        await delete_redis_keys(REDIS_URL, prefix)
+
+
+async def test_an_ended_session_is_scored_once_on_its_last_turn_and_a_late_turn_scores_it_again(
+    one_daemon: tuple[ServeProcess, CaptureBackend],
+) -> None:
+    serve, backend = one_daemon
+    session_id = f"chat-{uuid.uuid4().hex[:8]}"
+    turns = [turn_body(session_id, i, end=(i == 2)) for i in range(3)]
+    for body, _, _ in turns:
+        await _post(serve.http_port, body)
+    await wait_until(lambda: len(_session_scores(backend, session_id)) == 1, timeout=30, what="the session's score")
+    (score,) = _session_scores(backend, session_id)
+    _, last_trace, last_span = turns[-1]
+    assert (score.span.trace_id.hex(), score.span.parent_span_id.hex()) == (last_trace, last_span)
+    assert score.attributes["gen_ai.evaluation.score.value"] == 3.0  # three user messages, history not repeated
+    assert score.attributes["tracescore.session.turns"] == 3
+    assert score.attributes["tracescore.session.revision"] == 1
+    assert score.attributes["gen_ai.conversation.id"] == session_id
+    await wait_until(lambda: sum(s.attributes.get("tracescore.scorer.id") == "answered" for s in backend.scores()) == 3,
+                     timeout=30, what="the runs' scores")  # run scorers still score every turn
+    # the end marker made it due at once, not the idle timer
+    assert f"session support-bot/{session_id} (3 turn(s), revision 1) due: ended" in serve.log.read_text()
+
+    late_turns = (*TURNS, ("One more thing: gift wrap it?", "Gift wrapped, Ann."))
+    late, late_trace, late_span = turn_body(session_id, 3, turns=late_turns)
+    await _post(serve.http_port, late)
+    await wait_until(lambda: len(_session_scores(backend, session_id)) == 2, timeout=30, what="the second revision")
+    second = next(s for s in _session_scores(backend, session_id) if s.attributes["tracescore.session.revision"] == 2)
+    assert (second.span.trace_id.hex(), second.span.parent_span_id.hex()) == (late_trace, late_span)
+    assert second.attributes["tracescore.session.turns"] == 4
+    assert second.attributes["gen_ai.evaluation.score.value"] == 4.0
+    text = await serve.metrics()
+    assert 'tracescore_decisions_total{reason="scored",scorer="user_turns"} 2.0' in text
+    await asyncio.sleep(2.5)  # idle_s passed again: nothing new comes (scored once per revision)
+    assert len(_session_scores(backend, session_id)) == 2
+
+
+async def test_an_idle_session_is_scored_idle_s_after_its_last_turn(one_daemon: tuple[ServeProcess, CaptureBackend]) -> None:
+    serve, backend = one_daemon
+    session_id = f"idle-{uuid.uuid4().hex[:8]}"
+    for i in range(2):
+        await _post(serve.http_port, turn_body(session_id, i)[0])
+    sent = time.monotonic()
+    await wait_until(lambda: len(_session_scores(backend, session_id)) == 1, timeout=30, what="the idle session's score")
+    waited = time.monotonic() - sent
+    (score,) = _session_scores(backend, session_id)
+    assert score.attributes["tracescore.session.turns"] == 2
+    assert waited >= 1.5  # not before idle_s
+    text = await serve.metrics()
+    assert 'tracescore_sessions{state="scored"}' in text
+
+
+async def test_turns_at_two_redis_receivers_one_killed_mid_session_make_one_session(tmp_path: Path) -> None:
+    """Turn 1 over gRPC to receiver A, which is then SIGKILLed; turns 2 and 3 over HTTP to
+    receiver B; one worker. The session is scored once, with its three turns."""
+    from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+
+    backend = await CaptureBackend().start()
+    prefix = f"test-{uuid.uuid4().hex[:12]}:"
+    ports = {name: free_port() for name in ("a_http", "a_grpc", "b_http", "w_http")}
+    procs = {
+        "a": ServeProcess(_config(tmp_path, backend, REDIS_URL, prefix, ports["a_http"], ports["a_grpc"], "a"),
+                          tmp_path / "a.log", ports["a_http"], flags=("-v", "--role", "receiver")),
+        "b": ServeProcess(_config(tmp_path, backend, REDIS_URL, prefix, ports["b_http"], name="b"),
+                          tmp_path / "b.log", ports["b_http"], flags=("-v", "--role", "receiver")),
+        "w": ServeProcess(_config(tmp_path, backend, REDIS_URL, prefix, ports["w_http"], name="w"),
+                          tmp_path / "w.log", ports["w_http"], flags=("-v", "--role", "worker")),
+    }
+    session_id = f"two-{uuid.uuid4().hex[:8]}"
+    try:
+        for proc in procs.values():
+            await proc.start()
+        exporter = OTLPSpanExporter(endpoint=f"127.0.0.1:{ports['a_grpc']}", insecure=True, timeout=10)
+        await asyncio.to_thread(emit_turn, exporter, session_id, 0)  # the SDK's gRPC exporter
+        assert procs["a"].proc is not None
+        procs["a"].proc.send_signal(signal.SIGKILL)
+        await procs["a"].proc.wait()
+        procs["a"].proc = None
+        for i in (1, 2):
+            await _post(ports["b_http"], turn_body(session_id, i, end=(i == 2))[0])
+        await wait_until(lambda: len(_session_scores(backend, session_id)) == 1, timeout=45, what="the session's score")
+        await asyncio.sleep(2.5)  # past idle_s: it is not scored a second time
+        (score,) = _session_scores(backend, session_id)
+        assert score.attributes["tracescore.session.turns"] == 3
+        assert score.attributes["gen_ai.evaluation.score.value"] == 3.0
+    finally:
+        for proc in procs.values():
+            await proc.kill()
+        await backend.stop()
+        await delete_redis_keys(REDIS_URL, prefix)
+
+
+async def test_a_session_survives_a_sigkill_of_the_only_daemon_on_sqlite(tmp_path: Path) -> None:
+    """Two turns noted, the daemon SIGKILLed, started again on the same file: the third turn
+    (with the end marker) completes the session, scored once with its three turns (idle_s is
+    long here: the session must not go idle while the daemon restarts)."""
+    backend = await CaptureBackend().start()
+    http_port = free_port()
+    config = _config(tmp_path, backend, f"sqlite:///{tmp_path / 'queue.db'}", "unused:", http_port, idle_s=120)
+    serve = ServeProcess(config, tmp_path / "daemon.log", http_port)
+    session_id = f"killed-{uuid.uuid4().hex[:8]}"
+    try:
+        await serve.start()
+        for i in range(2):
+            await _post(http_port, turn_body(session_id, i)[0])
+        await wait_until(lambda: _answered(backend) == 2, timeout=30, what="the two turns' run scores")
+        assert await serve.stop(signal.SIGKILL) == -signal.SIGKILL
+        await serve.start()
+        await _post(http_port, turn_body(session_id, 2, end=True)[0])
+        await wait_until(lambda: len(_session_scores(backend, session_id)) == 1, timeout=30, what="the session's score")
+        (score,) = _session_scores(backend, session_id)
+        assert score.attributes["tracescore.session.turns"] == 3
+        assert score.attributes["tracescore.session.revision"] == 1
+    finally:
+        await serve.kill()
+        await backend.stop()
+
+
+def _answered(backend: CaptureBackend) -> int:
+    return sum(s.attributes.get("tracescore.scorer.id") == "answered" for s in backend.scores())

@@ -1,0 +1,71 @@
+"""Conversations as an agent's OpenTelemetry SDK exports them: one trace per user turn, the
+turns sharing a session id (SPEC §7). Each turn is an ``invoke_agent`` span over a ``chat``
+span (GenAI semantic conventions) whose input repeats the history, as chat agents send it."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+SYSTEM = "You are a helpful support agent."
+TURNS = (
+    ("Hi, I am Ann and my order 123 has not arrived.", "Sorry Ann! Order 123 ships today."),
+    ("Can you send it express instead?", "Done: order 123 now ships express."),
+    ("Thanks, that is all.", "You are welcome, Ann!"),
+)
+"""A three-turn conversation: (user message, agent answer) per turn."""
+
+
+def _parts(role: str, text: str) -> dict[str, Any]:
+    return {"role": role, "parts": [{"type": "text", "content": text}]}
+
+
+def turn_body(session_id: str | None, index: int, **options: Any) -> tuple[bytes, str, str]:
+    """Turn ``index`` as an OTLP request body (`emit_turn`'s options); the body, the trace id
+    and the agent span id."""
+    memory = InMemorySpanExporter()
+    trace_id, span_id = emit_turn(memory, session_id, index, **options)
+    return encode_spans(memory.get_finished_spans()).SerializeToString(), trace_id, span_id
+
+
+def emit_turn(exporter: SpanExporter, session_id: str | None, index: int, *, turns: Sequence[tuple[str, str]] = TURNS,
+              service: str = "support-bot", end: bool = False, key: str = "session.id",
+              on_root: bool = False) -> tuple[str, str]:
+    """Send turn ``index`` of ``turns`` with the SDK through ``exporter`` (blocking): its input is
+    the history so far and the new user message, its output the answer. ``key``: the session
+    attribute (on the agent span, or a parent root span with ``on_root``); ``end``: the turn
+    carries ``tracescore.session.end = true``. Returns the trace id and the agent span id."""
+    provider = TracerProvider(resource=Resource({"service.name": service}))
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("test-conversation")
+    history = [_parts(role, text) for question, answer in turns[:index]
+               for role, text in (("user", question), ("assistant", answer))]
+    question, answer = turns[index]
+    messages = json.dumps([*history, _parts("user", question)])
+    output = json.dumps([{**_parts("assistant", answer), "finish_reason": "stop"}])
+    session_attrs: dict[str, Any] = {key: session_id} if session_id is not None else {}
+    if end:
+        session_attrs["tracescore.session.end"] = True
+    agent_attrs = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "support",
+                   "gen_ai.system_instructions": json.dumps([{"type": "text", "content": SYSTEM}]),
+                   "gen_ai.input.messages": messages, "gen_ai.output.messages": output}
+    if on_root:
+        with tracer.start_as_current_span("POST /chat", attributes=session_attrs):
+            with tracer.start_as_current_span("invoke_agent support", attributes=agent_attrs) as agent:
+                ctx = agent.get_span_context()
+    else:
+        with tracer.start_as_current_span("invoke_agent support", attributes={**agent_attrs, **session_attrs}) as agent:
+            with tracer.start_as_current_span("chat gpt-4o-mini", attributes={
+                    "gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-4o-mini",
+                    "gen_ai.input.messages": messages, "gen_ai.output.messages": output}):
+                pass
+            ctx = agent.get_span_context()
+    provider.force_flush()
+    return format(ctx.trace_id, "032x"), format(ctx.span_id, "016x")
