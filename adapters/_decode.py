@@ -105,9 +105,23 @@ def spans_from_resource_spans(resource_spans: Iterable[Any]) -> list[TraceSpan]:
                         resource=resource,
                         scope_name=scope_name,
                         scope_version=scope_version,
+                        parent_is_remote=_parent_is_remote(span.flags),
                     )
                 )
     return out
+
+
+_HAS_IS_REMOTE, _IS_REMOTE = 0x100, 0x200  # OTLP SpanFlags: the context says whether the parent is remote
+
+
+def _parent_is_remote(flags: int) -> bool | None:
+    """Whether a span's parent lives in another process, as its OTLP flags say (None: they do not).
+
+    Example:
+        >>> _parent_is_remote(0x100), _parent_is_remote(0x300), _parent_is_remote(0)
+        (False, True, None)
+    """
+    return bool(flags & _IS_REMOTE) if flags & _HAS_IS_REMOTE else None
 
 
 def logs_from_resource_logs(resource_logs: Iterable[Any]) -> list[TraceLog]:

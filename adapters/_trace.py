@@ -54,6 +54,7 @@ class TraceSpan:
     resource: Mapping[str, Any] = field(default_factory=dict)
     scope_name: str = ""
     scope_version: str = ""
+    parent_is_remote: bool | None = None  # OTLP span flags: the parent lives in another process (None: not said)
 
     @property
     def service(self) -> str:

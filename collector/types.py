@@ -95,6 +95,7 @@ class RunRecord:
     forward_mark: int = 0  # the forward log's head when the run was decided (0: not forwarding)
     session_id: str | None = None  # the conversation it is a turn of, as the spans name it (SPEC §7)
     conversation: dict[str, Any] | None = None  # a conversation job's session (`session_types.conversation_of`)
+    incomplete: bool = False  # its trace was decided without a span its spans name as their in-process parent
 
     @functools.cached_property
     def run_id(self) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any, NamedTuple, Protocol
 
 from opentelemetry.proto.logs.v1.logs_pb2 import LogsData
@@ -79,6 +80,22 @@ def run_record(run: Any, attributes: Mapping[str, Any]) -> RunRecord:
         resource=dict(getattr(run, "resource", None) or {}),
         session_id=getattr(run, "session_id", None),
     )
+
+
+def trace_incomplete(spans: Sequence[Any], by_id: Mapping[str, Any]) -> bool:
+    """Whether a trace lacks a span that one of its spans names as its parent in the same
+    process (OTLP span flags say so): its root, or a span between, never arrived. A parent the
+    flags call remote (another service's), or do not describe, is not counted missing.
+
+    Example:
+        >>> from adapters import TraceSpan
+        >>> orphan = TraceSpan("a" * 32, "2" * 16, "1" * 16, "agent", parent_is_remote=False)
+        >>> called = TraceSpan("a" * 32, "3" * 16, "9" * 16, "agent", parent_is_remote=True)
+        >>> trace_incomplete([orphan], {orphan.span_id: orphan}), trace_incomplete([called], {called.span_id: called})
+        (True, False)
+    """
+    return any(s.parent_span_id is not None and s.parent_span_id not in by_id and s.parent_is_remote is False
+               for s in spans)
 
 
 def _is_true(value: Any) -> bool:
@@ -185,6 +202,7 @@ class RunDecider:
                 self._metrics.decisions.labels(scorer=entry.scorer_id, reason="skipped").inc(
                     len(extraction.skipped))
         by_id = {s.span_id: s for s in spans}
+        incomplete = self._track_sessions and trace_incomplete(spans, by_id)
         ended_trace = self._track_sessions and any(
             s.parent_span_id is None and _is_true(s.attributes.get(self._end_attribute)) for s in spans)
         jobs, turns = [], []
@@ -193,11 +211,13 @@ class RunDecider:
             span = by_id.get(run.span_id)
             attributes = dict(span.attributes) if span is not None else {}
             record = run_record(run, attributes)
-            if self._track_sessions and record.session_id is not None:
+            if self._track_sessions and (session_id := record.session_id) is not None:
                 ended = ended_trace or _is_true(attributes.get(self._end_attribute))
-                scope = session_scope(record.service, record.session_id)
-                self._note_unstorable(record.session_id, scope)
-                turns.append(SessionTurn(scope, record.session_id, record, ended))
+                scope = session_scope(record.service, session_id)
+                self._note_unstorable(session_id, scope)
+                # A turn whose trace never completed: its conversation will be scored partial.
+                turns.append(SessionTurn(scope, session_id, replace(record, incomplete=True) if incomplete else record,
+                                         ended))
             for entry, decision in self._registry.decisions(
                 trace_id=run.trace_id, service=run.service, agent=record.agent,
                 span_name=run.span_name, attributes=attributes,

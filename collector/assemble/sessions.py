@@ -59,7 +59,8 @@ def session_jobs(due: DueSession, selection: ConversationSelection,
                  count: Callable[[str, str], None] | None = None) -> list[ScoreJob]:
     """The conversation jobs of one due session: one per admitted conversation scorer, each
     on the session's last turn (where the score lands) carrying the whole session
-    (``count(scorer_id, decision)`` is told every other decision).
+    (``count(scorer_id, decision)`` is told every other decision). A session with a turn whose
+    trace never completed (`collector.assemble.decide.trace_incomplete`) is scored ``partial``.
 
     Example:
         >>> from collector.types import RunRecord
@@ -70,11 +71,16 @@ def session_jobs(due: DueSession, selection: ConversationSelection,
         ...         return [(Scorer(), "admitted")]
         >>> turns = (RunRecord("a" * 32, "1" * 16, service="bot"), RunRecord("b" * 32, "2" * 16, service="bot"))
         >>> (job,) = session_jobs(DueSession("bot/c1", "c1", "bot", turns, revision=2), All())
-        >>> (job.key, job.run.span_id, len(job.run.conversation["turns"]))
-        ('session/bot/c1/2/frustration/1', '2222222222222222', 2)
+        >>> (job.key, job.run.span_id, len(job.run.conversation["turns"]), job.run.conversation["partial"])
+        ('session/bot/c1/2/frustration/1', '2222222222222222', 2, False)
+        >>> broken = (turns[0], replace(turns[1], incomplete=True))
+        >>> session_jobs(DueSession("bot/c1", "c1", "bot", broken), All())[0].run.conversation["partial"]
+        True
     """
     if not due.turns:
         return []
+    if not due.partial and any(turn.incomplete for turn in due.turns):  # a turn's trace never completed
+        due = replace(due, partial=True)
     last = due.turns[-1]
     conversation = conversation_of(due)
     jobs = []

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import aiohttp
 import pytest
-from conversation_traces import TURNS, emit_turn, turn_body
+from conversation_traces import TURNS, emit_turn, turn_body, without_root
 from daemon_harness import CaptureBackend, CapturedSpan, delete_redis_keys, free_port, wait_until
 from serve_process import ServeProcess
 
@@ -39,7 +39,7 @@ def _config(tmp_path: Path, backend: CaptureBackend, url: str, prefix: str, http
     config = tmp_path / f"{name}.toml"
     config.write_text(
         f'[receiver]\ngrpc_endpoint = {grpc}\nhttp_endpoint = "127.0.0.1:{http_port}"\n'
-        '[assembly]\ndecision_wait = 0.3\n'
+        '[assembly]\ndecision_wait = 0.3\nrootless_wait = 1.0\n'
         f'[sessions]\nidle_s = {idle_s}\n'
         f'[queue]\nurl = "{url}"\nkey_prefix = "{prefix}"\nvisibility_timeout_s = 5\n'
         f'[export]\nendpoint = "{backend.endpoint}"\nforward_spans = false\ntimeout_s = 2.0\nmax_backoff_s = 0.5\n'
@@ -122,6 +122,22 @@ async def test_an_idle_session_is_scored_idle_s_after_its_last_turn(one_daemon: 
     assert waited >= 1.5  # not before idle_s
     text = await serve.metrics()
     assert 'tracescore_sessions{state="scored"}' in text
+
+
+async def test_a_turn_whose_trace_never_completes_is_scored_with_the_others_as_partial(
+    one_daemon: tuple[ServeProcess, CaptureBackend],
+) -> None:
+    """The last turn's root span never arrives: its trace is decided after rootless_wait, and the
+    session is scored with its three turns, marked partial."""
+    serve, backend = one_daemon
+    session_id = f"broken-{uuid.uuid4().hex[:8]}"
+    for i in range(2):
+        await _post(serve.http_port, turn_body(session_id, i)[0])
+    await _post(serve.http_port, without_root(turn_body(session_id, 2, wrapped=True, end=True)[0]))
+    await wait_until(lambda: len(_session_scores(backend, session_id)) == 1, timeout=30, what="the session's score")
+    (score,) = _session_scores(backend, session_id)
+    assert score.attributes["tracescore.session.turns"] == 3
+    assert score.attributes["tracescore.session.partial"] is True
 
 
 async def test_turns_at_two_redis_receivers_one_killed_mid_session_make_one_session(tmp_path: Path) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 
 import pytest
-from conversation_traces import turn_body
+from conversation_traces import turn_body, without_root
 
 import adapters
 from collector.assemble.decide import RunDecider
@@ -68,3 +68,18 @@ def test_an_unstorable_key_is_hashed_where_stored_and_logged_once(caplog: pytest
     decider.decide(bytes.fromhex(trace_id), [chunk])  # the same session again
     warnings = [r.getMessage() for r in caplog.records if "not printable ASCII" in r.getMessage()]
     assert len(warnings) == 1 and turn.scope in warnings[0]
+
+
+def test_a_turn_whose_trace_lost_its_root_is_incomplete_but_a_called_service_is_not() -> None:
+    """The root of the turn's trace never arrived: the turn is marked incomplete (its conversation
+    will be scored partial). A turn whose top span is a child of another service's span (the
+    OTLP flags say the parent is remote) is complete, as is a whole one."""
+    body, trace_id, _ = turn_body("chat-1", 0, wrapped=True)
+    _, decided = _decide(without_root(body), trace_id, [CONVERSATION, RUN])
+    assert [t.run.incomplete for t in decided.turns] == [True]
+    assert [job.run.incomplete for job in decided.jobs] == [False]  # the run's own job is as always
+    body, trace_id, _ = turn_body("chat-1", 0, remote_parent=True)
+    _, decided = _decide(body, trace_id, [CONVERSATION])
+    assert [t.run.incomplete for t in decided.turns] == [False]
+    _, decided = _decide(*turn_body("chat-1", 0, wrapped=True)[:2], [CONVERSATION])
+    assert [t.run.incomplete for t in decided.turns] == [False]
