@@ -8,7 +8,7 @@ Every score is 0-1 (times ``scale`` where the factory has one), higher is better
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 from pydantic import field_validator
@@ -76,6 +76,23 @@ def _share_kept(verdicts: Sequence[Verdict], messages: int, broken: str) -> floa
 def _flagged(verdicts: Sequence[Verdict], messages: int, broken: str) -> list[str]:
     return [f"assistant #{i}" + (f" ({v.reason})" if v.reason else "")
             for i, v in enumerate(list(verdicts)[:messages], 1) if v.verdict == broken]  # fmt: skip
+
+
+def _per_assistant_message(broken: str, scale: float, flagged_prefix: str, none_flagged: str
+                           ) -> tuple[Callable[[Any, Any], float], Callable[[Any, Any], str]]:
+    """The generate_score and generate_reason steps of a scorer whose judge gives each assistant
+    message a verdict: the share of messages not ``broken`` times ``scale``; the reason names
+    the flagged messages (``flagged_prefix``) or says ``none_flagged``."""
+
+    def score(run: Any, results: Any) -> float:
+        messages = len(_texts(run, "assistant"))
+        return scaled(_share_kept(results.analyze_step_result.verdicts, messages, broken), scale)
+
+    def reason(run: Any, results: Any) -> str:
+        flagged = _flagged(results.analyze_step_result.verdicts, len(_texts(run, "assistant")), broken)
+        return flagged_prefix + "; ".join(flagged) if flagged else none_flagged
+
+    return score, reason
 
 
 def conversation_completeness(judge: JudgeOption, *, scale: float = 1.0,
@@ -234,15 +251,8 @@ def knowledge_retention(judge: JudgeOption, *, scale: float = 1.0,
             f"Conversation:\n{transcript(run, number_assistant=True)}"
         )
 
-    def score(run: Any, results: Any) -> float:
-        messages = len(_texts(run, "assistant"))
-        return scaled(_share_kept(results.analyze_step_result.verdicts, messages, "yes"), scale)
-
-    def reason(run: Any, results: Any) -> str:
-        flagged = _flagged(results.analyze_step_result.verdicts, len(_texts(run, "assistant")), "yes")
-        if not flagged:
-            return "No assistant message forgot or contradicted what the user said."
-        return "Forgot or contradicted what the user said: " + "; ".join(flagged)
+    score, reason = _per_assistant_message("yes", scale, "Forgot or contradicted what the user said: ",
+                                           "No assistant message forgot or contradicted what the user said.")
 
     return (
         builder(id, "Knowledge Retention", "Share of assistant messages that keep what the user said", judge,
@@ -294,13 +304,7 @@ def role_adherence(judge: JudgeOption, *, role: str | None = None, scale: float 
             f"Role:\n{the_role}\n\nConversation:\n{transcript(run, number_assistant=True)}"
         )
 
-    def score(run: Any, results: Any) -> float:
-        messages = len(_texts(run, "assistant"))
-        return scaled(_share_kept(results.analyze_step_result.verdicts, messages, "no"), scale)
-
-    def reason(run: Any, results: Any) -> str:
-        flagged = _flagged(results.analyze_step_result.verdicts, len(_texts(run, "assistant")), "no")
-        return "Broke the role: " + "; ".join(flagged) if flagged else "Every assistant message kept the role."
+    score, reason = _per_assistant_message("no", scale, "Broke the role: ", "Every assistant message kept the role.")
 
     return (
         builder(id, "Role Adherence", "Share of assistant messages that keep the agent's role", judge,
