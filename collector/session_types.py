@@ -148,5 +148,6 @@ def conversation_of(due: DueSession) -> dict[str, Any]:
     return {
         "scope": due.scope, "session_id": due.session_id, "service": due.service,
         "revision": due.revision, "partial": due.partial, "reason": due.reason,
+        "first_trace_id": due.turns[0].trace_id if due.turns else "",
         "turns": [record_dict(turn) for turn in due.turns],
     }

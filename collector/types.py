@@ -148,17 +148,19 @@ class ScoreJob:
     @property
     def key(self) -> str:
         """The idempotency key: trace id, span id, scorer id, scorer version; for a conversation
-        job, ``session``, the session's scope and revision, scorer id, scorer version.
+        job, ``session``, the session's scope, revision and first turn's trace (a key reused
+        for a new conversation, after the old one was forgotten, is another), scorer id, version.
 
         Example:
             >>> ScoreJob(RunRecord(trace_id="t", span_id="s"), "q").key
             't/s/q/'
-            >>> ScoreJob(RunRecord("t", "s", conversation={"scope": "bot/c1", "revision": 2}), "q", "1").key
-            'session/bot/c1/2/q/1'
+            >>> c = {"scope": "bot/c1", "revision": 2, "first_trace_id": "ab" * 16}
+            >>> ScoreJob(RunRecord("t", "s", conversation=c), "q", "1").key
+            'session/bot/c1/2/abababababababababababababababab/q/1'
         """
         scorer = f"{self.scorer_id}/{self.scorer_version or ''}"
-        if (conversation := self.run.conversation) is not None:
-            return f"session/{conversation['scope']}/{conversation['revision']}/{scorer}"
+        if (c := self.run.conversation) is not None:
+            return f"session/{c['scope']}/{c['revision']}/{c.get('first_trace_id', '')}/{scorer}"
         return f"{self.run.trace_id}/{self.run.span_id}/{scorer}"
 
 

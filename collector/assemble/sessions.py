@@ -72,7 +72,7 @@ def session_jobs(due: DueSession, selection: ConversationSelection,
         >>> turns = (RunRecord("a" * 32, "1" * 16, service="bot"), RunRecord("b" * 32, "2" * 16, service="bot"))
         >>> (job,) = session_jobs(DueSession("bot/c1", "c1", "bot", turns, revision=2), All())
         >>> (job.key, job.run.span_id, len(job.run.conversation["turns"]), job.run.conversation["partial"])
-        ('session/bot/c1/2/frustration/1', '2222222222222222', 2, False)
+        ('session/bot/c1/2/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa/frustration/1', '2222222222222222', 2, False)
         >>> broken = (turns[0], replace(turns[1], incomplete=True))
         >>> session_jobs(DueSession("bot/c1", "c1", "bot", broken), All())[0].run.conversation["partial"]
         True

@@ -132,7 +132,8 @@ async def _settle(store: SqliteStore, records: list[ScoreRecord]) -> None:
 def _keyed_run(record: ScoreRecord) -> RunRecord:
     """A run whose job has the record's key (a session's score: its scope and revision)."""
     session = record.session
-    conversation = None if session is None else {"scope": session["scope"], "revision": session["revision"]}
+    conversation = None if session is None else {"scope": session["scope"], "revision": session["revision"],
+                                                 "first_trace_id": session["first_trace_id"]}
     return RunRecord(record.trace_id, record.span_id, conversation=conversation)
 
 

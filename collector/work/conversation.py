@@ -26,15 +26,15 @@ def turns_of(run: RunRecord) -> list[RunRecord]:
     return [RunRecord(**known_fields(RunRecord, turn)) for turn in conversation.get("turns", [])]
 
 
-def session_run_id(scope: str, revision: int) -> str:
-    """The run id of a session's conversation run at one revision: the same for every scorer,
-    replica and backfill of it.
+def session_run_id(scope: str, revision: int, first_trace_id: str = "") -> str:
+    """The run id of a session's conversation run at one revision (and first turn: a key reused
+    for a new conversation names another): the same for every scorer, replica and backfill of it.
 
     Example:
         >>> session_run_id("bot/c1", 1) == session_run_id("bot/c1", 1), session_run_id("bot/c1", 1) == session_run_id("bot/c1", 2)
         (True, False)
     """
-    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"tracescore:session/{scope}#{revision}"))
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"tracescore:session/{scope}#{revision}/{first_trace_id}"))
 
 
 def conversation_run(run: RunRecord) -> ConversationRun:
@@ -71,7 +71,8 @@ def conversation_run(run: RunRecord) -> ConversationRun:
     return ConversationRun.from_turns(
         turns, session_id=conversation.get("session_id"), service=conversation.get("service"),
         revision=revision, partial=bool(conversation.get("partial", False)),
-        run_id=session_run_id(scope, revision), trace_id=run.trace_id, span_id=run.span_id,
+        run_id=session_run_id(scope, revision, str(conversation.get("first_trace_id", ""))),
+        trace_id=run.trace_id, span_id=run.span_id,
         request_context=dict(run.request_context),
     )
 
