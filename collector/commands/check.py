@@ -60,8 +60,13 @@ def run(args: argparse.Namespace) -> int:
     for key, url in config.sinks.urls().items():  # URLs only: keys and tokens are never printed
         print(f"  sink {key.split('.')[1]}: {url}")
     for entry in registry.entries:
-        print(f"  scorer {entry.scorer_id} (version {entry.version or '-'}, "
+        kind = "conversations, " if entry.is_conversation else ""
+        print(f"  scorer {entry.scorer_id} ({kind}version {entry.version or '-'}, "
               f"sampling {entry.config.sampling}) from {entry.config.ref}")
+    if registry.has_conversation_scorers:
+        s = config.sessions
+        print(f"  sessions: scored {s.idle_s:g} s after their last turn or at '{s.end_attribute}' = true; "
+              f"at most {s.max_revisions} revisions, {s.max_open} open")
     if not registry.entries:
         print("  warning: no scorer configured ([[scorers]]): spans are received and forwarded, "
               "nothing is scored")

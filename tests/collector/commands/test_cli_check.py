@@ -45,6 +45,22 @@ def test_check_warns_when_no_scorer_is_configured(tmp_path: Path, capsys: pytest
     assert code == 0 and "warning: no scorer configured" in out
 
 
+def test_check_names_conversation_scorers_and_the_session_rules(tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "convo.py").write_text('from scorers import create_scorer\n'
+                                       'c = create_scorer(id="goal", description="d", type="conversation")'
+                                       '.generate_score(lambda run: 1.0)\n')
+    code, out, err = check(tmp_path, f'[sessions]\nidle_s = 60\nmax_revisions = 3\n'
+                                     f'[[scorers]]\nref = "{tmp_path / "convo.py"}:c"\n', capsys)
+    assert code == 0, err
+    assert "scorer goal (conversations, version -" in out
+    assert "sessions: scored 60 s after their last turn or at 'tracescore.session.end' = true; at most 3 revisions" in out
+    code, out, _ = check(tmp_path, '[sessions]\nmax_turns = 0\n', capsys)
+    assert code == 2
+    code, out, _ = check(tmp_path, '[[scorers]]\nref = "scorers.builtin:completeness"\n', capsys)
+    assert code == 0 and "sessions:" not in out  # no conversation scorer: no sessions tracked
+
+
 def test_a_factory_with_args_is_a_scorer(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = check(tmp_path, '[[scorers]]\nref = "scorers.builtin:completeness"\n'
                                      '[[scorers]]\nref = "scorers.builtin:keyword_coverage"\n'
