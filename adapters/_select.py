@@ -359,5 +359,5 @@ def extract_runs(trace: AssembledTrace, extra_session_keys: Sequence[str] = ()) 
         ('chat gpt-4o-mini', 'Hi', 'Hello', None)
     """
     sel = select_runs(trace)
-    runs = [replace(run, session_id=run_session(trace, run.span_id, extra_session_keys)) for run in sel.runs]
+    runs = [replace(run, session_id=run_session(sel.tree, run.span_id, extra_session_keys)) for run in sel.runs]
     return Extraction(runs=runs, skipped=sel.skipped)

@@ -4,17 +4,17 @@ A run's session is named by the first of `SESSION_KEYS` (then the deployment's e
 found on the run span, else on the spans above it, nearest first, up to the trace's root
 span. The value is kept exactly as the spans carry it (the backends group a session by
 that value); a run without one belongs to no conversation. Two services never share a
-session: a session is (``service.name``, key), `session_scope` says so.
+session: the collector scopes a session by service (`collector.session_types.session_scope`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from adapters._trace import AssembledTrace, TraceSpan
+from adapters._tree import SpanTree
 
-__all__ = ["SESSION_KEYS", "run_session", "session_of", "session_scope"]
+__all__ = ["SESSION_KEYS", "run_session", "session_of"]
 
 SESSION_KEYS: tuple[str, ...] = (
     "session.id",
@@ -54,48 +54,27 @@ def session_of(attributes: Mapping[str, Any], keys: Sequence[str] = SESSION_KEYS
     return None
 
 
-def _up_from(span: TraceSpan, by_id: Mapping[str, TraceSpan]) -> Iterable[TraceSpan]:
-    """``span``, then its ancestors nearest first (a parent chain that loops ends)."""
-    seen: set[str] = set()
-    current: TraceSpan | None = span
-    while current is not None and current.span_id not in seen:
-        seen.add(current.span_id)
-        yield current
-        current = by_id.get(current.parent_span_id) if current.parent_span_id else None
-
-
-def run_session(trace: AssembledTrace, span_id: str, extra_keys: Sequence[str] = ()) -> str | None:
-    """The session key of the run scored on span ``span_id`` of ``trace`` (None: no session).
+def run_session(tree: SpanTree, span_id: str, extra_keys: Sequence[str] = ()) -> str | None:
+    """The session key of the run scored on span ``span_id`` of the trace ``tree`` holds (None:
+    no session).
 
     Example:
+        >>> from adapters._trace import TraceSpan
         >>> root = TraceSpan("a" * 32, "1" * 16, None, "POST /chat", attributes={"session.id": "s-9"})
         >>> run = TraceSpan("a" * 32, "2" * 16, "1" * 16, "invoke_agent bot", attributes={})
-        >>> trace = AssembledTrace("a" * 32, (root, run))
-        >>> run_session(trace, "2" * 16)
+        >>> run_session(SpanTree([root, run]), "2" * 16)
         's-9'
         >>> tagged = TraceSpan("a" * 32, "2" * 16, "1" * 16, "agent", attributes={"thread": "t-1"})
-        >>> run_session(AssembledTrace("a" * 32, (root, tagged)), "2" * 16)  # "thread" is no session key
+        >>> run_session(SpanTree([root, tagged]), "2" * 16)  # "thread" is no session key
         's-9'
-        >>> run_session(AssembledTrace("a" * 32, (root, tagged)), "2" * 16, extra_keys=["thread"])  # the run span first
+        >>> run_session(SpanTree([root, tagged]), "2" * 16, extra_keys=["thread"])  # the run span first
         't-1'
     """
-    by_id = {span.span_id: span for span in trace.spans}
-    span = by_id.get(span_id)
-    if span is None:
+    if span_id not in tree.by_id:
         return None
     keys = (*SESSION_KEYS, *(k for k in extra_keys if k not in SESSION_KEYS))
-    for above in _up_from(span, by_id):
-        found = session_of(above.attributes, keys)
+    for above in (span_id, *tree.ancestors(span_id)):
+        found = session_of(tree.by_id[above].attributes, keys)
         if found is not None:
             return found
     return None
-
-
-def session_scope(service: str, session: str) -> str:
-    """The session's name across a deployment: its service and key (``service/key``).
-
-    Example:
-        >>> session_scope("support-bot", "s-1"), session_scope("", "s-1")
-        ('support-bot/s-1', '/s-1')
-    """
-    return f"{service}/{session}"

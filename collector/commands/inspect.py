@@ -274,16 +274,14 @@ def _explain(args: argparse.Namespace, out_format: str, err: Console) -> int:
     """Print why each trace of ``args.files`` has the runs it has; 1 when a file could not be read."""
     failed: list[str] = []
     explanations = [explain_trace(t) for t in load_traces(args.files, err, failed)]
-    if out_format == "jsonl":
-        sys.stdout.writelines(json.dumps(e.to_dict(), ensure_ascii=False) + "\n" for e in explanations)
-    elif out_format == "json":
-        sys.stdout.write(json.dumps([e.to_dict() for e in explanations], ensure_ascii=False, indent=2) + "\n")
+    if out_format in ("jsonl", "json"):
+        _print_rows([e.to_dict() for e in explanations], out_format)
     else:
         out = Console(soft_wrap=True)
         for ex in explanations:
             for line in explanation_lines(ex):
                 out.print(line, markup=False, highlight=False)
-    sys.stdout.flush()
+        sys.stdout.flush()
     return 1 if failed else 0
 
 
