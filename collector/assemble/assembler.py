@@ -39,6 +39,19 @@ logger = logging.getLogger(__name__)
 _LOG_EVERY_S = 30.0  # a decision failure repeating every tick is logged this often
 
 
+def sleep_before(next_at: float | None, tick: float) -> float:
+    """How long a loop sleeps before its next due item (``next_at``, epoch seconds; None: none
+    known): until then, at most ``tick`` (items other replicas add), never a busy loop.
+
+    Example:
+        >>> sleep_before(None, 0.5), sleep_before(time.time() + 60, 0.5), sleep_before(0.0, 0.5)
+        (0.5, 0.5, 0.001)
+    """
+    if next_at is None:
+        return tick
+    return min(tick, max(0.001, next_at - time.time()))
+
+
 class TraceAssembler:
     """Buffers received spans per trace and turns decided traces into score jobs.
 
@@ -220,9 +233,7 @@ class TraceAssembler:
         except Exception:  # looked at again after the usual interval
             logger.debug("reading the next decision time failed", exc_info=True)
             return self._tick
-        if next_at is None:
-            return self._tick
-        return min(self._tick, max(0.001, next_at - time.time()))  # never a busy loop
+        return sleep_before(next_at, self._tick)
 
     async def _discard(self, trace_id: bytes, err: UnreadableTrace) -> None:
         self._metrics.runs_skipped.labels(reason="trace_unreadable").inc()

@@ -22,6 +22,7 @@ from dataclasses import replace
 from typing import Any, Protocol
 
 from collector._aio import cancel_and_wait, wait_event
+from collector.assemble.assembler import sleep_before
 from collector.metrics import Metrics
 from collector.session_types import DueSession, conversation_of
 from collector.store.interface import JobQueue, SessionLog
@@ -159,16 +160,15 @@ class SessionScheduler:
         except Exception:
             logger.debug("reading the next session time failed", exc_info=True)
             return self._tick
-        if next_at is None:
-            return self._tick
-        return min(self._tick, max(0.001, next_at - time.time()))
+        return sleep_before(next_at, self._tick)
 
     async def schedule_due(self, limit: int = 64) -> int:
         """Queue the jobs of every session due now (up to ``limit``); returns how many sessions."""
         due = await self._sessions.take_due_sessions(time.time(), limit, self._lease)
         if not due:
             return 0
-        jobs = [job for session in due for job in session_jobs(session, self._selection, self._count)]
+        per_session = [session_jobs(session, self._selection, self._count) for session in due]
+        jobs = [job for batch in per_session for job in batch]
         if jobs:
             flags = await self._queue.put(jobs)
             for job, new in zip(jobs, flags, strict=True):
@@ -176,10 +176,10 @@ class SessionScheduler:
             if any(flags) and self._on_jobs is not None:
                 self._on_jobs()
         await self._sessions.sessions_scored(due, time.time())
-        for session in due:
+        for session, queued in zip(due, per_session, strict=True):
             logger.info("session %s (%d turn(s), revision %d) due: %s%s; %d job(s)", session.scope,
                         len(session.turns), session.revision, session.reason, ", partial" if session.partial else "",
-                        sum(1 for job in jobs if job.run.conversation and job.run.conversation["scope"] == session.scope))
+                        len(queued))
         return len(due)
 
     def _count(self, scorer_id: str, decision: str) -> None:
