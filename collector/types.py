@@ -22,6 +22,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from collector.ids import failure_span_of, run_id_for
+from collector.judge_types import Park
 from collector.record_json import json_default, known_fields, record_dict
 
 CANDIDATE = 1
@@ -177,6 +178,7 @@ class LeasedJob:
     job_id: int
     lease: str
     attempt: int
+    parked_since: float | None = None  # when a `Park` first handed it back (epoch s), until settled otherwise
 
 
 @dataclass(frozen=True)
@@ -291,7 +293,7 @@ class Dead:
     partial_json: str | None = None
 
 
-Settlement = Done | Retry | Dead
+Settlement = Done | Retry | Dead | Park
 
 
 @dataclass(frozen=True)

@@ -47,6 +47,14 @@ from typing import Any
 from pydantic import BaseModel
 
 from scorers._judge_credentials import credentials_message
+from scorers._judge_governor import (
+    JudgeGovernor,
+    JudgeParked,
+    JudgeRequest,
+    credentials_digest,
+    current_governor,
+    max_output_tokens,
+)
 from scorers._judge_retry import is_retryable_provider_error, max_retries_of, model_retry_delay_s
 from scorers._judge_transport import Reply, Route, ensure_litellm, route_for, send
 from scorers._judge_types import Judge, JudgeExecution, JudgeUsage
@@ -137,6 +145,7 @@ class _Execution:
         self.reasoning_tokens: int | None = None
         self.cached_tokens: int | None = None
         self.raw_output: str | None = None
+        self.output_schema: dict[str, Any] | None = None  # the attempt's JSON schema (a governor's estimate)
 
     def add_usage(self, usage: JudgeUsage) -> None:
         self.input_tokens += usage.input_tokens
@@ -181,6 +190,8 @@ class _Execution:
         while True:
             try:
                 reply = await self._send_with_model_retries(messages, response_format, format_key)
+            except JudgeParked:
+                raise  # not the provider's failure: no retry, no error processor
             except Exception as exc:
                 decision = await self._ask_error_processors(exc) if judge.error_processors else None
                 if decision is None or not decision.retry or self.processor_retries >= budget:
@@ -206,7 +217,7 @@ class _Execution:
             try:
                 return await self._send(messages, response_format, format_key)
             except Exception as exc:
-                if retries >= self.max_retries or not is_retryable_provider_error(exc):
+                if isinstance(exc, JudgeParked) or retries >= self.max_retries or not is_retryable_provider_error(exc):
                     raise
                 retries += 1
                 delay = model_retry_delay_s(retries, exc)
@@ -222,14 +233,44 @@ class _Execution:
         key = memo.key_for(self.route.model, messages, response_format) if memo is not None else ""
         if memo is not None and (kept := await memo.recall(key)) is not None:
             return kept
-        limiter = judge_rate_limiter(self.route.model)
-        if limiter is not None:  # before the slot: waiting for the rate holds no slot
-            await limiter.acquire()
-        async with _semaphore(self.route.model):
-            self.model_calls += 1
-            reply = await send(self.route, messages, response_format, format_key)
+        governed = current_governor()
+        if governed is not None:
+            reply = await self._send_governed(governed, messages, response_format, format_key)
+        else:
+            limiter = judge_rate_limiter(self.route.model)
+            if limiter is not None:  # before the slot: waiting for the rate holds no slot
+                await limiter.acquire()
+            async with _semaphore(self.route.model):
+                self.model_calls += 1
+                reply = await send(self.route, messages, response_format, format_key)
         if memo is not None:
             await memo.keep(key, reply)
+        return reply
+
+    async def _send_governed(self, governed: tuple[JudgeGovernor, str | None], messages: list[dict[str, Any]],
+                             response_format: dict[str, Any] | None, format_key: str) -> Reply:
+        """`_send` under a deployment's governor: admitted (rate, budget, breaker) before the
+        slot is taken, settled with the actual cost or the error after (SPEC §8)."""
+        governor, scorer_id = governed
+        route = self.route
+        prices = route.unit_prices()
+        request = JudgeRequest(
+            route.model, credentials_digest(route.url, route.headers, route.settings), scorer_id,
+            messages, self.output_schema, max_output_tokens=max_output_tokens(route.settings),
+            input_price=None if prices is None else prices[0], output_price=None if prices is None else prices[1],
+        )
+        ticket = await governor.admit(request)
+        if ticket.reply is not None:  # answered without the model (an estimate)
+            await governor.settle(ticket, request, ticket.reply.usage, route.cost_usd(ticket.reply.usage), None)
+            return ticket.reply
+        try:
+            async with _semaphore(route.model):
+                self.model_calls += 1
+                reply = await send(route, messages, response_format, format_key)
+        except BaseException as exc:
+            await asyncio.shield(governor.settle(ticket, request, None, None, exc))
+            raise
+        await asyncio.shield(governor.settle(ticket, request, reply.usage, route.cost_usd(reply.usage), None))
         return reply
 
     async def _ask_error_processors(self, exc: BaseException) -> RetryDecision | None:
@@ -391,6 +432,7 @@ async def _structured_attempt(state: _Execution, messages: list[dict[str, Any]],
     """One structured-output attempt: request (with its retries), parse, validate."""
     route = state.route
     state.attempts += 1
+    state.output_schema = spec.json_schema
     response_format = spec.response_format(strict=route.openai_style) if mode == "native" else None
     format_key = f"{spec.compact}\x00{route.openai_style}" if response_format else ""
     reply = await state.request(inject(messages, spec, mode), response_format, format_key)

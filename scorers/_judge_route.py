@@ -194,6 +194,23 @@ class Route:
             self._cost_known = False
             return None
 
+    def unit_prices(self) -> tuple[float, float] | None:
+        """USD per (input, output) token from litellm's price map, None when litellm does
+        not know the model (a tiered price: the price of the first million tokens)."""
+        if not self._cost_known:
+            return None
+        if not self._linear_checked:
+            self._linear_checked = True
+            self._unit_prices = self._linear_prices()
+        if self._unit_prices is not None:
+            return self._unit_prices[0], self._unit_prices[1]
+        try:
+            million = 1_000_000
+            return self._litellm_cost(million, 0, 0) / million, self._litellm_cost(0, million, 0) / million
+        except Exception:
+            self._cost_known = False
+            return None
+
     def _litellm_cost(self, prompt: int, completion: int, cached: int) -> float:
         prompt_cost, completion_cost = litellm_module().cost_per_token(
             model=self.model_name, custom_llm_provider=self.provider, prompt_tokens=prompt,

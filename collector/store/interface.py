@@ -18,6 +18,8 @@
   outside the daemon, while it runs.
 * `SessionLog` (assembly notes turns, the session scheduler takes due sessions): the state of
   conversations (SPEC §7), durable and shared, under the store's `SessionRules`.
+* `JudgeLedger` (workers' judge governor, ``tracescore judges``): judge budgets, shared rate
+  limits, cool-downs and circuit breakers (SPEC §8), one view for every replica.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from typing import Protocol
 
 from collector.errors import UnreadableTrace
 from collector.session_types import DueSession, SessionTurn
+from collector.store.judge_interface import JudgeLedger
 from collector.types import (
     AppendResult,
     DeadLetter,
@@ -299,7 +302,7 @@ class SessionLog(Protocol):
         ...
 
 
-class Store(TraceBuffer, JobQueue, Outbox, JudgeReplies, SessionLog, Protocol):
+class Store(TraceBuffer, JobQueue, Outbox, JudgeReplies, SessionLog, JudgeLedger, Protocol):
     """A whole store backend: the roles above plus lifecycle, gauges, retention, dead letters."""
 
     @property

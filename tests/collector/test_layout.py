@@ -30,7 +30,7 @@ LAYERS: dict[str, int] = {
     "collector.store": 1,
     "collector.types": 0, "collector.record_json": 0, "collector.ids": 0, "collector.errors": 0, "collector.metrics": 0, "collector.config": 0,
     "collector._aio": 0, "collector._signals": 0, "collector.status": 0,
-    "collector.version": 0, "collector._lazy": 0, "collector.session_types": 0,
+    "collector.version": 0, "collector._lazy": 0, "collector.session_types": 0, "collector.judge_types": 0,
 }
 STORE_BACKENDS = ("collector.store.sqlite", "collector.store.redis")
 MAX_LINES = 400

@@ -1,0 +1,204 @@
+"""The hook through which a deployment governs judge spend and rate (SPEC §8).
+
+The scorer engine knows how to call a judge; it does not know the deployment's budgets,
+shared rate limits or circuit breakers. Inside `govern_judge_calls(governor, scorer_id)`,
+every judge request is first offered to the governor as a `JudgeRequest` (model,
+credentials digest, scorer, prompt tokens, the call's output cap and the model's prices:
+never the key), and settled with it afterwards:
+
+* ``admit(request)`` waits for the shared rate, reserves the worst-case cost against every
+  budget the call falls under, and returns a ticket; or raises `JudgeParked` (a budget is
+  spent, or the model's breaker is open): the call is not made, the job is parked, not
+  failed. A governor that answers for the model (an estimate: nothing is sent) returns a
+  ticket whose ``reply`` is set.
+* ``settle(ticket, usage, cost_usd, error)`` replaces the reservation by the actual cost,
+  or learns from the error (a 401 opens the breaker, a 429's Retry-After cools the model).
+
+Without a governor, each process keeps its own per-model rate limit
+(`scorers._rate_limit`), as before.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+from collections.abc import Iterator
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+from scorers._judge_transport import Reply
+from scorers._judge_types import JudgeUsage
+from scorers.errors import JudgeError
+
+ParkReason = Literal["budget_exhausted", "judge_unavailable"]
+
+
+class JudgeParked(JudgeError):
+    """A judge call the deployment did not allow: a budget it would cross is spent
+    (``budget_exhausted``), or its model's circuit breaker is open (``judge_unavailable``).
+
+    Not a failure of the scorer: the job waits (``retry_after_s``: when asking again may
+    succeed) with its attempts untouched.
+
+    Example:
+        >>> parked = JudgeParked("budget_exhausted", "daily budget of 0.05 USD spent", 3600.0)
+        >>> parked.reason, parked.retry_after_s, parked.retryable
+        ('budget_exhausted', 3600.0, False)
+    """
+
+    def __init__(self, reason: ParkReason, message: str, retry_after_s: float) -> None:
+        super().__init__(message, retryable=False, retry_after_s=retry_after_s)
+        self.reason: ParkReason = reason
+
+
+def credentials_digest(url: str, headers: dict[str, str], settings: dict[str, Any]) -> str:
+    """A short digest naming the credentials a judge request uses, never the key itself: a
+    breaker opened by a revoked key is the breaker of that (model, key), and a new key
+    starts closed.
+
+    Example:
+        >>> a = credentials_digest("http://h/v1", {"Authorization": "Bearer k1"}, {})
+        >>> a == credentials_digest("http://h/v1", {"Authorization": "Bearer k2"}, {}), len(a)
+        (False, 12)
+    """
+    material = "\x00".join((url, headers.get("Authorization", ""), str(settings.get("api_key") or ""),
+                            str(settings.get("api_base") or settings.get("base_url") or "")))
+    return hashlib.sha256(material.encode("utf-8", "replace")).hexdigest()[:12]
+
+
+def max_output_tokens(settings: dict[str, Any] | None) -> int | None:
+    """The output cap the call sends (``max_tokens`` or ``max_completion_tokens``), or None.
+
+    Example:
+        >>> max_output_tokens({"max_tokens": 300}), max_output_tokens({"temperature": 0}) is None
+        (300, True)
+    """
+    for name in ("max_completion_tokens", "max_tokens"):
+        value = (settings or {}).get(name)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return None
+
+
+@dataclass
+class JudgeRequest:
+    """One judge request as a governor sees it, before it is sent.
+
+    ``input_price`` and ``output_price`` are USD per token (None: litellm has no price for
+    the model). ``messages`` and ``output_schema`` are there for a governor that answers
+    instead of the model (an estimate); a governor never logs them.
+
+    Example:
+        >>> r = JudgeRequest("openai/gpt-4o-mini", "c0ffee", "relevance", [], None,
+        ...                  max_output_tokens=100, input_price=1e-6, output_price=2e-6)
+        >>> r.prompt_tokens = 1000  # counted lazily with litellm's tokenizer when asked
+        >>> round(r.worst_case_usd(default_output_tokens=1024), 6)
+        0.0012
+    """
+
+    model: str
+    credentials: str
+    scorer_id: str | None
+    messages: list[dict[str, Any]] = field(repr=False)
+    output_schema: dict[str, Any] | None = field(repr=False)
+    max_output_tokens: int | None = None
+    input_price: float | None = None
+    output_price: float | None = None
+    _prompt_tokens: int | None = field(default=None, repr=False)
+
+    @property
+    def priced(self) -> bool:
+        """Whether litellm knows the model's price."""
+        return self.input_price is not None and self.output_price is not None
+
+    @property
+    def prompt_tokens(self) -> int:
+        """Tokens of the messages, by litellm's tokenizer for the model (counted once)."""
+        if self._prompt_tokens is None:
+            self._prompt_tokens = count_prompt_tokens(self.model, self.messages)
+        return self._prompt_tokens
+
+    @prompt_tokens.setter
+    def prompt_tokens(self, value: int) -> None:
+        self._prompt_tokens = value
+
+    def output_cap(self, default_output_tokens: int) -> int:
+        """The most output tokens the call can be billed for."""
+        return self.max_output_tokens or default_output_tokens
+
+    def worst_case_usd(self, default_output_tokens: int) -> float:
+        """The most the call can cost: its prompt and its output cap at the model's price."""
+        return (self.prompt_tokens * (self.input_price or 0.0)
+                + self.output_cap(default_output_tokens) * (self.output_price or 0.0))
+
+
+def count_prompt_tokens(model: str, messages: list[dict[str, Any]]) -> int:
+    """Prompt tokens of ``messages`` for ``model`` (litellm's tokenizer; tiktoken's for
+    OpenAI models, a default encoding for others). Costs CPU: asked only under a budget,
+    a tokens-per-minute limit or an estimate."""
+    from scorers._judge_route import litellm_module
+
+    try:
+        return int(litellm_module().token_counter(model=model, messages=messages))
+    except Exception:  # a tokenizer litellm cannot load: about four characters a token
+        return sum(len(str(m.get("content") or "")) for m in messages) // 4 + 4 * len(messages)
+
+
+@dataclass
+class JudgeTicket:
+    """What `JudgeGovernor.admit` hands back: its own state, or a ``reply`` given instead of
+    the model's (nothing is sent)."""
+
+    state: Any = None
+    reply: Reply | None = None
+
+
+class JudgeGovernor(Protocol):
+    """Governs judge calls (budgets, shared rates, breakers); see the module docstring."""
+
+    async def admit(self, request: JudgeRequest) -> JudgeTicket:
+        """Wait for the rate, reserve the call's worst case; raise `JudgeParked` to refuse it."""
+        ...
+
+    async def settle(self, ticket: JudgeTicket, request: JudgeRequest, usage: JudgeUsage | None,
+                     cost_usd: float | None, error: BaseException | None) -> None:
+        """The call is over: count its actual cost, or learn from its error."""
+        ...
+
+
+@dataclass(frozen=True)
+class _Governed:
+    governor: JudgeGovernor
+    scorer_id: str | None
+
+
+_current: ContextVar[_Governed | None] = ContextVar("tracescore_judge_governor", default=None)
+
+
+@contextlib.contextmanager
+def govern_judge_calls(governor: JudgeGovernor | None, scorer_id: str | None = None) -> Iterator[None]:
+    """Within this block, every judge request of ``scorer_id``'s run goes through ``governor``
+    (None: no governor, the per-process limits apply).
+
+    Example:
+        >>> class Counting:
+        ...     async def admit(self, request): return JudgeTicket()
+        ...     async def settle(self, ticket, request, usage, cost_usd, error): pass
+        >>> with govern_judge_calls(Counting(), "relevance"):
+        ...     current_governor()[1]
+        'relevance'
+        >>> current_governor() is None
+        True
+    """
+    token = _current.set(None if governor is None else _Governed(governor, scorer_id))
+    try:
+        yield
+    finally:
+        _current.reset(token)
+
+
+def current_governor() -> tuple[JudgeGovernor, str | None] | None:
+    """The governor in force and the scorer it governs for, or None."""
+    governed = _current.get()
+    return None if governed is None else (governed.governor, governed.scorer_id)
