@@ -89,6 +89,16 @@ class Metrics:
             "tracescore_judge_errors", "Judge executions that failed, by model.", ["model"], registry=r)
         self.judge_cost = Counter(
             "tracescore_judge_cost_usd", "Judge cost in US dollars, by model.", ["model"], registry=r)
+        self.judge_spend = Counter(
+            "tracescore_judge_spend_usd", "Judge spend in US dollars, by scorer and model (SPEC §8).",
+            ["scorer", "model"], registry=r)
+        self.judge_budget_remaining = Gauge(
+            "tracescore_judge_budget_remaining_usd", "What is left of each judge budget in its window.",
+            ["scope"], registry=r)
+        self.judge_breaker_open = Gauge(
+            "tracescore_judge_breaker_open", "1 while a judge model's circuit breaker is open.", ["model"], registry=r)
+        self.jobs_parked = Gauge(
+            "tracescore_jobs_parked", "Jobs parked by judge governance, by reason.", ["reason"], registry=r)
         self.judge_tokens = Counter(
             "tracescore_judge_tokens", "Judge tokens, by model and direction.",
             ["model", "direction"], registry=r)

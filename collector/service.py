@@ -47,10 +47,10 @@ from collector.store.interface import SessionRules
 from collector.store.redis.status import RedisStatusBoard
 from collector.store.redis.store import RedisStore
 from collector.store.sqlite.store import SqliteStore
+from collector.work.governor import JudgeGovernance, judge_report
 from collector.work.registry import ScorerRegistry, load_judge_client
 from collector.work.worker import Worker
 from scorers import set_judge_concurrency
-from scorers._rate_limit import configure_judge_rate_limits
 
 logger = logging.getLogger(__name__)
 
@@ -173,8 +173,11 @@ class Service:
             span_time=e.span_time, forwarded=self.store.forward_log if self.forwarding else None,
             destination=e.destination(),
         )
+        self.governance = JudgeGovernance(self.store, config.judge, w, self.metrics,
+                                          reservation_ttl_s=w.job_timeout_s + 60)
         self.worker = Worker(
             self.store, registry, self.metrics, concurrency=w.concurrency,
+            governor=self.governance, max_park_s=config.judge.max_park_s,
             max_attempts=q.max_attempts,
             max_attribute_chars=e.max_attribute_chars, on_result=self._on_result,
             job_timeout_s=w.job_timeout_s, replies=self.store, lease_s=q.visibility_timeout_s,
@@ -184,7 +187,8 @@ class Service:
         board = RedisStatusBoard(self.store.client, self.store.keys) if isinstance(self.store, RedisStore) else None
         store_name = (f"{q.display_url} {q.key_prefix}" if q.kind == "redis"
                       else f"sqlite:{q.sqlite_path}@{socket.gethostname()}")
-        self.status = StatusReporter(self.metrics, self.store.stats, role=role, store=store_name, board=board)
+        self.status = StatusReporter(self.metrics, self.store.stats, role=role, store=store_name, board=board,
+                                     governance=lambda: judge_report(self.store, config.judge))
         self.assembler: TraceAssembler | None = None
         # Conversations are tracked only for conversation scorers (SPEC §7); every receiver
         # schedules the due ones (on Redis a due session is claimed by one of them).
@@ -200,9 +204,9 @@ class Service:
     async def start(self) -> None:
         """Start every component; `ready` turns True once all are up."""
         cfg = self.config
-        # Judge calls are limited per model inside the judge engine (process-wide settings).
+        # Judge calls in flight are limited per model and process; their rates are shared by
+        # every process of the deployment (the store's ledger: `collector.work.governor`).
         set_judge_concurrency(cfg.workers.judge_concurrency)
-        configure_judge_rate_limits(cfg.workers.judge_rpm or None, cfg.workers.judge_rpm_by_model)
         adapters = self._adapters or importlib.import_module("adapters")
         self.assembler = TraceAssembler(
             self.store, self.store, self.registry, self.metrics, adapters,
@@ -304,6 +308,7 @@ class Service:
                     for state in ("open", "scored", "reopened", "forced"):
                         self.metrics.sessions.labels(state=state).set(
                             counts.get(state if state == "open" else f"{state}_total", 0))
+                await self.governance.refresh_gauges()
                 await self.status.refresh(stats)
             except Exception:
                 logger.debug("stats refresh failed", exc_info=True)

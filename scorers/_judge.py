@@ -268,7 +268,9 @@ class _Execution:
                 self.model_calls += 1
                 reply = await send(route, messages, response_format, format_key)
         except BaseException as exc:
-            await asyncio.shield(governor.settle(ticket, request, None, None, exc))
+            parked = await asyncio.shield(governor.settle(ticket, request, None, None, exc))
+            if parked is not None:
+                raise parked from exc
             raise
         await asyncio.shield(governor.settle(ticket, request, reply.usage, route.cost_usd(reply.usage), None))
         return reply

@@ -12,7 +12,8 @@ never the key), and settled with it afterwards:
   failed. A governor that answers for the model (an estimate: nothing is sent) returns a
   ticket whose ``reply`` is set.
 * ``settle(ticket, usage, cost_usd, error)`` replaces the reservation by the actual cost,
-  or learns from the error (a 401 opens the breaker, a 429's Retry-After cools the model).
+  or learns from the error (a 401 opens the breaker, a 429's Retry-After cools the model);
+  it may answer a `JudgeParked` that replaces the error (the job is parked, not failed).
 
 Without a governor, each process keeps its own per-model rate limit
 (`scorers._rate_limit`), as before.
@@ -21,6 +22,7 @@ Without a governor, each process keeps its own per-model rate limit
 from __future__ import annotations
 
 import contextlib
+import re
 import hashlib
 from collections.abc import Iterator
 from contextvars import ContextVar
@@ -162,8 +164,9 @@ class JudgeGovernor(Protocol):
         ...
 
     async def settle(self, ticket: JudgeTicket, request: JudgeRequest, usage: JudgeUsage | None,
-                     cost_usd: float | None, error: BaseException | None) -> None:
-        """The call is over: count its actual cost, or learn from its error."""
+                     cost_usd: float | None, error: BaseException | None) -> JudgeParked | None:
+        """The call is over: count its actual cost, or learn from its error. A `JudgeParked`
+        returned replaces the error (a 401 that opened the breaker parks the job, not fails it)."""
         ...
 
 
@@ -184,7 +187,7 @@ def govern_judge_calls(governor: JudgeGovernor | None, scorer_id: str | None = N
     Example:
         >>> class Counting:
         ...     async def admit(self, request): return JudgeTicket()
-        ...     async def settle(self, ticket, request, usage, cost_usd, error): pass
+        ...     async def settle(self, ticket, request, usage, cost_usd, error): return None
         >>> with govern_judge_calls(Counting(), "relevance"):
         ...     current_governor()[1]
         'relevance'
@@ -202,3 +205,51 @@ def current_governor() -> tuple[JudgeGovernor, str | None] | None:
     """The governor in force and the scorer it governs for, or None."""
     governed = _current.get()
     return None if governed is None else (governed.governor, governed.scorer_id)
+
+
+_UNKNOWN_MODEL = re.compile(
+    r"model[^.]{0,80}(?:not found|does not exist|not exist|unknown|not supported)|unknown model|no such model",
+    re.IGNORECASE)
+_NO_QUOTA = re.compile(r"insufficient[_ ]quota|exceeded your current quota|billing|payment required", re.IGNORECASE)
+
+
+def unavailable_reason(error: BaseException) -> str | None:
+    """Why a judge failure says the judge cannot be used until someone acts (SPEC §8: open the
+    breaker), or None for any other failure: refused credentials (401, 403), no quota or
+    payment (402, ``insufficient_quota``), an unknown model (404, "model not found"). The
+    reason names the status and a short message, never a key.
+
+    Example:
+        >>> class AuthenticationError(Exception):
+        ...     status_code = 401
+        >>> unavailable_reason(AuthenticationError("Incorrect API key provided: sk-abc***"))
+        '401 authentication refused'
+        >>> class RateLimitError(Exception):
+        ...     status_code = 429
+        >>> unavailable_reason(RateLimitError("You exceeded your current quota")), unavailable_reason(RateLimitError("slow down"))
+        ('429 insufficient quota', None)
+        >>> class NotFoundError(Exception):
+        ...     status_code = 404
+        >>> unavailable_reason(NotFoundError("The model `gpt-9` does not exist"))
+        '404 unknown model'
+    """
+    from scorers._processors import is_terminal_auth_error
+    from scorers._retry_after import iter_error_chain
+
+    if isinstance(error, JudgeParked):
+        return None
+    status: int | None = None
+    text = ""
+    for level in iter_error_chain(error):
+        code = getattr(level, "status_code", None)
+        if status is None and isinstance(code, int) and not isinstance(code, bool):
+            status = code
+        text += " " + str(level)
+    prefix = f"{status} " if status is not None else ""
+    if status == 402 or _NO_QUOTA.search(text):
+        return prefix + "insufficient quota"
+    if status == 404 or _UNKNOWN_MODEL.search(text):
+        return prefix + "unknown model"
+    if is_terminal_auth_error(error):
+        return prefix + ("permission denied" if status == 403 else "authentication refused")
+    return None

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 
 from collector.commands.report import report_config_error
-from collector.config import load_config
+from collector.config import Config, load_config
 from collector.errors import ConfigError
 from collector.work.registry import RegisteredScorer, ScorerRegistry
 
@@ -41,6 +41,39 @@ def judge_warnings(entries: list[RegisteredScorer]) -> list[str]:
     return warnings
 
 
+def unpriced_judges(config: Config, entries: list[RegisteredScorer]) -> list[str]:
+    """A problem per judge model that falls under a judge budget while litellm has no price for
+    it (its calls could not be reserved against the budget; SPEC §8), unless ``[judge]
+    unpriced = "allow"``.
+
+    Example:
+        >>> unpriced_judges(Config(), [])
+        []
+    """
+    budgets = config.judge.budgets
+    if not budgets.enabled or config.judge.unpriced == "allow":
+        return []
+    judged = [e for e in entries if e.has_prompt_step and callable(getattr(e.scorer, "get_judges", None))]
+    if not judged:
+        return []
+    from scorers._judge_route import route_for
+
+    problems: list[str] = []
+    for entry in judged:
+        for judge in entry.scorer.get_judges():
+            if not judge.model or not budgets.limits(entry.scorer_id, judge.model):
+                continue
+            try:
+                priced = route_for(judge.model, judge.model_settings).unit_prices() is not None
+            except Exception:  # litellm cannot resolve the provider: no price either
+                priced = False
+            text = (f"scorer {entry.scorer_id}: judge model {judge.model!r} has no known price, so its calls "
+                    f'cannot be held to [judge.budgets]; set [judge] unpriced = "allow" to call it anyway')
+            if not priced and text not in problems:
+                problems.append(text)
+    return problems
+
+
 def run(args: argparse.Namespace) -> int:
     """Validate; print a summary (exit 0) or the problem with its key path (exit 2).
 
@@ -51,6 +84,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         config = load_config(args.config)
         registry = ScorerRegistry.load(config.scorers)
+        problems = unpriced_judges(config, registry.entries)
+        if problems:
+            raise ConfigError(f"invalid configuration: {problems[0]}")
     except ConfigError as err:
         report_config_error(err)
         return 2
@@ -67,6 +103,8 @@ def run(args: argparse.Namespace) -> int:
         s = config.sessions
         print(f"  sessions: scored {s.idle_s:g} s after their last turn or at '{s.end_attribute}' = true; "
               f"at most {s.max_revisions} revisions, {s.max_open} open")
+    for scope, limit in config.judge.budgets.all_limits():
+        print(f"  judge budget {scope}: {limit:g} USD per {config.judge.budgets.window}")
     if not registry.entries:
         print("  warning: no scorer configured ([[scorers]]): spans are received and forwarded, "
               "nothing is scored")

@@ -12,7 +12,16 @@ import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from collector.commands.arguments import check, dead_letters, demo, inspect, score, serve, status
+from collector.commands.arguments import (
+    check,
+    dead_letters,
+    demo,
+    inspect,
+    judges,
+    score,
+    serve,
+    status,
+)
 
 
 @dataclass(frozen=True)
@@ -47,6 +56,8 @@ COMMANDS: tuple[Command, ...] = (
             status.add_arguments, "collector.commands.status"),
     Command("dead-letters", "list, show, replay or purge the jobs that failed for good (dead letters)",
             dead_letters.add_arguments, "collector.commands.dead_letters"),
+    Command("judges", "show judge budgets, circuit breakers and parked jobs; resume a judge model",
+            judges.add_arguments, "collector.commands.judges"),
     Command("check", "validate a configuration file and import its scorers",
             check.add_arguments, "collector.commands.check"),
     Command("inspect", "print the agent runs found in saved OTLP files (no scoring)",

@@ -13,6 +13,7 @@ from collector.config.checks import (
     endpoint_host_port,
     without_password,
 )
+from collector.config.judge import BudgetsConfig, JudgeConfig
 from collector.config.load import config_from_dict, load_config, load_receiver
 from collector.config.sections import (
     AssemblyConfig,
@@ -34,7 +35,7 @@ from collector.config.sinks import (
 )
 
 __all__ = [
-    "AssemblyConfig", "Config", "ExportConfig", "FilterConfig", "KeyProblem", "LangfuseSinkConfig",
+    "AssemblyConfig", "BudgetsConfig", "Config", "ExportConfig", "FilterConfig", "JudgeConfig", "KeyProblem", "LangfuseSinkConfig",
     "MlflowSinkConfig", "PhoenixSinkConfig", "QueueConfig", "ReceiverConfig", "ScorerConfig",
     "SessionsConfig", "SinksConfig", "WorkersConfig", "check_destinations", "config_from_dict", "endpoint_host_port", "load_config",
     "load_receiver", "secret_value", "without_password",

@@ -16,7 +16,7 @@ from collector.config.checks import KeyProblem
 from collector.config.sections import Config, ReceiverConfig
 from collector.errors import ConfigError
 
-_SECTIONS = ("receiver", "assembly", "sessions", "queue", "workers", "export")
+_SECTIONS = ("receiver", "assembly", "sessions", "queue", "workers", "export", "judge")
 
 
 def _env_value(raw: str) -> Any:
@@ -68,10 +68,14 @@ def _apply_env(data: dict[str, Any], env: Mapping[str, str]) -> None:
         if section is None:
             continue
         key = rest[len(section) + 1 :]
-        data.setdefault(section, {})
-        if not isinstance(data[section], dict):
+        table = data.setdefault(section, {})
+        if not isinstance(table, dict):
             raise ConfigError(f"{section}: must be a table")
-        data[section][key] = _env_value(raw)
+        if section == "judge" and key.startswith("budgets_"):  # TRACESCORE_JUDGE_BUDGETS_USD
+            table, key = table.setdefault("budgets", {}), key[len("budgets_"):]
+            if not isinstance(table, dict):
+                raise ConfigError("judge.budgets: must be a table")
+        table[key] = _env_value(raw)
 
 
 def _apply_otel(data: dict[str, Any], env: Mapping[str, str]) -> None:

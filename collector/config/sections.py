@@ -27,6 +27,7 @@ from collector.config.checks import (
     url_problem,
     without_password,
 )
+from collector.config.judge import JudgeConfig
 from collector.config.sinks import SinksConfig
 from collector.errors import ConfigError
 
@@ -212,10 +213,12 @@ class WorkersConfig(BaseModel):
     model_config = _MODEL
     concurrency: int = Field(default=64, gt=0)
     judge_concurrency: int = Field(default=32, gt=0)
-    # Judge requests per minute per model and worker process (0: no limit); a model listed in
-    # judge_rpm_by_model gets its own limit (0 there exempts it).
+    # Judge requests (and tokens) per minute per model, shared by every process of the
+    # deployment (0: no limit); a model listed in *_by_model gets its own limit (0 there exempts it).
     judge_rpm: int = Field(default=0, ge=0)
     judge_rpm_by_model: dict[str, Annotated[int, Field(ge=0)]] = Field(default_factory=dict)
+    judge_tpm: int = Field(default=0, ge=0)
+    judge_tpm_by_model: dict[str, Annotated[int, Field(ge=0)]] = Field(default_factory=dict)
     job_timeout_s: float = Field(default=240.0, gt=0)  # a run taking longer is retried (then failed)
     drain_timeout_s: float = Field(default=30.0, ge=0)  # SIGTERM: in-flight jobs finish this long
 
@@ -356,6 +359,7 @@ class Config(BaseModel):
     export: ExportConfig = Field(default_factory=ExportConfig)
     scorers: list[ScorerConfig] = Field(default_factory=list)
     sinks: SinksConfig = Field(default_factory=SinksConfig)
+    judge: JudgeConfig = Field(default_factory=JudgeConfig)
 
     @model_validator(mode="after")
     def _across_sections(self) -> Config:

@@ -82,6 +82,32 @@ def merge(snapshots: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     view["sessions"] = {}
     for snap in sessions.values():
         _add(view["sessions"], snap["sessions"])
+    view["governance"] = merge_governance(latest.values())
     view["backlog"] = merge_backlogs(snap.get("backlog") or () for snap in stores.values())
     view["stores"] = sorted(stores)
     return view
+
+
+def merge_governance(snapshots: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """Judge governance (budgets, breakers, parked jobs) of the replicas: each store's ledger is
+    shared by its replicas, so the latest snapshot of each store counts, once.
+
+    Example:
+        >>> a = {"replica": "a", "store": "s", "at": 1, "governance": {"budgets": [], "breakers": [],
+        ...      "parked": {"budget_exhausted": 2}}}
+        >>> b = {**a, "replica": "b", "at": 2, "governance": {**a["governance"], "parked": {"budget_exhausted": 3}}}
+        >>> merge_governance([a, b])["parked"]
+        {'budget_exhausted': 3}
+    """
+    latest: dict[str, Mapping[str, Any]] = {}
+    for snap in snapshots:
+        store = str(snap.get("store") or snap.get("replica"))
+        if snap.get("governance") and (store not in latest or snap.get("at", 0) >= latest[store].get("at", 0)):
+            latest[store] = snap
+    merged: dict[str, Any] = {"budgets": [], "breakers": [], "parked": {}}
+    for snap in latest.values():
+        report = snap["governance"]
+        merged["budgets"] += report.get("budgets", [])
+        merged["breakers"] += report.get("breakers", [])
+        _add(merged["parked"], report.get("parked", {}))
+    return merged

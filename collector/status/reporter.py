@@ -44,6 +44,7 @@ class StatusReporter:
         role: the replica's ``--role``.
         store: names the store, so a group's shared counts are counted once.
         board: the group's board (None: a single replica).
+        governance: reads the judge budgets, breakers and parked jobs (`collector.work.governor.judge_report`).
 
     Example:
         >>> import asyncio
@@ -56,7 +57,10 @@ class StatusReporter:
     """
 
     def __init__(self, metrics: Metrics, stats: Callable[[], Awaitable[StoreStats]], *, role: str, store: str,
-                 board: StatusBoard | None = None) -> None:
+                 board: StatusBoard | None = None,
+                 governance: Callable[[], Awaitable[dict[str, Any]]] | None = None) -> None:
+        self._governance = governance
+        self._governance_report: dict[str, Any] | None = None
         self.replica = replica_id()
         self._metrics = metrics
         self._stats = stats
@@ -67,8 +71,16 @@ class StatusReporter:
 
     async def _snapshot(self, stats: StoreStats | None) -> dict[str, Any]:
         found = samples(self._metrics.registry)
-        return build_snapshot(found, stats, replica=self.replica, role=self._role, store=self._store,
-                              rates=self._window.per_minute())
+        snapshot = build_snapshot(found, stats, replica=self.replica, role=self._role, store=self._store,
+                                  rates=self._window.per_minute())
+        if self._governance is not None:  # judge budgets, breakers, parked jobs (SPEC §8): the store's
+            try:
+                self._governance_report = await self._governance()
+            except Exception:
+                logger.debug("judge governance unavailable for status", exc_info=True)
+            if self._governance_report is not None:
+                snapshot["governance"] = self._governance_report
+        return snapshot
 
     async def refresh(self, stats: StoreStats | None) -> None:
         """Sample the totals for the rates; publish the snapshot to the group's board."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 from rich.console import Group, RenderableType
@@ -106,6 +107,41 @@ def judge_table(view: Mapping[str, Any]) -> Table:
     return table
 
 
+def governance_table(view: Mapping[str, Any]) -> Table:
+    """Judge budgets (spent, reserved, limit, remaining, reset), open breakers and parked jobs (SPEC §8).
+
+    Example:
+        >>> judges = {"budgets": [{"scope": "global", "window": "1d:2026-12-05", "spent": 0.04, "reserved": 0.01,
+        ...           "limit": 0.05, "remaining": 0.0, "reset": 1780704000.0}],
+        ...           "breakers": [{"model": "m", "reason": "401 authentication refused", "since": 0, "next_probe": 60}],
+        ...           "parked": {"budget_exhausted": 7, "judge_unavailable": 0}}
+        >>> [row[0] for row in governance_rows(judges)]
+        ['budget global (1d:2026-12-05)', 'breaker m', 'parked: budget_exhausted', 'parked: judge_unavailable']
+    """
+    table = Table(title="judge governance", title_justify="left", show_header=False)
+    table.add_column("what")
+    table.add_column("value")
+    for row in governance_rows(view.get("governance") or {}):
+        table.add_row(*row)
+    return table
+
+
+def _at(epoch_s: Any) -> str:
+    return datetime.fromtimestamp(float(epoch_s), tz=UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def governance_rows(report: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The rows of `governance_table`."""
+    at = _at
+    rows = [(f"budget {b['scope']} ({b['window']})",
+             f"spent {b['spent']:.4f} + reserved {b['reserved']:.4f} of {b['limit']:g} USD; "
+             f"{b['remaining']:.4f} left; resets {at(b['reset'])}") for b in report.get("budgets", [])]
+    rows += [(f"breaker {b['model']}", f"OPEN since {at(b['since'])}: {b['reason']}; next probe {at(b['next_probe'])}")
+             for b in report.get("breakers", [])]
+    rows += [(f"parked: {reason}", _n(count)) for reason, count in sorted(report.get("parked", {}).items())]
+    return rows
+
+
 def failure_rows(failures: Mapping[str, Any]) -> list[tuple[str, str]]:
     """The failures table's rows: failed scores, score export attempts refused, forwarded
     requests refused (kept and retried, or dropped) and internal errors per component.
@@ -152,4 +188,7 @@ def render(view: Mapping[str, Any], sources: str = "") -> RenderableType:
         store.add_row("sessions scored / reopened / forced", " / ".join(
             _n(sessions.get(k, 0)) for k in ("scored", "reopened", "forced")))
     top.add_row(traffic, store, failed)
-    return Group(header, top, scorer_table(view), backlog_table(view), judge_table(view))
+    parts: list[RenderableType] = [header, top, scorer_table(view), backlog_table(view), judge_table(view)]
+    if governance_rows(view.get("governance") or {}):
+        parts.append(governance_table(view))
+    return Group(*parts)

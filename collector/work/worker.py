@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from collector._aio import bounded, cancel_and_wait, wait_event
+from collector.judge_types import Park
 from collector.metrics import Metrics
 from collector.store.interface import JobQueue, JudgeReplies
 from collector.types import Dead, Done, LeasedJob, Retry, RunRecord, ScoreRecord, Settlement
@@ -31,6 +32,7 @@ from collector.work.record import judge_summary, requests_sent, score_record, tr
 from collector.work.registry import RegisteredScorer, ScorerRegistry
 from collector.work.replies import StoredReplies
 from scorers._agent_types import ScorerRunInputForAgent, ScorerRunOutputForAgent
+from scorers._judge_governor import JudgeGovernor, JudgeParked, govern_judge_calls
 from scorers._reply_memo import remember_judge_replies
 
 logger = logging.getLogger(__name__)
@@ -40,6 +42,16 @@ HANDBACK_TIMEOUT_S = 5.0
 
 DEAD_LETTER_CHARS = 65536
 """A dead letter keeps this much of the failure's traceback and of the partial result's JSON."""
+
+
+def _parked(err: BaseException) -> JudgeParked | None:
+    """The `JudgeParked` a scorer failure comes from (the scorer wraps its step's error), or None."""
+    seen: BaseException | None = err
+    while seen is not None:
+        if isinstance(seen, JudgeParked):
+            return seen
+        seen = seen.__cause__
+    return None
 
 
 class JobTimeout(Exception):
@@ -96,6 +108,9 @@ class Worker:
         max_take: jobs taken per call at most (bounded read-ahead; default concurrency / 4).
         replies: where each job's judge replies are kept until it settles (the store), so a
             job run again never pays for a judge call twice; None keeps none.
+        governor: governs the judge calls of every job (budgets, shared rates, breakers: SPEC §8);
+            a job it refuses is parked (`Park`: its attempts untouched), and dead-lettered with
+            the park's reason once parked longer than ``max_park_s``.
     """
 
     def __init__(
@@ -103,7 +118,10 @@ class Worker:
         concurrency: int = 64, max_attempts: int = 5, max_attribute_chars: int = 4096,
         on_result: Callable[[], None] | None = None, poll_s: float = 0.5, retry_base_s: float = 1.0,
         job_timeout_s: float = 240.0, replies: JudgeReplies | None = None, lease_s: float = 300.0, max_take: int | None = None,
+        governor: JudgeGovernor | None = None, max_park_s: float = 86400.0,
     ) -> None:
+        self._governor = governor
+        self._max_park_s = max_park_s
         self._replies = replies
         self._job_timeout = job_timeout_s
         self._max_take = max_take or max(1, concurrency // 4)
@@ -233,7 +251,7 @@ class Worker:
         try:
             memo = await self._memo_of(job.key, entry)
             async with asyncio.timeout(self._job_timeout):
-                with remember_judge_replies(memo):
+                with remember_judge_replies(memo), govern_judge_calls(self._governor, job.scorer_id):
                     result = await self._run_scorer(entry, run)
         except TimeoutError:
             timeout = JobTimeout(f"scorer {job.scorer_id!r} took longer than {self._job_timeout:g}s")
@@ -314,6 +332,17 @@ class Worker:
 
     def _failed(self, leased: LeasedJob, entry: RegisteredScorer, err: Exception, start_ns: int) -> Settlement:
         job = leased.job
+        parked = _parked(err)
+        if parked is not None:
+            since = leased.parked_since if leased.parked_since is not None else time.time()
+            if time.time() - since < self._max_park_s:
+                self._metrics.decisions.labels(scorer=job.scorer_id, reason="parked").inc()
+                logger.info("scorer %s parked on %s (%s): %s", job.scorer_id, job.key, parked.reason, parked)
+                return Park(parked.retry_after_s or 60.0, parked.reason)
+            logger.warning("scorer %s parked longer than %.0f s on %s: dead-lettered (%s)",
+                           job.scorer_id, self._max_park_s, job.key, parked.reason)
+            self._metrics.decisions.labels(scorer=job.scorer_id, reason="failed").inc()
+            return Dead(parked.reason, str(parked), self._record(leased, entry, None, start_ns, error=parked))
         retryable, retry_after = _retryable(err)
         partial = getattr(err, "partial_result", None)
         # The traceback at -v (INFO): the one-line message is enough to see that scorers fail.

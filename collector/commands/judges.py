@@ -1,0 +1,90 @@
+"""``tracescore judges [--format table|json]`` and ``tracescore judges resume MODEL`` (SPEC §8).
+
+Reads the judge ledger of the store ``--config FILE`` names (``queue.url``), while the
+daemon runs: every judge budget of ``[judge.budgets]`` (spent, reserved, limit, what is
+left and when the window resets), every open circuit breaker (model, the provider's
+answer that opened it, since when, the next probe) and the jobs parked per reason.
+``resume MODEL`` closes that model's breakers by hand: its parked jobs run at their next
+take. Exit codes: 0 done; 1 the store cannot be reached, or ``resume`` found no open
+breaker for MODEL; 2 a bad configuration.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from datetime import UTC, datetime
+from typing import Any
+
+from collector.commands.dead_letters import open_judge_ledger, unreachable
+from collector.commands.report import report_config_error
+from collector.config import load_config
+from collector.errors import ConfigError
+from collector.work.governor import judge_report
+
+
+def _when(at: float) -> str:
+    return datetime.fromtimestamp(at, tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def print_report(report: dict[str, Any], fmt: str) -> None:
+    """Print a `collector.work.governor.judge_report`: JSON, or three short tables.
+
+    Example:
+        >>> print_report({"budgets": [], "breakers": [], "parked": {"budget_exhausted": 0}}, "table")
+        judge budgets: none configured
+        circuit breakers: all closed
+        parked jobs: budget_exhausted 0
+    """
+    if fmt == "json":
+        print(json.dumps(report, indent=2))
+        return
+    if not report["budgets"]:
+        print("judge budgets: none configured")
+    for row in report["budgets"]:
+        print(f"judge budget {row['scope']} ({row['window']}): spent {row['spent']:.6f}, reserved "
+              f"{row['reserved']:.6f}, limit {row['limit']:g}, remaining {row['remaining']:.6f} USD; "
+              f"resets {_when(row['reset'])}")
+    if not report["breakers"]:
+        print("circuit breakers: all closed")
+    for row in report["breakers"]:
+        print(f"circuit breaker {row['model']} open since {_when(row['since'])}: {row['reason']}; "
+              f"next probe {_when(row['next_probe'])}")
+    print("parked jobs: " + ", ".join(f"{reason} {count}" for reason, count in report["parked"].items()))
+
+
+async def _act(args: argparse.Namespace, config: Any) -> int:
+    ledger = open_judge_ledger(config)
+    try:
+        if args.action == "resume":
+            closed = await ledger.close_judge_breakers(model=args.model)
+            if not closed:
+                print(f"tracescore: no open circuit breaker for judge model {args.model}", file=sys.stderr)
+                return 1
+            print(f"closed {closed} circuit breaker(s) of {args.model}: its parked jobs run at their next take")
+            return 0
+        print_report(await judge_report(ledger, config.judge), args.format)
+        return 0
+    finally:
+        await ledger.close()
+
+
+def run(args: argparse.Namespace) -> int:
+    """List or resume; see the module docstring for exit codes.
+
+    Example:
+        >>> run(argparse.Namespace(config="/nonexistent/ts.toml", action=None, format="json"))
+        2
+    """
+    try:
+        config = load_config(args.config, secrets=False)  # the store and [judge] only: no sink key needed
+    except ConfigError as err:
+        report_config_error(err)
+        return 2
+    try:
+        return asyncio.run(_act(args, config))
+    except unreachable(config) as err:
+        print(f"tracescore: cannot reach the store at {config.queue.display_url}: {err}", file=sys.stderr)
+        return 1

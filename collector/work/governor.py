@@ -1,0 +1,287 @@
+"""The deployment's judge governor (SPEC §8): budgets, shared rates and circuit breakers.
+
+`JudgeGovernance` is the `scorers._judge_governor.JudgeGovernor` a worker runs its scorers
+under. Every judge request, before it is sent:
+
+1. **Breaker**: the (model, credentials) pair's breaker, when open, parks the job
+   (``judge_unavailable``), except for the one probe call a replica claims when the probe is
+   due: its success closes the breaker, its failure re-opens it with the interval doubled
+   (``probe_interval_s``, up to 3,600 s).
+2. **Budgets**: its worst-case cost (prompt tokens and the call's output cap at the model's
+   price) is reserved against every budget it falls under; a budget it would cross parks
+   the job (``budget_exhausted``) until the window ends (asked again every
+   `BUDGET_RECHECK_S`, so a raised limit is seen). After the call the actual cost replaces
+   the reservation; a crashed worker's reservations expire after `reservation_ttl_s`.
+3. **Rates**: one request and its prompt tokens are taken from the model's shared
+   requests- and tokens-per-minute limits (waiting while they or a cool-down say so); the
+   output tokens are charged after the call.
+
+After a failed call: refused credentials, no quota or an unknown model
+(`scorers._judge_governor.unavailable_reason`) open the breaker on every replica and park
+the job; a 429 with Retry-After cools the model down on every replica.
+
+The ledger is the store's (`collector.store.judge_interface.JudgeLedger`); breakers are
+read from it at most once a second per process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from collector.config import JudgeConfig, WorkersConfig
+from collector.config.judge import MAX_PROBE_INTERVAL_S, now_s
+from collector.judge_types import PARK_REASONS, Breaker
+from collector.metrics import Metrics
+from collector.store.judge_interface import JudgeLedger
+from scorers._judge_governor import JudgeParked, JudgeRequest, JudgeTicket, unavailable_reason
+from scorers._judge_types import JudgeUsage
+from scorers._retry_after import parse_retry_after_ms
+from scorers.errors import JudgeError
+
+logger = logging.getLogger(__name__)
+
+BUDGET_RECHECK_S = 60.0
+"""A job parked for money is taken again at most this long later (a raised limit is seen)."""
+
+MAX_RATE_WAIT_S = 5.0
+"""A request waiting for the shared rate asks the ledger again at least this often."""
+
+BREAKERS_FRESH_S = 1.0
+"""Breakers are read from the ledger at most this often per process."""
+
+
+@dataclass
+class _Ticket:
+    """What one admitted request holds until it is settled."""
+
+    breaker_key: str
+    probe: bool = False
+    reservation: str | None = None
+    window: str = ""
+    scopes: list[str] = field(default_factory=list)
+
+
+class JudgeGovernance:
+    """Governs every judge request of one process with the shared ledger (module docstring).
+
+    Args:
+        ledger: the store's judge ledger, shared by every replica.
+        judge: ``[judge]`` (breakers, parking, unpriced models, budgets).
+        workers: ``[workers]`` (``judge_rpm``, ``judge_tpm`` and their per-model overrides).
+        metrics: spend, remaining budget, breakers and parked jobs are counted here.
+        reservation_ttl_s: a reservation not settled within this (its worker died) expires.
+        clock: the budget clock (epoch s); the default honours ``TRACESCORE_CLOCK_OFFSET_FILE``.
+    """
+
+    def __init__(self, ledger: JudgeLedger, judge: JudgeConfig, workers: WorkersConfig, metrics: Metrics, *,
+                 reservation_ttl_s: float = 600.0, clock: Callable[[], float] = now_s) -> None:
+        self.ledger = ledger
+        self.judge = judge
+        self.workers = workers
+        self.metrics = metrics
+        self.reservation_ttl_s = reservation_ttl_s
+        self.clock = clock
+        self._breakers: dict[str, Breaker] = {}
+        self._breakers_read = float("-inf")
+        self._breakers_lock = asyncio.Lock()
+        self._gauged_models: set[str] = set()  # models with a breaker gauge (set back to 0 when closed)
+
+    def rpm(self, model: str) -> int:
+        """The shared requests-per-minute limit of ``model`` (0: none)."""
+        w = self.workers
+        return w.judge_rpm_by_model.get(model, w.judge_rpm)
+
+    def tpm(self, model: str) -> int:
+        """The shared tokens-per-minute limit of ``model`` (0: none)."""
+        w = self.workers
+        return w.judge_tpm_by_model.get(model, w.judge_tpm)
+
+    async def breakers(self, *, fresh: bool = False) -> dict[str, Breaker]:
+        """The open breakers by key, read from the ledger at most once a second (``fresh``: now)."""
+        if fresh or time.monotonic() - self._breakers_read >= BREAKERS_FRESH_S:
+            async with self._breakers_lock:
+                if fresh or time.monotonic() - self._breakers_read >= BREAKERS_FRESH_S:
+                    self._breakers = {b.key: b for b in await self.ledger.judge_breakers()}
+                    self._breakers_read = time.monotonic()
+        return self._breakers
+
+    async def admit(self, request: JudgeRequest) -> JudgeTicket:
+        """Admit one request (breaker, budgets, rates) or raise `JudgeParked` (module docstring)."""
+        ticket = _Ticket(breaker_key=f"{request.model}#{request.credentials}")
+        try:
+            await self._check_breaker(request, ticket)
+            await self._reserve(request, ticket)
+            await self._take_rate(request)
+        except (JudgeParked, JudgeError):
+            raise
+        except asyncio.CancelledError:
+            await asyncio.shield(self._release(ticket))
+            raise
+        except Exception as exc:  # the ledger cannot be reached: a transient failure of the job
+            await asyncio.shield(self._release(ticket))
+            raise JudgeError(f"judge governance unavailable ({type(exc).__name__}: {exc})",
+                             retryable=True) from exc
+        return JudgeTicket(state=ticket)
+
+    async def _check_breaker(self, request: JudgeRequest, ticket: _Ticket) -> None:
+        breaker = (await self.breakers()).get(ticket.breaker_key)
+        if breaker is None:
+            return
+        now = time.time()
+        if breaker.probe_due(now) and await self.ledger.claim_judge_probe(breaker.key, now, breaker.interval_s):
+            ticket.probe = True
+            logger.info("judge %s: probing the open breaker (%s)", request.model, breaker.reason)
+            return
+        wait = max(1.0, breaker.next_probe - now)
+        raise JudgeParked("judge_unavailable", f"judge {request.model} is unavailable ({breaker.reason}); "
+                          f"next probe in {wait:.0f} s", wait)
+
+    async def _reserve(self, request: JudgeRequest, ticket: _Ticket) -> None:
+        budgets = self.judge.budgets
+        limits = budgets.limits(request.scorer_id, request.model)
+        if not limits:
+            return
+        if not request.priced and self.judge.unpriced == "refuse":
+            raise JudgeError(f"judge model {request.model} has no known price; under a judge budget it is "
+                             'refused (set [judge] unpriced = "allow" to call it anyway)')
+        now = self.clock()
+        window, ends = budgets.window_of(now)
+        amount = request.worst_case_usd(budgets.default_output_tokens) if request.priced else 0.0
+        reservation = uuid.uuid4().hex
+        crossed = await self.ledger.reserve_judge_spend(reservation, window, limits, amount, now,
+                                                        self.reservation_ttl_s)
+        if crossed is not None:
+            limit = dict(limits)[crossed]
+            wait = max(1.0, min(ends - now, BUDGET_RECHECK_S))
+            raise JudgeParked("budget_exhausted", f"the {crossed} judge budget of {limit:g} USD for "
+                              f"{window} would be crossed by a call of up to {amount:.6f} USD", wait)
+        ticket.reservation, ticket.window, ticket.scopes = reservation, window, [s for s, _ in limits]
+
+    async def _take_rate(self, request: JudgeRequest) -> None:
+        rpm, tpm = self.rpm(request.model), self.tpm(request.model)
+        if not rpm and not tpm:
+            return
+        tokens = request.prompt_tokens if tpm else 0
+        while True:  # the ledger says how long to wait; another replica may take the slot meanwhile
+            wait = await self.ledger.take_judge_rate(request.model, rpm, tpm, tokens)
+            if wait <= 0:
+                return
+            await asyncio.sleep(min(wait, MAX_RATE_WAIT_S))
+
+    async def _release(self, ticket: _Ticket) -> None:
+        """Give back a reservation whose call was never sent."""
+        if ticket.reservation is not None:
+            try:
+                await self.ledger.settle_judge_spend(ticket.reservation, ticket.window, ticket.scopes, 0.0)
+            except Exception:
+                logger.debug("releasing a judge reservation failed; it expires", exc_info=True)
+            ticket.reservation = None
+
+    async def settle(self, ticket: JudgeTicket, request: JudgeRequest, usage: JudgeUsage | None,
+                     cost_usd: float | None, error: BaseException | None) -> JudgeParked | None:
+        """Count the call's actual cost and output tokens; after a failure, open the breaker
+        (and park the job) or cool the model down, as the failure says."""
+        state = ticket.state
+        if not isinstance(state, _Ticket):
+            return None
+        cost = float(cost_usd or 0.0)
+        try:
+            if state.reservation is not None:
+                await self.ledger.settle_judge_spend(state.reservation, state.window, state.scopes, cost)
+                state.reservation = None
+            tpm = self.tpm(request.model)
+            if tpm and usage is not None and usage.output_tokens:
+                await self.ledger.add_judge_tokens(request.model, tpm, usage.output_tokens)
+            if cost:
+                self.metrics.judge_spend.labels(scorer=request.scorer_id or "", model=request.model).inc(cost)
+            if error is None:
+                if state.probe:
+                    closed = await self.ledger.close_judge_breakers(key=state.breaker_key)
+                    self._breakers.pop(state.breaker_key, None)
+                    if closed:
+                        logger.warning("judge %s answers again: its breaker is closed", request.model)
+                return None
+            return await self._learn(request, state, error)
+        except Exception:
+            logger.warning("settling a judge call with the ledger failed", exc_info=True)
+            return None
+
+    async def _learn(self, request: JudgeRequest, state: _Ticket, error: BaseException) -> JudgeParked | None:
+        """What a failed call tells every replica: a breaker to open, or a model to cool down."""
+        reason = unavailable_reason(error)
+        if reason is not None:
+            known = (await self.breakers(fresh=True)).get(state.breaker_key)
+            interval = self.judge.probe_interval_s
+            if state.probe and known is not None:
+                interval = min(MAX_PROBE_INTERVAL_S, known.interval_s * 2)
+            now = time.time()
+            since = known.since if known is not None else now
+            breaker = Breaker(state.breaker_key, request.model, reason, since, now + interval, interval)
+            await self.ledger.open_judge_breaker(breaker)
+            self._breakers[breaker.key] = breaker
+            logger.warning("judge %s is unavailable (%s): breaker open, its jobs are parked; next probe in %.0f s",
+                           request.model, reason, interval)
+            return JudgeParked("judge_unavailable", f"judge {request.model} is unavailable ({reason})", interval)
+        retry_after_ms = parse_retry_after_ms(error)
+        if getattr(error, "status_code", None) == 429 and retry_after_ms:
+            await self.ledger.cool_down_judge(request.model, retry_after_ms / 1000)
+        return None
+
+    async def refresh_gauges(self) -> None:
+        """Set the remaining-budget, breaker and parked-job gauges from the ledger."""
+        m = self.metrics
+        budgets = self.judge.budgets
+        if budgets.enabled:
+            window, _ = budgets.window_of(self.clock())
+            used = {u.scope: u.committed for u in await self.ledger.judge_spend(window, self.clock())}
+            for scope, limit in budgets.all_limits():
+                m.judge_budget_remaining.labels(scope=scope).set(max(0.0, limit - used.get(scope, 0.0)))
+        open_models = {b.model for b in (await self.breakers(fresh=True)).values()}
+        for model in open_models | self._gauged_models:
+            m.judge_breaker_open.labels(model=model).set(1 if model in open_models else 0)
+        self._gauged_models |= open_models
+        parked = await self.ledger.parked_jobs()
+        for reason in PARK_REASONS:
+            m.jobs_parked.labels(reason=reason).set(parked.get(reason, 0))
+
+
+async def judge_report(ledger: JudgeLedger, judge: JudgeConfig, now: float | None = None) -> dict[str, Any]:
+    """What ``tracescore judges``, ``status`` and ``/status`` show of judge governance: every
+    budget (scope, window, spent, reserved, limit, remaining, reset time), every open breaker
+    (model, reason, since, next probe) and the parked jobs per reason. Times are epoch s.
+
+    Example:
+        >>> import asyncio
+        >>> class Quiet:  # a ledger with nothing to say
+        ...     async def judge_spend(self, window, now): return []
+        ...     async def judge_breakers(self): return []
+        ...     async def parked_jobs(self): return {}
+        >>> from collector.config import BudgetsConfig
+        >>> report = asyncio.run(judge_report(Quiet(), JudgeConfig(budgets=BudgetsConfig(usd=2.0)), now=0.0))
+        >>> report["budgets"][0]["scope"], report["budgets"][0]["remaining"], report["budgets"][0]["reset"]
+        ('global', 2.0, 86400.0)
+        >>> report["parked"]
+        {'budget_exhausted': 0, 'judge_unavailable': 0}
+    """
+    budgets = judge.budgets
+    now = now_s() if now is None else now
+    window, ends = budgets.window_of(now)
+    rows: list[dict[str, Any]] = []
+    if budgets.enabled:
+        used = {u.scope: u for u in await ledger.judge_spend(window, now)}
+        for scope, limit in budgets.all_limits():
+            spent = used[scope].spent if scope in used else 0.0
+            reserved = used[scope].reserved if scope in used else 0.0
+            rows.append({"scope": scope, "window": window, "spent": round(spent, 9), "reserved": round(reserved, 9),
+                         "limit": limit, "remaining": round(max(0.0, limit - spent - reserved), 9), "reset": ends})
+    breakers = [{"model": b.model, "key": b.key, "state": "open", "reason": b.reason, "since": b.since,
+                 "next_probe": b.next_probe} for b in await ledger.judge_breakers()]
+    parked = await ledger.parked_jobs()
+    return {"budgets": rows, "breakers": breakers,
+            "parked": {reason: int(parked.get(reason, 0)) for reason in PARK_REASONS}}
