@@ -10,7 +10,7 @@ under. Every judge request, before it is sent:
 2. **Budgets**: its worst-case cost (prompt tokens and the call's output cap at the model's
    price) is reserved against every budget it falls under; a budget it would cross parks
    the job (``budget_exhausted``) until the window ends (asked again every
-   `BUDGET_RECHECK_S`, so a raised limit is seen). After the call the actual cost replaces
+   ``park_recheck_s``, so a raised limit is seen). After the call the actual cost replaces
    the reservation; a crashed worker's reservations expire after `reservation_ttl_s`.
 3. **Rates**: one request and its prompt tokens are taken from the model's shared
    requests- and tokens-per-minute limits (waiting while they or a cool-down say so); the
@@ -45,9 +45,6 @@ from scorers._retry_after import parse_retry_after_ms
 from scorers.errors import JudgeError
 
 logger = logging.getLogger(__name__)
-
-BUDGET_RECHECK_S = 60.0
-"""A job parked for money is taken again at most this long later (a raised limit is seen)."""
 
 MAX_RATE_WAIT_S = 5.0
 """A request waiting for the shared rate asks the ledger again at least this often."""
@@ -138,7 +135,7 @@ class JudgeGovernance:
             ticket.probe = True
             logger.info("judge %s: probing the open breaker (%s)", request.model, breaker.reason)
             return
-        wait = max(1.0, breaker.next_probe - now)
+        wait = max(0.1, breaker.next_probe - now)
         raise JudgeParked("judge_unavailable", f"judge {request.model} is unavailable ({breaker.reason}); "
                           f"next probe in {wait:.0f} s", wait)
 
@@ -158,7 +155,7 @@ class JudgeGovernance:
                                                         self.reservation_ttl_s)
         if crossed is not None:
             limit = dict(limits)[crossed]
-            wait = max(1.0, min(ends - now, BUDGET_RECHECK_S))
+            wait = max(0.1, min(ends - now, self.judge.park_recheck_s))
             raise JudgeParked("budget_exhausted", f"the {crossed} judge budget of {limit:g} USD for "
                               f"{window} would be crossed by a call of up to {amount:.6f} USD", wait)
         ticket.reservation, ticket.window, ticket.scopes = reservation, window, [s for s, _ in limits]

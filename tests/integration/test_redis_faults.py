@@ -101,7 +101,7 @@ class Proc:
 
     def __init__(self, tmp: Path, name: str, role: str, queue: dict[str, Any], export: str, scorer: str,
                  concurrency: int = 8, env: dict[str, str] | None = None, receiver: dict[str, Any] | None = None,
-                 export_timeout_s: float = 1.0) -> None:
+                 export_timeout_s: float = 1.0, extra: str = "") -> None:
         self.http_port, self.grpc_port = free_port(), free_port()
         self.role, self.log = role, tmp / f"{name}.log"
         self.env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", **(env or {})}
@@ -115,7 +115,7 @@ class Proc:
             + f"[workers]\nconcurrency = {concurrency}\n"
             + (f"job_timeout_s = {queue['visibility_timeout_s'] / 2}\n" if "visibility_timeout_s" in queue else "")
             + f'[export]\nendpoint = "{export}"\ntimeout_s = {export_timeout_s}\nmax_backoff_s = 0.3\nforward_spans = false\n'
-            + f'[[scorers]]\nref = "{scorer}"\n'
+            + f'[[scorers]]\nref = "{scorer}"\n' + extra
         )
         self.proc: asyncio.subprocess.Process | None = None
 
