@@ -16,9 +16,10 @@ import pytest
 
 from collector.commands.dead_letters import open_judge_ledger
 from collector.config import config_from_dict
-from collector.judge_types import Breaker, BudgetUse
-from collector.store.judge_interface import JudgeLedgerAdmin
+from collector.judge_types import Breaker, BudgetUse, Park
+from collector.store.judge_interface import WINDOW_RETENTION_S, JudgeLedgerAdmin
 from collector.store.redis.store import RedisStore
+from collector.types import RunRecord, ScoreJob
 
 StoreFactory = Callable[..., Awaitable[Any]]
 REDIS_URL = os.environ.get("TRACESCORE_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")  # as conftest's
@@ -220,3 +221,30 @@ class TestBreakers:
         assert await other.claim_judge_probe("m#k1", 1130.0, 120.0) is True
         await store.close_judge_breakers(key="m#k1")
         assert await store.claim_judge_probe("m#k1", 9999.0, 60.0) is False
+
+
+class TestRedisLayout:
+    """Redis only: the ledger writes only keys of its deployment (`RedisKeys`), and none stays for ever."""
+
+    @REDIS_ONLY
+    async def test_the_ledger_writes_only_the_deployments_keys_and_they_expire(self, make_store: StoreFactory) -> None:
+        store = await make_store()
+        k = store.keys
+        assert await store.reserve_judge_spend("r1", WINDOW, [("global", 1.0)], 0.5, 100.0, 600.0) is None
+        assert await store.reserve_judge_spend("r2", WINDOW, [("global", 1.0)], 0.25, 100.0, 600.0) is None
+        await store.settle_judge_spend("r1", WINDOW, ["global"], 0.125)
+        assert await store.take_judge_rate("openai/gpt-4o", 60, 6000, 100) == 0.0
+        await store.open_judge_breaker(Breaker("openai/gpt-4o#c0ffee", "openai/gpt-4o", "401", 1.0, 61.0, 60.0))
+        await store.put([ScoreJob(RunRecord(trace_id="ab" * 16, span_id="cd" * 8), "q", "1")])
+        (leased,) = await store.take(1)
+        await store.settle(leased, Park(60.0, "judge_unavailable"))
+        written = {key.decode() async for key in store.client.scan_iter(match=k.pattern)}
+        ledger = {k.judge_spend(WINDOW), k.judge_reservations(WINDOW), k.judge_reservation_data(WINDOW),
+                  k.judge_rate("openai/gpt-4o"), k.judge_breakers, k.judge_probes, k.parked}
+        assert ledger <= written
+        assert written - ledger == {k.jobs, k.delayed, k.delayed_data, k.idem(leased.job.key)}
+        for key in (k.judge_spend(WINDOW), k.judge_reservations(WINDOW), k.judge_reservation_data(WINDOW)):
+            assert WINDOW_RETENTION_S * 1000 - 60_000 < await store.client.pttl(key) <= WINDOW_RETENTION_S * 1000
+        assert 0 < await store.client.pttl(k.judge_rate("openai/gpt-4o")) <= 2000  # a second after its last time
+        await store.settle_judge_spend("r2", WINDOW, ["global"], 0.0)
+        assert not await store.client.exists(k.judge_reservations(WINDOW))  # no reservation left: no key

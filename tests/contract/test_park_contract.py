@@ -9,10 +9,12 @@ import asyncio
 import time
 from typing import Any
 
+import pytest
 from test_queue_contract import StoreFactory, job, record, take_until
 
 from collector.judge_types import Park
-from collector.types import Dead, Done, LeasedJob, Retry
+from collector.store.redis.queue import job_json
+from collector.types import Dead, Done, LeasedJob, Retry, RunRecord, ScoreJob
 
 BUDGET, BREAKER = "budget_exhausted", "judge_unavailable"
 
@@ -91,3 +93,12 @@ class TestParkContract:
             await asyncio.sleep(0.02)
         assert await store.parked_jobs() == {}
         assert [letter["key"] for letter in await store.dead_letters()] == [job(1).key]
+
+    @pytest.mark.parametrize("make_store", ["redis"], indirect=True)
+    async def test_a_delayed_job_of_an_earlier_version_is_promoted_as_it_was(self, make_store: StoreFactory) -> None:
+        store = await make_store()
+        old = ScoreJob(RunRecord(trace_id="ab" * 16, span_id="cd" * 8), "q", "1")
+        await store.client.zadd(store.keys.delayed, {old.key: 0})
+        await store.client.hset(store.keys.delayed_data, old.key, "3|" + job_json(old))
+        (leased,) = await store.take(1)
+        assert (leased.job, leased.attempt, leased.parked_since) == (old, 4, None)

@@ -210,10 +210,17 @@ class SqliteJudgeAdmin(SqliteJudgeLedger):
 
     Example:
         >>> import asyncio, os, tempfile
-        >>> asyncio.run(SqliteJudgeAdmin(os.path.join(tempfile.mkdtemp(), "none.db")).judge_breakers())
-        Traceback (most recent call last):
-        ...
-        FileNotFoundError: no queue file at ...none.db (is queue.url the daemon's?)
+        >>> from collector.store.sqlite.store import SqliteStore
+        >>> async def resume(path):  # `tracescore judges resume m` while the daemon runs
+        ...     store = SqliteStore(path)
+        ...     await store.start()
+        ...     await store.open_judge_breaker(Breaker("m#k", "m", "401 invalid api key", 0.0, 60.0, 60.0))
+        ...     closed = await SqliteJudgeAdmin(path).close_judge_breakers(model="m")
+        ...     left = await store.judge_breakers()
+        ...     await store.shutdown()
+        ...     return closed, left
+        >>> asyncio.run(resume(os.path.join(tempfile.mkdtemp(), "q.db")))
+        (1, [])
     """
 
     def __init__(self, path: str) -> None:
