@@ -7,7 +7,8 @@ dead letter whole: its error, the full traceback and the scorer's partial result
 ``replay`` re-queues jobs under their own idempotency keys (a running daemon scores each
 once); ``purge`` deletes dead letters. Exit codes: 0 done, 1 an ID not found, 2 a bad
 configuration or usage. The arguments are in `collector.commands.arguments.dead_letters`;
-redis-py is imported only for a Redis store, rich only to draw a table.
+redis-py is imported only for a Redis store, rich only to draw a table. `open_judge_ledger`
+opens the judge ledger the same way (for ``tracescore judges``).
 """
 
 from __future__ import annotations
@@ -24,7 +25,9 @@ from collector.commands.report import report_config_error
 from collector.config import Config, load_config
 from collector.errors import ConfigError
 from collector.store.interface import DeadLetterAdmin
+from collector.store.judge_interface import JudgeLedgerAdmin
 from collector.store.sqlite.dead_letters import SqliteDeadLetters
+from collector.store.sqlite.judge_ledger import SqliteJudgeAdmin
 from collector.types import DeadLetter
 
 
@@ -44,6 +47,26 @@ def open_dead_letters(config: Config) -> DeadLetterAdmin:
 
         return RedisDeadLetters(connect(q.url), RedisKeys(q.key_prefix), idempotency_ttl_s=q.retention_s)
     return SqliteDeadLetters(q.sqlite_path)
+
+
+def open_judge_ledger(config: Config) -> JudgeLedgerAdmin:
+    """The judge ledger (budgets, breakers, parked jobs) of the store ``queue.url`` names, for
+    a command beside the running daemon (``tracescore judges``); ``close()`` it after use.
+    On SQLite its rates and cool-downs are this process's own (the daemon's are in memory).
+
+    Example:
+        >>> from collector.config import config_from_dict
+        >>> type(open_judge_ledger(config_from_dict({}, env={}))).__name__
+        'SqliteJudgeAdmin'
+    """
+    q = config.queue
+    if q.kind == "redis":
+        from collector.store.redis.conn import connect
+        from collector.store.redis.judge_ledger import RedisJudgeAdmin
+        from collector.store.redis.keys import RedisKeys
+
+        return RedisJudgeAdmin(connect(q.url), RedisKeys(q.key_prefix))
+    return SqliteJudgeAdmin(q.sqlite_path)
 
 
 def unreachable(config: Config) -> tuple[type[Exception], ...]:

@@ -8,7 +8,15 @@ from typing import Protocol
 
 from collector.judge_types import Breaker, BudgetUse
 
-__all__ = ["JudgeLedger"]
+__all__ = ["AMOUNT_TOLERANCE", "WINDOW_RETENTION_S", "JudgeLedger", "JudgeLedgerAdmin"]
+
+AMOUNT_TOLERANCE = 1e-12
+"""USD a reservation may pass a limit by (sums of float amounts are not exact: five
+reservations of 0.01 fit a limit of 0.05)."""
+
+WINDOW_RETENTION_S = 40 * 86400.0
+"""How long a budget window's spend is kept after it was last written (the longest window
+is 31 days), by the store's own clock; then it is forgotten, so nothing grows for ever."""
 
 
 class JudgeLedger(Protocol):
@@ -70,5 +78,16 @@ class JudgeLedger(Protocol):
         ...
 
     async def parked_jobs(self) -> dict[str, int]:
-        """Jobs parked now (handed back with `collector.judge_types.Park`), per reason."""
+        """Jobs parked now (handed back with `collector.judge_types.Park`), per reason: a job is
+        parked from its park until it is settled otherwise (`Retry`, `Done`, `Dead`) or
+        dead-lettered, whether it waits for its delay or was taken again meanwhile; counted
+        under the reason of its last park."""
+        ...
+
+
+class JudgeLedgerAdmin(JudgeLedger, Protocol):
+    """The ledger as a command beside the daemon opens it (``tracescore judges``)."""
+
+    async def close(self) -> None:
+        """Release connections."""
         ...

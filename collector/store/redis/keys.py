@@ -10,6 +10,8 @@ Layout (``P`` is the prefix)::
     P jobs              stream     queued and leased score jobs (consumer group ``workers``)
     P delayed           zset       job keys handed back with a delay, scored by due time
     P delayed:data      hash       job key -> "attempts|job JSON" of delayed jobs
+                                   (a parked job: "attempts,parked_since|job JSON")
+    P parked            hash       job key -> park reason, from its Park until settled otherwise
     P dead              stream     dead letters: key, job, error JSON, attempts, failed_at
     P idem:{job key}    string     "queued" | "done" | "dead", with a TTL (SET NX on enqueue)
     P outbox            zset       outbox item id -> time it may be (re)exported
@@ -37,6 +39,12 @@ Layout (``P`` is the prefix)::
     P session:{scope}   hash       session_id, service, open, opened_at, last_noted, due_at,
                                    reason, claim_until, scored_rev
     P turns:{scope}     hash       "trace_id/span_id" -> the turn's RunRecord JSON
+    P judge:spend:{window}     hash  scope -> settled USD of the budget window (TTL: 40 days)
+    P judge:res:{window}       zset  live reservations of the window by expiry (caller's clock)
+    P judge:resdata:{window}   hash  reservation -> JSON [amount, scope...]
+    P judge:rate:{model}       hash  rpm, tpm (GCRA arrival times), cool (server clock; TTL)
+    P judge:breakers           hash  breaker key -> JSON {model, reason, since, interval_s}
+    P judge:probes             hash  breaker key -> next probe (epoch s)
 """
 
 from __future__ import annotations
@@ -327,6 +335,54 @@ class RedisKeys:
     def turns_prefix(self) -> str:
         """The prefix of a session's turns hash (scripts append its scope)."""
         return self.prefix + "turns:"
+
+    @property
+    def parked(self) -> str:
+        """Parked jobs: job key -> the reason of its last park (hash).
+
+        Example:
+            >>> RedisKeys("p:").parked
+            'p:parked'
+        """
+        return self.prefix + "parked"
+
+    def judge_spend(self, window: str) -> str:
+        """A budget window's settled spend per scope (hash); its reservations are beside it.
+
+        Example:
+            >>> keys = RedisKeys("p:")
+            >>> keys.judge_spend("1d:2026-12-05"), keys.judge_reservations("w"), keys.judge_reservation_data("w")
+            ('p:judge:spend:1d:2026-12-05', 'p:judge:res:w', 'p:judge:resdata:w')
+        """
+        return self.prefix + "judge:spend:" + window
+
+    def judge_reservations(self, window: str) -> str:
+        """A budget window's live reservations by expiry (zset)."""
+        return self.prefix + "judge:res:" + window
+
+    def judge_reservation_data(self, window: str) -> str:
+        """A budget window's reservations: id -> JSON ``[amount, scope...]`` (hash)."""
+        return self.prefix + "judge:resdata:" + window
+
+    def judge_rate(self, model: str) -> str:
+        """A model's shared rate limits and cool-down (hash).
+
+        Example:
+            >>> keys = RedisKeys("p:")
+            >>> keys.judge_rate("openai/gpt-4o"), keys.judge_breakers, keys.judge_probes
+            ('p:judge:rate:openai/gpt-4o', 'p:judge:breakers', 'p:judge:probes')
+        """
+        return self.prefix + "judge:rate:" + model
+
+    @property
+    def judge_breakers(self) -> str:
+        """Open breakers: key -> JSON (hash)."""
+        return self.prefix + "judge:breakers"
+
+    @property
+    def judge_probes(self) -> str:
+        """Open breakers' next probe times: key -> epoch s (hash)."""
+        return self.prefix + "judge:probes"
 
     @property
     def pattern(self) -> str:

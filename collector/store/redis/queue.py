@@ -13,6 +13,10 @@ Invariants (the same as the SQLite queue's):
 * `settle` with `Done`/`Dead` writes the outbox record, marks the key done (or dead),
   ``XACK``s and ``XDEL``s the entry atomically; `Retry` moves the job to a delayed set from
   which `take` re-queues it when due. Stream length is therefore the queue's depth.
+* `Park` is a `Retry` that gives the take's attempt back and carries ``parked_since`` (the
+  first park's time) with the job; the ``parked`` hash holds the job key and the reason of
+  its last park until the job is settled otherwise or dead-lettered (the SQLite queue's
+  ``park_reason``, `collector.store.sqlite.jobs`).
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from collector.judge_types import Park
 from collector.store.redis import scripts
 from collector.store.redis.conn import UNREACHABLE, Backoff, Coalescer, retry_unreachable
 from collector.store.redis.keys import GROUP, RedisKeys
@@ -223,7 +228,7 @@ class RedisJobQueue:
             self._last_reclaim = time.monotonic()
             error = json.dumps({"type": "LeaseExpired", "message": "the job's lease ran out too many times"})
             entries, dead = await self._reclaim(
-                keys=[self._k.jobs, self._k.dead],
+                keys=[self._k.jobs, self._k.dead, self._k.parked],
                 args=[GROUP, self.consumer, self._visibility_ms, limit, self._max_attempts,
                       self._k.idem_prefix, now, error, self._ttl_ms],
             )
@@ -231,8 +236,8 @@ class RedisJobQueue:
                 logger.warning("%d jobs dead-lettered after %d deliveries", dead, self._max_attempts)
             if len(entries) + int(dead) >= limit:
                 self._last_reclaim = 0.0  # a full batch: more may be stalled, look again at the next take
-            for entry_id, _key, payload, attempts, deliveries in entries:
-                taken.append(self._leased(_s(entry_id), payload, int(attempts), int(deliveries)))
+            for entry_id, _key, payload, attempts, deliveries, since in entries:
+                taken.append(self._leased(_s(entry_id), payload, int(attempts), int(deliveries), since))
         if len(taken) >= limit:
             return taken
         try:
@@ -249,13 +254,15 @@ class RedisJobQueue:
                 if not fields:
                     continue  # deleted while pending: nothing to run
                 prior = int(fields.get(b"attempts", b"0"))
-                taken.append(self._leased(_s(entry_id), fields[b"job"], prior + 1, 1))
+                taken.append(self._leased(_s(entry_id), fields[b"job"], prior + 1, 1, fields.get(b"parked_since")))
         return taken
 
-    def _leased(self, entry_id: str, payload: str | bytes, attempt: int, deliveries: int) -> LeasedJob:
+    def _leased(self, entry_id: str, payload: str | bytes, attempt: int, deliveries: int,
+                parked_since: bytes | None) -> LeasedJob:
         ms, _, seq = entry_id.partition("-")
         lease = f"{self.consumer}|{entry_id}|{deliveries}"
-        return LeasedJob(parse_job(payload), (int(ms) << 20) | int(seq or 0), lease, attempt)
+        since = float(parked_since) if parked_since else None
+        return LeasedJob(parse_job(payload), (int(ms) << 20) | int(seq or 0), lease, attempt, since)
 
     async def settle(self, leased: LeasedJob, outcome: Settlement) -> None:
         """Complete, retry or dead-letter a leased job (atomically with its outbox record).
@@ -273,26 +280,29 @@ class RedisJobQueue:
             result = await self._settles(self._general_settle(leased, outcome, consumer, entry_id, deliveries))
         if result == -1:
             logger.info("lease of job %s lost to another worker; result dropped", job.key)
-        elif not isinstance(outcome, Retry):
+        elif not isinstance(outcome, Retry | Park):
             self.depth_cache = max(0, self.depth_cache - 1 + int(result))
 
     def _general_settle(self, leased: LeasedJob, outcome: Settlement, consumer: str, entry_id: str,
                         deliveries: str) -> tuple[list[str], list[Any]]:
-        """The keys and arguments of the SETTLE script for a retry or a dead letter."""
+        """The keys and arguments of the SETTLE script for a retry, a park or a dead letter."""
         job = leased.job
         now = time.time()
-        kind, record, error, due_at = "retry", "", "", 0.0
+        kind, record, error, due_at, attempts, since, reason = "retry", "", "", 0.0, leased.attempt, "", ""
         if isinstance(outcome, Retry):
             due_at = now + outcome.delay_s
+        elif isinstance(outcome, Park):  # this take is not an attempt; the first park's time is kept
+            kind, due_at, attempts, reason = "park", now + outcome.delay_s, max(0, leased.attempt - 1), outcome.reason
+            since = repr(leased.parked_since if leased.parked_since is not None else now)
         elif isinstance(outcome, Dead):
             kind = "dead"
             error = dead_letter_error(job, outcome)
             record = outcome.record.to_json() if outcome.record is not None else ""
         k = self._k
         keys = [k.jobs, k.dead, k.delayed, k.delayed_data, k.outbox, k.outbox_data, k.outbox_seq,
-                k.idem(job.key), k.replies(job.key), *self.sink_keys]
+                k.idem(job.key), k.replies(job.key), k.parked, *self.sink_keys]
         args: list[Any] = [GROUP, entry_id, consumer, deliveries, kind, now, self._ttl_ms, record, job.key,
-                           job_json(job), leased.attempt, error, due_at]
+                           job_json(job), attempts, error, due_at, since, reason]
         return keys, args
 
     async def renew(self, leased: Sequence[LeasedJob]) -> int:
@@ -319,13 +329,13 @@ class RedisJobQueue:
 
         commands: list[tuple[Any, list[str], list[Any], list[int]]] = []  # script, keys, args, call indexes
         for consumer, indexes in done.items():
-            keys = [k.jobs, k.outbox, k.outbox_data, k.outbox_seq, *self.sink_keys]
+            keys = [k.jobs, k.outbox, k.outbox_data, k.outbox_seq, k.parked, *self.sink_keys]
             args: list[Any] = [GROUP, consumer, time.time(), self._ttl_ms, len(self.sink_keys)]
             for index in indexes:
                 call = calls[index]
                 assert isinstance(call, _DoneSettle)
                 keys += [k.idem(call.job_key), k.replies(call.job_key)]
-                args += [call.entry_id, call.deliveries, call.record]
+                args += [call.entry_id, call.deliveries, call.record, call.job_key]
             commands.append((self._settle_done, keys, args, indexes))
         for index, call in enumerate(calls):
             if not isinstance(call, _DoneSettle):

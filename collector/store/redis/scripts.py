@@ -24,7 +24,8 @@ end
 return out
 """
 
-# Re-queue delayed jobs that are due. KEYS: delayed, delayed data, jobs; ARGV: now, limit.
+# Re-queue delayed jobs that are due ("attempts|job", or a parked job's "attempts,parked_since|job").
+# KEYS: delayed, delayed data, jobs; ARGV: now, limit.
 PROMOTE = """
 local keys = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, ARGV[2])
 for _, key in ipairs(keys) do
@@ -33,16 +34,23 @@ for _, key in ipairs(keys) do
   redis.call('HDEL', KEYS[2], key)
   if data then
     local sep = string.find(data, '|', 1, true)
-    redis.call('XADD', KEYS[3], '*', 'key', key, 'job', string.sub(data, sep + 1),
-               'attempts', string.sub(data, 1, sep - 1))
+    local head = string.sub(data, 1, sep - 1)
+    local comma = string.find(head, ',', 1, true)
+    if comma then
+      redis.call('XADD', KEYS[3], '*', 'key', key, 'job', string.sub(data, sep + 1),
+                 'attempts', string.sub(head, 1, comma - 1), 'parked_since', string.sub(head, comma + 1))
+    else
+      redis.call('XADD', KEYS[3], '*', 'key', key, 'job', string.sub(data, sep + 1), 'attempts', head)
+    end
   end
 end
 return #keys
 """
 
 # Take over entries idle past the visibility timeout; dead-letter those delivered too often.
-# KEYS: jobs, dead; ARGV: group, consumer, min idle ms, count, max attempts, idem prefix, now,
-# error JSON, ttl ms. Returns {{entry id, key, job, attempts, deliveries}...}, dead count.
+# KEYS: jobs, dead, parked; ARGV: group, consumer, min idle ms, count, max attempts, idem prefix,
+# now, error JSON, ttl ms. Returns {{entry id, key, job, attempts, deliveries, parked_since or ''}...},
+# dead count.
 RECLAIM = """
 local res = redis.call('XAUTOCLAIM', KEYS[1], ARGV[1], ARGV[2], ARGV[3], '0-0', 'COUNT', ARGV[4])
 local out = {}
@@ -58,29 +66,40 @@ for _, e in ipairs(res[2]) do
     redis.call('XADD', KEYS[2], '*', 'key', fields['key'], 'job', fields['job'], 'error', ARGV[8],
                'attempts', attempts, 'failed_at', ARGV[7])
     redis.call('SET', ARGV[6] .. fields['key'], 'dead', 'PX', ARGV[9])
+    redis.call('HDEL', KEYS[3], fields['key'])
     redis.call('XACK', KEYS[1], ARGV[1], id)
     redis.call('XDEL', KEYS[1], id)
     dead = dead + 1
   else
-    out[#out + 1] = {id, fields['key'], fields['job'], tostring(attempts), tostring(deliveries)}
+    out[#out + 1] = {id, fields['key'], fields['job'], tostring(attempts), tostring(deliveries),
+                     fields['parked_since'] or ''}
   end
 end
 return {out, dead}
 """
 
 # Settle a leased job if the lease still holds: outbox write + idempotency mark + XACK/XDEL;
-# a job done or dead forgets its judge replies (it never runs again).
-# KEYS: jobs, dead, delayed, delayed_data, outbox, outbox_data, outbox_seq, idem, replies,
+# a job done or dead forgets its judge replies (it never runs again). A retry or a park goes to
+# the delayed set (a park with its parked_since, and into the parked hash with its reason);
+# any other settlement takes the job out of the parked hash.
+# KEYS: jobs, dead, delayed, delayed_data, outbox, outbox_data, outbox_seq, idem, replies, parked,
 #       then (sink zset, sink data) per native sink: the record is queued there too, same id
-# ARGV: group, entry id, consumer, deliveries, kind, now, ttl_ms, record, key, job, attempts,
-#       error, due_at
+# ARGV: group, entry id, consumer, deliveries, kind (retry, park, done, dead), now, ttl_ms,
+#       record, key, job, attempts, error, due_at, parked_since, park reason
 SETTLE = """
 local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[2], ARGV[2], 1)
 if #p == 0 or p[1][2] ~= ARGV[3] or tostring(p[1][4]) ~= ARGV[4] then return -1 end
 local added = 0
-if ARGV[5] == 'retry' then
+if ARGV[5] == 'park' then
+  redis.call('HSET', KEYS[10], ARGV[9], ARGV[15])
+else
+  redis.call('HDEL', KEYS[10], ARGV[9])
+end
+if ARGV[5] == 'retry' or ARGV[5] == 'park' then
+  local head = ARGV[11]
+  if ARGV[5] == 'park' then head = head .. ',' .. ARGV[14] end
   redis.call('ZADD', KEYS[3], ARGV[13], ARGV[9])
-  redis.call('HSET', KEYS[4], ARGV[9], ARGV[11] .. '|' .. ARGV[10])
+  redis.call('HSET', KEYS[4], ARGV[9], head .. '|' .. ARGV[10])
 else
   local state = redis.call('GET', KEYS[8])
   if state ~= 'done' and state ~= 'dead' then
@@ -93,7 +112,7 @@ else
       local id = redis.call('INCR', KEYS[7])
       redis.call('HSET', KEYS[6], id, ARGV[8])
       redis.call('ZADD', KEYS[5], ARGV[6], id)
-      for i = 10, #KEYS, 2 do
+      for i = 11, #KEYS, 2 do
         redis.call('HSET', KEYS[i + 1], id, ARGV[8])
         redis.call('ZADD', KEYS[i], ARGV[6], id)
       end
@@ -108,15 +127,15 @@ return added
 """
 
 # Settle many leased jobs done at once (SETTLE's "done" case, one call for a worker's batch).
-# KEYS: jobs, outbox, outbox_data, outbox_seq, then (sink zset, sink data) per native sink,
-#       then (idem, replies) per job
-# ARGV: group, consumer, now, ttl_ms, number of sink keys, then (entry id, deliveries, record)
-#       per job. Returns per job: -1 (the lease was lost), 1 (a record queued) or 0.
+# KEYS: jobs, outbox, outbox_data, outbox_seq, parked, then (sink zset, sink data) per native
+#       sink, then (idem, replies) per job
+# ARGV: group, consumer, now, ttl_ms, number of sink keys, then (entry id, deliveries, record,
+#       job key) per job. Returns per job: -1 (the lease was lost), 1 (a record queued) or 0.
 SETTLE_DONE = """
-local last_sink = 4 + tonumber(ARGV[5])
+local last_sink = 5 + tonumber(ARGV[5])
 local out = {}
 local j = 0
-for a = 6, #ARGV, 3 do
+for a = 6, #ARGV, 4 do
   local id, record = ARGV[a], ARGV[a + 2]
   local idem, replies = KEYS[last_sink + 1 + 2 * j], KEYS[last_sink + 2 + 2 * j]
   j = j + 1
@@ -132,13 +151,14 @@ for a = 6, #ARGV, 3 do
         local oid = redis.call('INCR', KEYS[4])
         redis.call('HSET', KEYS[3], oid, record)
         redis.call('ZADD', KEYS[2], ARGV[3], oid)
-        for i = 5, last_sink, 2 do
+        for i = 6, last_sink, 2 do
           redis.call('HSET', KEYS[i + 1], oid, record)
           redis.call('ZADD', KEYS[i], ARGV[3], oid)
         end
         added = 1
       end
     end
+    redis.call('HDEL', KEYS[5], ARGV[a + 3])
     redis.call('DEL', replies)
     redis.call('XACK', KEYS[1], ARGV[1], id)
     redis.call('XDEL', KEYS[1], id)

@@ -27,6 +27,7 @@ from collector.store.interface import SessionRules
 from collector.store.redis.buffer import RedisTraceBuffer
 from collector.store.redis.conn import UNREACHABLE, connect
 from collector.store.redis.forward import RedisForwardLog
+from collector.store.redis.judge_ledger import RedisJudgeLedger
 from collector.store.redis.keys import GROUP, RedisKeys
 from collector.store.redis.outbox import RedisOutbox
 from collector.store.redis.queue import RedisJobQueue
@@ -49,8 +50,9 @@ def _text(value: bytes | str) -> str:
     return value.decode() if isinstance(value, bytes) else value
 
 
-class RedisStore(RedisSessions):
-    """The Redis-backed trace buffer, job queue, outbox and session log (`RedisSessions`).
+class RedisStore(RedisSessions, RedisJudgeLedger):
+    """The Redis-backed trace buffer, job queue, outbox, session log (`RedisSessions`) and judge
+    ledger (`RedisJudgeLedger`).
 
     Args:
         url: ``redis://[user:password@]host:port/db`` (or ``rediss://``).

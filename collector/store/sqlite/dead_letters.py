@@ -12,14 +12,12 @@ workers take the job at their next poll and score it once.
 
 from __future__ import annotations
 
-import asyncio
 import sqlite3
 import time
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
-from collector.store.sqlite.schema import add_missing_columns
+from collector.store.sqlite.runner import run_beside
 from collector.types import DeadLetter, RunRecord
 
 _COLUMNS = "id, key, payload, error, attempts, failed_at"
@@ -107,7 +105,7 @@ class SqliteDeadLetters:
         path: the queue file (``queue.url``'s path); it must exist.
 
     Example:
-        >>> import os, tempfile
+        >>> import asyncio, os, tempfile
         >>> asyncio.run(SqliteDeadLetters(os.path.join(tempfile.mkdtemp(), "none.db")).letters())
         Traceback (most recent call last):
         ...
@@ -117,32 +115,18 @@ class SqliteDeadLetters:
     def __init__(self, path: str) -> None:
         self._path = path
 
-    def _run(self, fn: Any) -> Any:
-        if not Path(self._path).is_file():
-            raise FileNotFoundError(f"no queue file at {self._path} (is queue.url the daemon's?)")
-        db = sqlite3.connect(self._path, isolation_level=None, timeout=10.0)
-        try:
-            db.execute("PRAGMA busy_timeout=10000")
-            db.execute("BEGIN IMMEDIATE")
-            add_missing_columns(db)  # a file the daemon of an earlier version wrote
-            result = fn(db)
-            db.execute("COMMIT")
-            return result
-        finally:
-            db.close()
-
     async def letters(self) -> list[DeadLetter]:
         """Every dead letter, oldest first."""
-        return list(await asyncio.to_thread(self._run, list_dead_letters))
+        return list(await run_beside(self._path, list_dead_letters))
 
     async def replay(self, ids: Sequence[str] | None) -> list[str]:
         """Re-queue dead letters (all when ``ids`` is None); returns the ids replayed."""
         now = time.time()
-        return list(await asyncio.to_thread(self._run, lambda db: replay_dead_letters(db, ids, now)))
+        return list(await run_beside(self._path, lambda db: replay_dead_letters(db, ids, now)))
 
     async def purge(self, ids: Sequence[str] | None) -> int:
         """Delete dead letters (all when ``ids`` is None); returns how many."""
-        return int(await asyncio.to_thread(self._run, lambda db: purge_dead_letters(db, ids)))
+        return int(await run_beside(self._path, lambda db: purge_dead_letters(db, ids)))
 
     async def close(self) -> None:
         """Nothing to release (each command opens and closes its connection)."""

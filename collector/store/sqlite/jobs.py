@@ -4,7 +4,10 @@ Functions of a connection, run on the store's thread inside its transactions (se
 `collector.store.sqlite.runner`): a key in ``done`` (completed or dead-lettered) is never
 queued again; a taken job is leased until ``lease_until``; a job taken more than
 ``max_attempts`` times is dead-lettered; a job settled done or dead leaves with its judge
-replies.
+replies. A job handed back by `collector.judge_types.Park` gets its attempt back (the take
+is undone) and keeps ``parked_since`` (its first park) and ``park_reason`` until it is
+settled otherwise (`Retry`, `Done`, `Dead`) or dead-lettered: that is what "parked" means
+(`count_parked`), whether it waits for its delay or was taken again meanwhile.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import sqlite3
 import time
 from collections.abc import Sequence
 
+from collector.judge_types import Park
 from collector.types import (
     Dead,
     Done,
@@ -70,18 +74,19 @@ def lease_jobs(
         "UPDATE jobs SET lease = ?, lease_until = ?, attempts = attempts + 1"
         " WHERE id IN (SELECT id FROM jobs WHERE available_at <= ?"
         " AND (lease_until IS NULL OR lease_until <= ?) ORDER BY id LIMIT ?)"
-        " RETURNING id, key, payload, scorer_id, scorer_version, attempts, supersedes",
+        " RETURNING id, key, payload, scorer_id, scorer_version, attempts, supersedes, parked_since",
         (lease, now + visibility_s, now, now, limit),
     ).fetchall()
     taken, dead = [], 0
-    for job_id, key, payload, scorer_id, version, attempts, supersedes in sorted(rows):
+    for job_id, key, payload, scorer_id, version, attempts, supersedes, parked_since in sorted(rows):
         if attempts > max_attempts:
             dead_letter(db, job_id, key, payload, attempts,
                         json.dumps({"type": "LeaseExpired", "message": "the job's lease ran out too many times"}))
             dead += 1
             continue
         job = ScoreJob(RunRecord.from_json(payload), scorer_id, version, supersedes)
-        taken.append(LeasedJob(job, job_id, lease, attempts))
+        since = None if parked_since is None else float(parked_since)  # RETURNING may give a whole REAL as int
+        taken.append(LeasedJob(job, job_id, lease, attempts, since))
     return taken, dead
 
 
@@ -106,7 +111,23 @@ def settle_job(
     """Finish, hand back or dead-letter a leased job (``error``: the dead letter's error JSON).
 
     Returns whether the job left the queue, and the record to put in the outbox (None when
-    there is none, or when the lease was lost: another worker owns the job now).
+    there is none, or when the lease was lost: another worker owns the job now). `Park`
+    hands the job back like `Retry` but undoes this take's attempt and marks it parked.
+
+    Example:
+        >>> from collector.store.sqlite.schema import SCHEMA
+        >>> db = sqlite3.connect(":memory:"); _ = db.executescript(SCHEMA)
+        >>> _ = put_jobs(db, [ScoreJob(RunRecord(trace_id="ab" * 16, span_id="cd" * 8), "q")], now=0.0)
+        >>> def take_and_settle(outcome, now):
+        ...     (leased,), _ = lease_jobs(db, 1, now, f"l{now}", visibility_s=5.0, max_attempts=2)
+        ...     settle_job(db, leased, outcome, "", now)
+        ...     return leased.attempt, leased.parked_since
+        >>> [take_and_settle(Park(0.0, "budget_exhausted"), t) for t in (1.0, 2.0, 3.0)]
+        [(1, None), (1, 1.0), (1, 1.0)]
+        >>> count_parked(db), take_and_settle(Retry(0.0, "boom"), 4.0), count_parked(db)
+        ({'budget_exhausted': 1}, (1, 1.0), {})
+        >>> take_and_settle(Retry(0.0, "boom"), 5.0)
+        (2, None)
     """
     owned = db.execute(
         "SELECT key, payload FROM jobs WHERE id = ? AND lease = ?", (leased.job_id, leased.lease)
@@ -116,8 +137,16 @@ def settle_job(
     key, payload = owned
     if isinstance(outcome, Retry):
         db.execute(
-            "UPDATE jobs SET lease = NULL, lease_until = NULL, available_at = ?, last_error = ? WHERE id = ?",
+            "UPDATE jobs SET lease = NULL, lease_until = NULL, available_at = ?, last_error = ?,"
+            " parked_since = NULL, park_reason = NULL WHERE id = ?",
             (now + outcome.delay_s, outcome.error, leased.job_id),
+        )
+        return False, None
+    if isinstance(outcome, Park):
+        db.execute(
+            "UPDATE jobs SET lease = NULL, lease_until = NULL, available_at = ?, attempts = max(0, attempts - 1),"
+            " parked_since = coalesce(parked_since, ?), park_reason = ? WHERE id = ?",
+            (now + outcome.delay_s, now, outcome.reason, leased.job_id),
         )
         return False, None
     if isinstance(outcome, Dead):
@@ -125,6 +154,19 @@ def settle_job(
     elif isinstance(outcome, Done):
         _forget(db, leased.job_id, key)
     return True, outcome.record
+
+
+def count_parked(db: sqlite3.Connection) -> dict[str, int]:
+    """Jobs parked now (see the module docstring), per park reason.
+
+    Example:
+        >>> from collector.store.sqlite.schema import SCHEMA
+        >>> db = sqlite3.connect(":memory:"); _ = db.executescript(SCHEMA)
+        >>> count_parked(db)
+        {}
+    """
+    return dict(db.execute(
+        "SELECT park_reason, count(*) FROM jobs WHERE park_reason IS NOT NULL GROUP BY park_reason").fetchall())
 
 
 def _forget(db: sqlite3.Connection, job_id: int, key: str) -> None:

@@ -177,6 +177,36 @@ class SqliteRunner:
         await asyncio.to_thread(self._executor.shutdown, True)  # joins the (idle) thread
 
 
+async def run_beside(path: str, fn: Callable[[sqlite3.Connection], T]) -> T:
+    """Run ``fn(connection)`` in one ``BEGIN IMMEDIATE`` transaction on a connection of its own
+    to the queue file ``path``, in a thread: a command working beside the running daemon (WAL
+    mode lets it; it takes none of the daemon's locks). A file an earlier version wrote gets
+    the columns and tables it lacks first.
+
+    Example:
+        >>> import os, tempfile
+        >>> asyncio.run(run_beside(os.path.join(tempfile.mkdtemp(), "none.db"), lambda db: 1))
+        Traceback (most recent call last):
+        ...
+        FileNotFoundError: no queue file at ...none.db (is queue.url the daemon's?)
+    """
+    def work() -> T:
+        if not Path(path).is_file():
+            raise FileNotFoundError(f"no queue file at {path} (is queue.url the daemon's?)")
+        db = sqlite3.connect(path, isolation_level=None, timeout=10.0)
+        try:
+            db.execute("PRAGMA busy_timeout=10000")
+            db.execute("BEGIN IMMEDIATE")
+            add_missing_columns(db)
+            result = fn(db)
+            db.execute("COMMIT")
+            return result
+        finally:
+            db.close()
+
+    return await asyncio.to_thread(work)
+
+
 def _resolve_all(outcomes: list[tuple[asyncio.Future[Any], Any, BaseException | None]]) -> None:
     """Hand each call's result or error to its waiter (in the waiter's loop)."""
     for fut, result, error in outcomes:

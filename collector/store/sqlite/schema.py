@@ -39,7 +39,9 @@ CREATE TABLE IF NOT EXISTS jobs (
     lease_until REAL,
     attempts INTEGER NOT NULL DEFAULT 0,
     last_error TEXT,
-    supersedes TEXT  -- a replayed job: the evaluation span id of the failure it replaces
+    supersedes TEXT,  -- a replayed job: the evaluation span id of the failure it replaces
+    parked_since REAL,  -- handed back by a Park: when it was first parked (until settled otherwise)
+    park_reason TEXT  -- and why it was last parked (collector.judge_types.PARK_REASONS)
 );
 CREATE INDEX IF NOT EXISTS jobs_available ON jobs(available_at);
 CREATE TABLE IF NOT EXISTS done (
@@ -120,6 +122,40 @@ CREATE TABLE IF NOT EXISTS session_counts (  -- monotonic totals: scored_total, 
 ) WITHOUT ROWID;
 """
 
+JUDGE_TABLES = (
+    # Judge spend (collector.store.sqlite.judge_ledger): settled USD per (budget window, scope),
+    # kept until kept_until (wall clock) once the window is no longer written.
+    """CREATE TABLE IF NOT EXISTS judge_spend (
+    budget_window TEXT NOT NULL,
+    scope TEXT NOT NULL,
+    spent REAL NOT NULL,
+    kept_until REAL NOT NULL,
+    PRIMARY KEY (budget_window, scope)
+) WITHOUT ROWID""",
+    # Calls in flight: their worst-case cost per scope, until settled or expired (caller's clock).
+    """CREATE TABLE IF NOT EXISTS judge_reservations (
+    reservation TEXT NOT NULL,
+    budget_window TEXT NOT NULL,
+    scope TEXT NOT NULL,
+    amount REAL NOT NULL,
+    expires_at REAL NOT NULL,
+    PRIMARY KEY (budget_window, reservation, scope)
+) WITHOUT ROWID""",
+    # Open circuit breakers, one per (model, credentials) key (collector.judge_types.Breaker).
+    """CREATE TABLE IF NOT EXISTS judge_breakers (
+    key TEXT PRIMARY KEY,
+    model TEXT NOT NULL,
+    reason TEXT NOT NULL,
+    since REAL NOT NULL,
+    next_probe REAL NOT NULL,
+    interval_s REAL NOT NULL
+) WITHOUT ROWID""",
+)
+"""The judge ledger's tables: part of `SCHEMA`, and created by `add_missing_columns` in a file
+an earlier version wrote (a command beside the daemon may open one)."""
+
+SCHEMA += "".join(f"{table};\n" for table in JUDGE_TABLES)
+
 
 def summary_entry(trace_id: bytes, span_count: int, flags: int) -> bytes:
     """One trace's summary entry as stored (21 bytes).
@@ -153,19 +189,25 @@ def unpack_summary(summary: bytes) -> list[SummaryEntry]:
 
 
 def add_missing_columns(db: sqlite3.Connection) -> None:
-    """Add the columns a file of an earlier version lacks (``jobs.supersedes``); a no-op on a
-    current file. Safe inside or outside a transaction.
+    """Add the columns and tables a file of an earlier version lacks (``jobs.supersedes``,
+    ``jobs.parked_since``, ``jobs.park_reason``, `JUDGE_TABLES`); a no-op on a current file.
+    Safe inside or outside a transaction.
 
     Example:
         >>> db = sqlite3.connect(":memory:")
         >>> _ = db.execute("CREATE TABLE jobs (id INTEGER PRIMARY KEY, key TEXT)")
         >>> add_missing_columns(db); add_missing_columns(db)
         >>> [row[1] for row in db.execute("PRAGMA table_info(jobs)")]
-        ['id', 'key', 'supersedes']
+        ['id', 'key', 'supersedes', 'parked_since', 'park_reason']
+        >>> db.execute("SELECT count(*) FROM judge_breakers").fetchone()
+        (0,)
     """
     columns = {row[1] for row in db.execute("PRAGMA table_info(jobs)")}
-    if "supersedes" not in columns:
-        db.execute("ALTER TABLE jobs ADD COLUMN supersedes TEXT")
+    for column, kind in (("supersedes", "TEXT"), ("parked_since", "REAL"), ("park_reason", "TEXT")):
+        if column not in columns:
+            db.execute(f"ALTER TABLE jobs ADD COLUMN {column} {kind}")
+    for table in JUDGE_TABLES:
+        db.execute(table)
 
 
 def upgrade_layout(db: sqlite3.Connection) -> None:

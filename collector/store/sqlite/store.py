@@ -29,6 +29,7 @@ from collector.store.sqlite.buffer import BufferTables
 from collector.store.sqlite.faults import WriteHealth
 from collector.store.sqlite.forward import ForwardTables, SqliteForwardLog
 from collector.store.sqlite.jobs import lease_jobs, put_jobs, renew_leases, settle_job
+from collector.store.sqlite.judge_ledger import SqliteJudgeLedger
 from collector.store.sqlite.runner import SqliteRunner
 from collector.store.sqlite.sessions import SqliteSessions
 from collector.store.sqlite.sink_outbox import SqliteSinkOutbox, add_sink_rows
@@ -48,8 +49,8 @@ from collector.types import (
 logger = logging.getLogger(__name__)
 
 
-class SqliteStore(SqliteSessions):
-    """The SQLite-backed trace buffer, job queue, outbox and session log (`SqliteSessions`).
+class SqliteStore(SqliteSessions, SqliteJudgeLedger):
+    """The SQLite-backed trace buffer, job queue, outbox, session log (`SqliteSessions`) and judge ledger.
 
     Args:
         path: the database file (directories are created).

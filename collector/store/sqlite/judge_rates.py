@@ -1,0 +1,90 @@
+"""Judge rates of the SQLite store (SPEC §8): one process serves the whole deployment, so its
+requests- and tokens-per-minute limits and cool-downs live in memory.
+
+`LocalRates` keeps one GCRA (generic cell rate algorithm) per model and limit: a theoretical
+arrival time (``tat``) that every request (or token) pushes ``60 / limit`` seconds further;
+a request is allowed while that stays within one second's worth of the limit (its burst,
+at least the request itself) of now. Time is `time.monotonic` (never the budget clock).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+_SLACK_S = 1e-9
+"""Clock slack allowed when comparing arrival times (float sums of increments)."""
+
+
+def gcra(tat: float, now: float, per_minute: int, cost: float) -> tuple[float, float]:
+    """One GCRA step for a limit of ``per_minute`` units: the arrival time after taking
+    ``cost`` units at ``now``, and the seconds to wait before they may be taken (0.0: now).
+    The burst is one second's worth of the limit, or ``cost`` when that is more.
+
+    Example:
+        >>> tat = 0.0
+        >>> for _ in range(3):  # 120 a minute: a burst of 2, then one every 0.5 s
+        ...     new, wait = gcra(tat, 0.0, 120, 1)
+        ...     tat = new if wait == 0.0 else tat
+        ...     print(new, wait)
+        0.5 0.0
+        1.0 0.0
+        1.5 0.5
+        >>> gcra(0.0, 0.0, 60, 500)  # more than a second's worth: allowed when nothing is owed
+        (500.0, 0.0)
+    """
+    rate = per_minute / 60.0
+    burst_s = max(rate, cost) / rate
+    new = max(tat, now) + cost / rate
+    over = new - now - burst_s
+    return new, (over if over > _SLACK_S else 0.0)
+
+
+class LocalRates:
+    """Per-model request and token limits and cool-downs of one process (module docstring).
+
+    Args:
+        clock: monotonic seconds (tests may step it).
+
+    Example:
+        >>> now = [100.0]
+        >>> rates = LocalRates(clock=lambda: now[0])
+        >>> [rates.take("m", 120, 0, 0) for _ in range(3)]
+        [0.0, 0.0, 0.5]
+        >>> rates.cool_down("m", 10.0); now[0] += 1.0
+        >>> rates.take("m", 120, 0, 0)
+        9.0
+    """
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._tat: dict[tuple[str, str], float] = {}  # (model, "rpm" | "tpm") -> theoretical arrival
+        self._cool: dict[str, float] = {}  # model -> no request before this
+
+    def take(self, model: str, rpm: int, tpm: int, tokens: int) -> float:
+        """Take one request and ``tokens`` tokens (limits of 0: none) and return 0.0, or take
+        nothing and return the seconds to wait (a limit or a cool-down)."""
+        now = self._clock()
+        wait = self._cool.get(model, now) - now
+        steps: list[tuple[tuple[str, str], float]] = []
+        for name, limit, cost in (("rpm", rpm, 1), ("tpm", tpm, tokens)):
+            if limit > 0:
+                new, late = gcra(self._tat.get((model, name), now), now, limit, cost)
+                wait = max(wait, late)
+                steps.append(((model, name), new))
+        if wait > 0:
+            return wait
+        self._tat.update(steps)
+        self._cool.pop(model, None)
+        return 0.0
+
+    def add_tokens(self, model: str, tpm: int, tokens: int) -> None:
+        """Charge ``tokens`` more to the model's token limit (output counted after a call)."""
+        if tpm > 0 and tokens > 0:
+            now = self._clock()
+            self._tat[(model, "tpm")] = max(self._tat.get((model, "tpm"), now), now) + tokens * 60.0 / tpm
+
+    def cool_down(self, model: str, seconds: float) -> None:
+        """No request to ``model`` for ``seconds`` (a longer cool-down already set is kept)."""
+        until = self._clock() + seconds
+        self._cool[model] = max(self._cool.get(model, until), until)
