@@ -22,8 +22,8 @@ Without a governor, each process keeps its own per-model rate limit
 from __future__ import annotations
 
 import contextlib
-import re
 import hashlib
+import re
 from collections.abc import Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -217,7 +217,9 @@ def unavailable_reason(error: BaseException) -> str | None:
     """Why a judge failure says the judge cannot be used until someone acts (SPEC §8: open the
     breaker), or None for any other failure: refused credentials (401, 403), no quota or
     payment (402, ``insufficient_quota``), an unknown model (404, "model not found"). The
-    reason names the status and a short message, never a key.
+    reason names the status and a short message, never a key. A key missing from this
+    process's environment is not the judge's answer (nothing was sent): None, and the job
+    fails at once, naming the variable to set.
 
     Example:
         >>> class AuthenticationError(Exception):
@@ -233,7 +235,7 @@ def unavailable_reason(error: BaseException) -> str | None:
         >>> unavailable_reason(NotFoundError("The model `gpt-9` does not exist"))
         '404 unknown model'
     """
-    from scorers._processors import is_terminal_auth_error
+    from scorers._processors import _MISSING_CREDENTIALS, is_terminal_auth_error
     from scorers._retry_after import iter_error_chain
 
     if isinstance(error, JudgeParked):
@@ -246,6 +248,8 @@ def unavailable_reason(error: BaseException) -> str | None:
             status = code
         text += " " + str(level)
     prefix = f"{status} " if status is not None else ""
+    if _MISSING_CREDENTIALS.search(text):  # no key here: nothing was asked of the judge (a dead letter)
+        return None
     if status == 402 or _NO_QUOTA.search(text):
         return prefix + "insufficient quota"
     if status == 404 or _UNKNOWN_MODEL.search(text):

@@ -233,21 +233,23 @@ def test_judge_rate_limits_from_file_and_env() -> None:
     assert config_from_dict({}, env={}).workers.judge_rpm == 0  # no limit unless asked
 
 
-async def test_the_service_applies_the_judge_rate_limits(tmp_path: Path) -> None:
+async def test_the_service_shares_the_judge_rate_limits_through_its_governor(tmp_path: Path) -> None:
     from collector.service import Service
     from collector.work.registry import ScorerRegistry
-    from scorers._rate_limit import configure_judge_rate_limits, get_judge_rate_limit
+    from scorers._rate_limit import get_judge_rate_limit
 
     config = config_from_dict({
         "receiver": {"grpc_endpoint": "", "http_endpoint": ""},
         "queue": {"url": f"sqlite:///{tmp_path / 'q.db'}"},
-        "workers": {"judge_rpm": 600, "judge_rpm_by_model": {"openai/gpt-4o": 60, "ollama/x": 0}},
+        "workers": {"judge_rpm": 600, "judge_rpm_by_model": {"openai/gpt-4o": 60, "ollama/x": 0},
+                    "judge_tpm": 90000},
     }, env={})
     service = Service(config, ScorerRegistry([]))
     try:
         await service.start()
-        assert [get_judge_rate_limit(m) for m in ("openai/gpt-4o", "ollama/x", "openai/gpt-4o-mini")] == [
-            60, None, 600]
+        governance = service.governance
+        assert [governance.rpm(m) for m in ("openai/gpt-4o", "ollama/x", "openai/gpt-4o-mini")] == [60, 0, 600]
+        assert governance.tpm("openai/gpt-4o") == 90000
+        assert get_judge_rate_limit("openai/gpt-4o") is None  # not a per-process limit any more
     finally:
         await service.shutdown()
-        configure_judge_rate_limits(None, {})
