@@ -101,7 +101,7 @@ class JudgeConfig(BaseModel):
     model_config = _MODEL
     probe_interval_s: float = Field(default=60.0, gt=0)  # an open breaker's first probe; doubles to 3,600 s
     max_park_s: float = Field(default=86400.0, gt=0)  # a job parked longer is dead-lettered
-    park_recheck_s: float = Field(default=60.0, gt=0)  # a job parked for money is tried again this often
+    park_recheck_s: float = Field(default=60.0, gt=0)  # a parked job is tried again at least this often
     unpriced: Literal["refuse", "allow"] = "refuse"  # a model litellm has no price for, under a budget
     budgets: BudgetsConfig = Field(default_factory=BudgetsConfig)
 

@@ -4,17 +4,20 @@
 under. Every judge request, before it is sent:
 
 1. **Breaker**: the (model, credentials) pair's breaker, when open, parks the job
-   (``judge_unavailable``), except for the one probe call a replica claims when the probe is
-   due: its success closes the breaker, its failure re-opens it with the interval doubled
-   (``probe_interval_s``, up to 3,600 s).
+   (``judge_unavailable``; taken again at the next probe, or after ``park_recheck_s`` if
+   sooner, so that jobs run soon after a probe or ``tracescore judges resume`` closed it),
+   except for the one probe call a replica claims when the probe is due: its success closes
+   the breaker, its failure re-opens it with the interval doubled (``probe_interval_s``, up
+   to 3,600 s).
 2. **Budgets**: its worst-case cost (prompt tokens and the call's output cap at the model's
    price) is reserved against every budget it falls under; a budget it would cross parks
    the job (``budget_exhausted``) until the window ends (asked again every
    ``park_recheck_s``, so a raised limit is seen). After the call the actual cost replaces
    the reservation; a crashed worker's reservations expire after `reservation_ttl_s`.
 3. **Rates**: one request and its prompt tokens are taken from the model's shared
-   requests- and tokens-per-minute limits (waiting while they or a cool-down say so); the
-   output tokens are charged after the call.
+   requests- and tokens-per-minute limits (waiting while they or a cool-down say so: the
+   ledger is asked even for a model without limits, since any replica's 429 cools it
+   down); the output tokens are charged after the call.
 
 After a failed call: refused credentials, no quota or an unknown model
 (`scorers._judge_governor.unavailable_reason`) open the breaker on every replica and park
@@ -135,7 +138,7 @@ class JudgeGovernance:
             ticket.probe = True
             logger.info("judge %s: probing the open breaker (%s)", request.model, breaker.reason)
             return
-        wait = max(0.1, breaker.next_probe - now)
+        wait = max(0.1, min(breaker.next_probe - now, self.judge.park_recheck_s))  # a closed breaker is seen soon
         raise JudgeParked("judge_unavailable", f"judge {request.model} is unavailable ({breaker.reason}); "
                           f"next probe in {wait:.0f} s", wait)
 
@@ -161,9 +164,7 @@ class JudgeGovernance:
         ticket.reservation, ticket.window, ticket.scopes = reservation, window, [s for s, _ in limits]
 
     async def _take_rate(self, request: JudgeRequest) -> None:
-        rpm, tpm = self.rpm(request.model), self.tpm(request.model)
-        if not rpm and not tpm:
-            return
+        rpm, tpm = self.rpm(request.model), self.tpm(request.model)  # asked even with neither: a cool-down
         tokens = request.prompt_tokens if tpm else 0
         while True:  # the ledger says how long to wait; another replica may take the slot meanwhile
             wait = await self.ledger.take_judge_rate(request.model, rpm, tpm, tokens)
@@ -224,7 +225,8 @@ class JudgeGovernance:
             self._breakers[breaker.key] = breaker
             logger.warning("judge %s is unavailable (%s): breaker open, its jobs are parked; next probe in %.0f s",
                            request.model, reason, interval)
-            return JudgeParked("judge_unavailable", f"judge {request.model} is unavailable ({reason})", interval)
+            return JudgeParked("judge_unavailable", f"judge {request.model} is unavailable ({reason})",
+                               min(interval, self.judge.park_recheck_s))
         retry_after_ms = parse_retry_after_ms(error)
         if getattr(error, "status_code", None) == 429 and retry_after_ms:
             await self.ledger.cool_down_judge(request.model, retry_after_ms / 1000)
