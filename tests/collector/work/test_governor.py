@@ -141,13 +141,16 @@ async def test_a_failed_probe_doubles_the_interval(tmp_path: Path, llm: Any) -> 
 
 
 async def test_a_429_with_retry_after_cools_the_model_down(tmp_path: Path, llm: Any) -> None:
-    store, worker, governance = await _setup(tmp_path, _scorer(llm), JudgeConfig(),
-                                             workers=WorkersConfig(judge_rpm=6000), jobs=2)
+    store, worker, governance = await _setup(tmp_path, _scorer(llm), JudgeConfig(), jobs=2)  # no rate limits
     llm.script(llm_server.Reply.error(429, headers={"retry-after": "1"}))
     _, outcome = await _process_one(store, worker)
     assert type(outcome).__name__ == "Retry"
-    wait = await store.take_judge_rate("openai/gpt-4o-mini", 6000, 0, 0)
+    wait = await store.take_judge_rate("openai/gpt-4o-mini", 0, 0, 0)
     assert 0.5 < wait <= 1.0  # every replica waits out the Retry-After
+    await asyncio.sleep(wait)  # the retried job is sent once the cool-down is over, not before
+    started = time.monotonic()
+    _, outcome = await _process_one(store, worker)
+    assert isinstance(outcome, Done) and len(llm.requests) == 2 and time.monotonic() - started < 1.0
     await store.shutdown()
 
 
