@@ -46,8 +46,8 @@ class JudgeLedger(Protocol):
     async def take_judge_rate(self, model: str, rpm: int, tpm: int, tokens: int) -> float:
         """Take one request and ``tokens`` tokens from ``model``'s shared limits (0: no limit)
         and return 0.0; or, when either limit (or a cool-down) does not allow it now, take
-        nothing and return the seconds to wait before asking again. Bursts: one second's
-        worth of each limit (at least one request, and at least ``tokens``)."""
+        nothing and return the seconds to wait before asking again. Requests are evenly
+        spaced (``60 / rpm`` s apart); tokens burst one second's worth (at least ``tokens``)."""
         ...
 
     async def add_judge_tokens(self, model: str, tpm: int, tokens: int) -> None:

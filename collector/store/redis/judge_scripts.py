@@ -73,23 +73,26 @@ end
 """
 
 # Take one request and a number of tokens from the model's GCRA limits (a limit of 0: none;
-# burst: one second's worth, at least this request), unless a limit or a cool-down says wait.
+# requests evenly spaced, tokens in bursts of one second's worth, at least this request's),
+# unless a limit or a cool-down says wait.
 # KEYS: rate; ARGV: rpm, tpm, tokens. Returns "0" (taken) or the seconds to wait (nothing taken).
 RATE_TAKE = _CLOCK + """
 local h = redis.call('HMGET', KEYS[1], 'rpm', 'tpm', 'cool')
 local wait = (tonumber(h[3]) or now) - now
 local fields = {}
-local function step(name, tat, per_minute, cost)
+local function step(name, tat, per_minute, cost, burst)
   if per_minute <= 0 then return end
   local rate = per_minute / 60
   local new = math.max(tonumber(tat) or now, now) + cost / rate
-  local over = new - now - math.max(rate, cost) / rate
+  local allowed = cost / rate
+  if burst then allowed = math.max(rate, cost) / rate end
+  local over = new - now - allowed
   if over > 1e-9 and over > wait then wait = over end
   fields[#fields + 1] = name
   fields[#fields + 1] = string.format('%.17g', new)
 end
-step('rpm', h[1], tonumber(ARGV[1]), 1)
-step('tpm', h[2], tonumber(ARGV[2]), tonumber(ARGV[3]))
+step('rpm', h[1], tonumber(ARGV[1]), 1, false)
+step('tpm', h[2], tonumber(ARGV[2]), tonumber(ARGV[3]), true)
 if wait > 0 then return string.format('%.17g', wait) end
 if #fields > 0 then redis.call('HSET', KEYS[1], unpack(fields)) end
 redis.call('HDEL', KEYS[1], 'cool')
