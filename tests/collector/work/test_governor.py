@@ -95,7 +95,7 @@ async def test_a_parked_job_keeps_its_attempts_and_is_dead_lettered_after_max_pa
         assert isinstance(outcome, Park) and leased.attempt == 1
         await asyncio.sleep(0.12)  # the shortest park is 0.1 s
     assert leased.parked_since is not None and abs(leased.parked_since - parked_at) < 0.5
-    await asyncio.sleep(max(0.0, parked_at + 1.05 - time.time()))
+    await asyncio.sleep(max(0.0, leased.parked_since + 1.05 - time.time()))  # max_park_s after the first park
     leased, outcome = await _process_one(store, worker)
     assert isinstance(outcome, Dead) and outcome.error_type == "budget_exhausted", outcome
     assert "scorer:judged judge budget" in outcome.message
