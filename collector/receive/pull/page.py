@@ -1,0 +1,64 @@
+"""What every backend reader hands on: pages of complete traces, and the token of the next page.
+
+A `Puller` lists the traces of a window a page at a time, in the backend's own order
+(oldest first where the API can sort), fetches every span of the page's traces, and yields
+a `Page`: whole traces (so the adapters see each trace as the daemon's assembly would have),
+and the opaque token that starts the page after it. Only one page is held at a time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from adapters import AssembledTrace, TraceSpan, assemble
+
+
+@dataclass(frozen=True)
+class Page:
+    """One page of a backend's traces.
+
+    Attributes:
+        traces: the page's traces, each with every span the backend has of it.
+        next: the token of the page after this one (None: this is the last).
+        total: how many traces the window holds, when the backend says (else None).
+        token: the token this page was read with (None: the first page).
+    """
+
+    traces: list[AssembledTrace]
+    next: str | None
+    total: int | None = None
+    token: str | None = None
+    spans: int = field(default=0)
+
+
+class Puller(Protocol):
+    """One backend's read API."""
+
+    name: str
+
+    async def check(self) -> None:
+        """Fail at once (`collector.errors.PullError`) when the project or experiment is
+        unknown or the credentials are refused: before anything is scored."""
+        ...
+
+    def pages(self, token: str | None) -> AsyncIterator[Page]:
+        """The pages of the window, from the page ``token`` names (None: the first)."""
+        ...
+
+
+def page_of(spans: Iterable[TraceSpan], order: list[str], next_token: str | None, token: str | None,
+            total: int | None = None) -> Page:
+    """Group a page's spans into its traces, in the order the backend listed them.
+
+    Example:
+        >>> a, b = TraceSpan("a" * 32, "1" * 16, None, "x"), TraceSpan("b" * 32, "2" * 16, None, "y")
+        >>> page = page_of([a, b], ["b" * 32, "a" * 32], "t2", None)
+        >>> ([t.trace_id[0] for t in page.traces], page.next, page.spans)
+        (['b', 'a'], 't2', 2)
+    """
+    spans = list(spans)
+    by_id = {trace.trace_id: trace for trace in assemble(spans, [])}
+    traces = [by_id[trace_id] for trace_id in dict.fromkeys(order) if trace_id in by_id]
+    return Page(traces, next_token, total, token, len(spans))
