@@ -53,6 +53,7 @@ def test_a_backfill_after_the_daemon_and_a_second_one_add_nothing(tmp_path: Path
     finally:
         assert daemon.stop() == 0
     before = sorted((a["id"], a["name"], a["result"]["score"]) for a in phoenix.annotations([span_id], project))
+    assert len(before) == 2 and all(item[0] for item in before)  # ids the backend gave
 
     (tmp_path / "backfill.toml").write_text(config)
     for _ in range(2):
