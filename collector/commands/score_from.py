@@ -130,7 +130,7 @@ class Backfill:
         """Read, score and export every page from the cursor on, then the sessions."""
         args = self.args
         async with client:
-            puller = open_puller(source, client, self.cursor.window, args.filter)
+            puller = open_puller(source, client, self.cursor.window, args.filter, getattr(args, "page_size", None))
             await puller.check()
             # With a conversation scorer, pages before the cursor are read again for their turns only.
             skip = self.cursor.pages if self.sessions_wanted else 0

@@ -133,6 +133,9 @@ def add_source_arguments(parser: argparse.ArgumentParser) -> None:
                              "expression, an MLflow search filter, Langfuse JSON filter conditions)")
     parser.add_argument("--resume", action="store_true",
                         help="with --from: continue an interrupted backfill from its cursor file")
+    parser.add_argument("--page-size", type=positive_int, default=None, metavar="N",
+                        help="with --from: traces per page (default 100; Langfuse 50); a page is the unit of "
+                             "memory, scoring, export and the cursor")
     parser.add_argument("--cursor", metavar="FILE",
                         help="with --from: the cursor file (default .tracescore/backfill/<digest>.json, "
                              "named after the source, filter and scorers)")

@@ -11,6 +11,7 @@ masked) and what the backend said (its first 200 characters).
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import random
 from collections.abc import Mapping, Sequence
@@ -137,7 +138,7 @@ class JsonClient:
                     text = await resp.text(errors="replace")
                     if resp.status < 300:
                         return _json(where, text)
-                    problem = f"HTTP {resp.status}: {short(text) or resp.reason}"
+                    problem = f"HTTP {resp.status}: {said(text) or resp.reason}"
                     if resp.status not in RETRYABLE:
                         raise PullError(f"{where}: {problem}")
                     delay = retry_after(resp.headers.get("Retry-After"))
@@ -151,9 +152,29 @@ class JsonClient:
         raise PullError(f"{where}: {problem} (after {self.retry.attempts} attempts)")
 
 
-def _json(where: str, text: str) -> Any:
-    import json
+def said(text: str) -> str:
+    """What an error reply says, on one line: the message of a JSON error body (Langfuse's
+    ``message``, MLflow's ``error_code`` and ``message``, FastAPI's ``detail``), else the text.
 
+    Example:
+        >>> said('{"error_code": "RESOURCE_DOES_NOT_EXIST", "message": "No Experiment with id=9 exists"}')
+        'RESOURCE_DOES_NOT_EXIST: No Experiment with id=9 exists'
+        >>> said('{"message": "Invalid credentials"}'), said("Project not found")
+        ('Invalid credentials', 'Project not found')
+    """
+    try:
+        body = json.loads(text)
+    except ValueError:
+        return short(text)
+    if isinstance(body, dict):
+        message = body.get("message") or body.get("detail")
+        if message:
+            code = body.get("error_code")
+            return short(f"{code}: {message}" if code else str(message))
+    return short(text)
+
+
+def _json(where: str, text: str) -> Any:
     try:
         return json.loads(text)
     except ValueError:
