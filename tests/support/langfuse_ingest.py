@@ -5,8 +5,9 @@ them (``GET /api/public/traces``, ``GET /api/public/v2/observations``).
 Follows Langfuse's ``OtelIngestionProcessor``: ids in hex; the observation's ``metadata`` holds
 ``attributes`` (the span's attributes without every known message attribute, non-text values as
 their JSON text), ``resourceAttributes`` and ``scope`` {name, version, attributes}; the first
-convention with message attributes gives ``input``/``output`` (GenAI ``gen_ai.input.messages``,
-OpenInference ``input.value`` or ``llm.*_messages`` nested, Traceloop ``traceloop.entity.*``),
+convention with message attributes, in Langfuse's order, gives ``input``/``output`` (the subset
+of its conventions the tests send: Vercel, Traceloop entities, ``input.value``, pydantic-ai,
+indexed ``gen_ai.prompt.*`` and ``llm.*_messages`` nested, GenAI messages and tool calls),
 returned by the v2 API as raw text; level ERROR for an error status; times in milliseconds.
 """
 
@@ -49,14 +50,28 @@ def _nested(attributes: dict[str, Any], prefix: str) -> Any:
     return [out[i] for i in sorted(out)]
 
 
-def input_output(attributes: dict[str, Any]) -> tuple[Any, Any]:
-    """The observation's input and output: the first convention that has some."""
-    for key_in, key_out in (("traceloop.entity.input", "traceloop.entity.output"), ("input.value", "output.value")):
-        if key_in in attributes or key_out in attributes:
+def input_output(attributes: dict[str, Any], scope: str) -> tuple[Any, Any]:
+    """The observation's input and output: the first convention, in Langfuse's order, that has some."""
+    pairs = [("langfuse.observation.input", "langfuse.observation.output")]
+    if scope == "ai":
+        pairs.append(("ai.prompt.messages", "ai.response.text"))
+    pairs += [("prompt", "all_messages_events"), ("mlflow.spanInputs", "mlflow.spanOutputs"),
+              ("traceloop.entity.input", "traceloop.entity.output"), ("input.value", "output.value"),
+              ("input", "output")]
+    if scope == "pydantic-ai":
+        pairs.append(("pydantic_ai.all_messages", "final_result"))
+    pairs.append(("tool_arguments", "tool_response"))
+    for key_in, key_out in pairs:
+        if attributes.get(key_in) or attributes.get(key_out):
             return attributes.get(key_in), attributes.get(key_out)
-    if any(k.startswith("llm.input_messages") or k.startswith("llm.output_messages") for k in attributes):
-        return _nested(attributes, "llm.input_messages"), _nested(attributes, "llm.output_messages")
-    return attributes.get("gen_ai.input.messages"), attributes.get("gen_ai.output.messages")
+    for prefix_in, prefix_out in (("gen_ai.prompt", "gen_ai.completion"), ("llm.input_messages", "llm.output_messages")):
+        if any(k.startswith(prefix_in) or k.startswith(prefix_out) for k in attributes):
+            return _nested(attributes, prefix_in), _nested(attributes, prefix_out)
+    for key_in, key_out in (("gen_ai.input.messages", "gen_ai.output.messages"),
+                            ("gen_ai.tool.call.arguments", "gen_ai.tool.call.result")):
+        if attributes.get(key_in) or attributes.get(key_out):
+            return attributes.get(key_in), attributes.get(key_out)
+    return None, None
 
 
 def raw(value: Any) -> str | None:
@@ -67,7 +82,7 @@ def raw(value: Any) -> str | None:
 def observation(span: TraceSpan, scope_attributes: dict[str, Any] | None = None) -> dict[str, Any]:
     """The ``ObservationV2`` (fields core, basic, io, metadata) Langfuse makes of one span."""
     attributes = dict(span.attributes)
-    value_in, value_out = input_output(attributes)
+    value_in, value_out = input_output(attributes, span.scope_name)
     kept = {k: (v if isinstance(v, str) else json.dumps(v)) for k, v in attributes.items()
             if k not in IO_KEYS and not k.startswith(IO_PREFIXES)}
     return {

@@ -6,7 +6,10 @@ observation's ``metadata.attributes`` (non-text values as their JSON text), its 
 attributes out: the first convention that has some becomes the observation's ``input`` and
 ``output`` (the value as sent, or for indexed keys a nested object), and every known message
 key is removed from ``metadata.attributes``. `restore_io` puts them back where the span's other
-attributes say they came from, so the adapters read the span as they did live:
+attributes say they came from, so the adapters read the span as they did live. (What Langfuse
+dropped cannot come back: of a span with two conventions' messages it keeps the first, as an
+OpenInference span's ``input.value`` over its ``llm.input_messages.*``; the adapters then read
+what is left.)
 
 - scope ``ai`` (Vercel AI SDK): ``ai.prompt.messages`` / ``ai.response.text`` (and
   ``ai.response.toolCalls``);
@@ -14,7 +17,7 @@ attributes say they came from, so the adapters read the span as they did live:
   the input is a list of ``{"message": ...}``, else ``input.value`` / ``output.value``;
 - ``traceloop.span.kind``: ``traceloop.entity.input`` / ``traceloop.entity.output``;
   ``llm.request.type`` (OpenLLMetry model calls): ``gen_ai.prompt.*`` / ``gen_ai.completion.*``;
-- scope ``pydantic-ai``: ``pydantic_ai.all_messages`` / ``final_result``;
+- scope ``pydantic-ai``, but its ``chat`` spans: ``pydantic_ai.all_messages`` / ``final_result``;
 - any other span with ``gen_ai.*`` attributes: ``gen_ai.input.messages`` /
   ``gen_ai.output.messages`` (``gen_ai.tool.call.arguments`` / ``.result`` for a tool call).
 """
@@ -84,7 +87,7 @@ def _pair(attributes: Mapping[str, Any], scope: str, value_in: Any) -> tuple[str
         return "gen_ai.prompt", "gen_ai.completion", True
     if "traceloop.span.kind" in attributes:
         return "traceloop.entity.input", "traceloop.entity.output", False
-    if scope == "pydantic-ai":
+    if scope == "pydantic-ai" and attributes.get("gen_ai.operation.name") != "chat":  # its agent run span
         return "pydantic_ai.all_messages", "final_result", False
     if attributes.get("gen_ai.operation.name") == "execute_tool":
         return "gen_ai.tool.call.arguments", "gen_ai.tool.call.result", False
