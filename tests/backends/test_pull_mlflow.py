@@ -37,7 +37,8 @@ def test_runs_pulled_from_mlflow_are_the_runs_sent_and_score_the_same(tmp_path: 
         files.append(tmp_path / f"trace{i}.pb")
         files[-1].write_bytes(body)
     live = score(*map(str, files), cwd=tmp_path)
-    pulled = score("--from", f"mlflow+{mlflow.url}/{experiment}", "--since", "1h", cwd=tmp_path)
+    pulled = score("--from", f"mlflow+{mlflow.url}/{experiment}", "--since", "1h", "--page-size", "3",
+                   cwd=tmp_path)  # two pages
     assert rows(pulled) == rows(live)  # MLflow keeps the resource: the service too
     assert len(rows(live)) == 4 * 2 + 1
     assert "read 4 trace(s)" in pulled.stderr

@@ -33,7 +33,8 @@ def project_traces(phoenix: Phoenix, tmp_path: Path) -> tuple[str, list[Path], l
 def test_runs_pulled_from_phoenix_are_the_runs_sent_and_score_the_same(tmp_path: Path, phoenix: Phoenix) -> None:
     project, files, _ = project_traces(phoenix, tmp_path)
     live = score(*map(str, files), cwd=tmp_path)  # what the daemon's adapters see of the agent's requests
-    pulled = score("--from", f"phoenix+{phoenix.url}/{project}", "--since", "1h", cwd=tmp_path)
+    pulled = score("--from", f"phoenix+{phoenix.url}/{project}", "--since", "1h", "--page-size", "3",
+                   cwd=tmp_path)  # two pages
     # Phoenix keeps no resource, so the service is empty; everything else is as sent.
     assert {r["service"] for r in rows(pulled)} == {""}
     assert rows(pulled, drop=("service",)) == rows(live, drop=("service",))
