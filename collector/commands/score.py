@@ -28,6 +28,10 @@ score failed) or ``--export`` could not send every score in time; 2 a scorer ref
 ``--export [--config FILE]`` also sends every score to the configured export endpoint and
 native sinks, exactly as the daemon would (`collector.commands.backfill`): scoring a day
 of traces again is safe.
+
+``--from URL`` reads the runs from Phoenix, MLflow or Langfuse instead of FILEs
+(`collector.commands.score_from`): each page of traces pulled is one batch through
+`score_batch`, as the files are, and the summary and gate cover every batch.
 """
 
 from __future__ import annotations
