@@ -37,6 +37,7 @@ from collector.config import Config, load_config
 from collector.errors import ConfigError, PullError
 from collector.receive.pull import Window, client_for, open_puller, parse_source, parse_time
 from collector.receive.pull import cursor as cursors
+from collector.receive.pull.page import read_ahead
 
 logger = logging.getLogger(__name__)
 
@@ -107,6 +108,7 @@ def run_from(args: argparse.Namespace, scorers: list[Any], export_config: Config
         return 2
     err.print(f"read {backfill.traces} trace(s) from {source}: {backfill.runs} run(s)"
               + (f", {backfill.sessions} session(s)" if backfill.sessions else "")
+              + (f" ({backfill.missing} listed without spans, not scored)" if backfill.missing else "")
               + (f"; exported {backfill.scores} score(s)" if export_config is not None else "")
               + f"; cursor {path}", markup=False, highlight=False, soft_wrap=True)
     return finish(args, scorers, backfill.outcomes, err, failed=not backfill.exported)
@@ -122,7 +124,7 @@ class Backfill:
         self.sessions_wanted = any(is_conversation_scorer(s) for s in scorers)
         self.outcomes: list[Outcome] = []
         self.exported = True
-        self.traces = self.runs = self.sessions = self.scores = 0
+        self.traces = self.runs = self.sessions = self.scores = self.missing = 0
         self.turns: list[AgentRun] = []  # with a conversation scorer: every run of a session
         self.turn_attributes: dict[tuple[str, str], Any] = {}
 
@@ -138,9 +140,13 @@ class Backfill:
             with progress(self.err) as bar:
                 task = bar.add_task(f"reading {source.backend}", total=None)
                 index = 0
-                async for page in puller.pages(token):
+                async for page in read_ahead(puller.pages(token)):
                     loaded = add_runs(Loaded(), page.traces, self.session_keys)
                     bar.update(task, advance=len(page.traces), total=page.total)
+                    if page.missing and index >= skip:
+                        self.missing += page.missing
+                        logger.warning("%s listed %d trace(s) whose spans it did not give: not scored",
+                                       source.backend, page.missing)
                     self._keep_turns(loaded)
                     if index >= skip:
                         await self._score(loaded, [], bar)

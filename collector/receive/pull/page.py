@@ -8,6 +8,8 @@ and the opaque token that starts the page after it. Only one page is held at a t
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -24,6 +26,9 @@ class Page:
         next: the token of the page after this one (None: this is the last).
         total: how many traces the window holds, when the backend says (else None).
         token: the token this page was read with (None: the first page).
+        spans: the spans read for the page.
+        missing: traces listed whose spans the backend did not give (MLflow traces logged with
+            their spans in the artifact store, a trace deleted meanwhile): counted, not scored.
     """
 
     traces: list[AssembledTrace]
@@ -31,6 +36,7 @@ class Page:
     total: int | None = None
     token: str | None = None
     spans: int = field(default=0)
+    missing: int = 0
 
 
 class Puller(Protocol):
@@ -55,10 +61,41 @@ def page_of(spans: Iterable[TraceSpan], order: list[str], next_token: str | None
     Example:
         >>> a, b = TraceSpan("a" * 32, "1" * 16, None, "x"), TraceSpan("b" * 32, "2" * 16, None, "y")
         >>> page = page_of([a, b], ["b" * 32, "a" * 32], "t2", None)
-        >>> ([t.trace_id[0] for t in page.traces], page.next, page.spans)
-        (['b', 'a'], 't2', 2)
+        >>> ([t.trace_id[0] for t in page.traces], page.next, page.spans, page.missing)
+        (['b', 'a'], 't2', 2, 0)
     """
     spans = list(spans)
     by_id = {trace.trace_id: trace for trace in assemble(spans, [])}
-    traces = [by_id[trace_id] for trace_id in dict.fromkeys(order) if trace_id in by_id]
-    return Page(traces, next_token, total, token, len(spans))
+    listed = list(dict.fromkeys(order))
+    traces = [by_id[trace_id] for trace_id in listed if trace_id in by_id]
+    return Page(traces, next_token, total, token, len(spans), len(listed) - len(traces))
+
+
+async def read_ahead(pages: AsyncIterator[Page]) -> AsyncIterator[Page]:
+    """``pages``, with the next page read while the caller scores the current one (the backend's
+    answer time overlaps scoring; two pages are held at most). A page the caller never asks for
+    is abandoned (its request cancelled) when the caller stops.
+
+    Example:
+        >>> async def three():
+        ...     for n in range(3):
+        ...         yield Page([], str(n + 1) if n < 2 else None)
+        >>> async def tokens():
+        ...     return [page.next async for page in read_ahead(three())]
+        >>> asyncio.run(tokens())
+        ['1', '2', None]
+    """
+    iterator = aiter(pages)
+    pending: asyncio.Future[Page] = asyncio.ensure_future(anext(iterator))
+    try:
+        while True:
+            try:
+                page = await pending
+            except StopAsyncIteration:
+                return
+            pending = asyncio.ensure_future(anext(iterator))
+            yield page
+    finally:  # the caller stopped: the page it will not use is let go (its error too)
+        pending.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await pending

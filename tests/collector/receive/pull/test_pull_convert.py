@@ -24,7 +24,7 @@ from collector.commands.inspect import run_row
 from collector.errors import PullError
 from collector.receive.pull.langfuse import observation_span, time_ns
 from collector.receive.pull.mlflow import resource_of, search_filter
-from collector.receive.pull.otlp_json import span_proto, trace_spans
+from collector.receive.pull.otlp_json import trace_spans
 from collector.receive.pull.page import page_of
 from collector.receive.pull.phoenix import drop_derived
 from collector.receive.pull.source import Window
@@ -107,10 +107,25 @@ def test_a_langfuse_observation_keeps_ids_times_resource_and_scope() -> None:
 
 
 def test_a_span_that_is_not_otlp_json_is_a_pull_error() -> None:
-    with pytest.raises(PullError, match=r"^GET http://h/x: a span is not OTLP JSON: "):
-        span_proto({"trace_id": "ab" * 16, "span_id": "cd" * 8, "start_time_unix_nano": "soon"}, "GET http://h/x")
-    with pytest.raises(PullError):
-        span_proto(["not", "a", "span"], "GET http://h/x")  # type: ignore[arg-type]
+    for bad in ({"trace_id": "ab" * 16, "span_id": "not an id!"}, ["not", "a", "span"], {"attributes": [{}]}):
+        with pytest.raises(PullError, match=r"^GET http://h/x: a span is not OTLP JSON: "):
+            trace_spans([bad], where="GET http://h/x")
+
+
+def test_spans_decode_as_the_receivers_decode_them() -> None:
+    """The JSON decoder and the receivers' protobuf one agree on a real capture's every span."""
+    from google.protobuf import json_format
+
+    request = read_trace_file(str(FIXTURES / "openinference-openai" / "S1.pb"))
+    expected = spans_from_resource_spans(request.resource_spans)
+    rs = request.resource_spans[0]
+    resource = {kv.key: kv.value.string_value for kv in rs.resource.attributes}
+    for camel in (True, False):
+        got = []
+        for ss in rs.scope_spans:
+            documents = [json_format.MessageToDict(s, preserving_proto_field_name=not camel) for s in ss.spans]
+            got += trace_spans(documents, resource, (ss.scope.name, ss.scope.version))
+        assert got == expected
 
 
 def test_a_page_is_whole_traces_in_the_backends_order() -> None:
