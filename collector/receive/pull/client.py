@@ -120,6 +120,17 @@ class JsonClient:
         """POST ``body`` as JSON to ``url`` and return the JSON answer."""
         return await self.request("POST", url, json=body)
 
+    async def listing(self, method: str, url: str, key: str, **options: Any) -> tuple[dict[str, Any], list[Any]]:
+        """One request whose answer is a JSON object holding a list under ``key`` (absent: empty):
+        the object and the list.
+
+        Raises:
+            PullError: as `request`, or the answer is not shaped so.
+        """
+        where = f"{method} {mask_url(url)}"
+        body = expect(where, await self.request(method, url, **options), dict, "a JSON object")
+        return body, expect(where, body.get(key, []), list, f"a list in {key!r}")
+
     async def request(self, method: str, url: str, **options: Any) -> Any:
         """One request, retried as the module docstring says.
 

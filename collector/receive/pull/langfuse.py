@@ -25,8 +25,8 @@ from adapters import TraceSpan
 from collector.errors import PullError
 from collector.receive.pull.client import JsonClient, expect
 from collector.receive.pull.langfuse_io import parsed, restore_io
-from collector.receive.pull.page import Page, page_of
-from collector.receive.pull.source import Window, iso
+from collector.receive.pull.page import Page, Reader, page_of
+from collector.receive.pull.source import Window
 
 FIELDS = "core,basic,io,metadata"
 EXPANDED = "attributes,resourceAttributes,scope"
@@ -76,18 +76,15 @@ def observation_span(obs: Mapping[str, Any]) -> TraceSpan:
     )
 
 
-class LangfusePuller:
+class LangfusePuller(Reader):
     """The traces of one Langfuse project in a window, a page at a time."""
 
     name = "langfuse"
 
     def __init__(self, client: JsonClient, base_url: str, window: Window, filter_text: str | None = None,
                  page_size: int = 50) -> None:
-        self.client = client
+        super().__init__(client, window, filter_text, page_size)
         self.api = f"{base_url}/api/public"
-        self.window = window
-        self.filter = filter_text
-        self.page_size = page_size
 
     async def check(self) -> None:
         """`collector.errors.PullError` when the keys are refused (401)."""
@@ -98,15 +95,11 @@ class LangfusePuller:
         page = int(token or 1)
         url = f"{self.api}/traces"
         while True:
-            params: dict[str, Any] = {"page": page, "limit": self.page_size, "orderBy": "timestamp.asc"}
-            if self.window.since is not None:
-                params["fromTimestamp"] = iso(self.window.since)
-            if self.window.until is not None:
-                params["toTimestamp"] = iso(self.window.until)
+            params: dict[str, Any] = {"page": page, "limit": self.page_size, "orderBy": "timestamp.asc",
+                                      **self.window_params("fromTimestamp", "toTimestamp")}
             if self.filter:
                 params["filter"] = self.filter
-            body = expect(f"GET {url}", await self.client.get(url, params), dict, "a JSON object")
-            rows = expect(f"GET {url}", body.get("data"), list, "a list of traces in 'data'")
+            body, rows = await self.client.listing("GET", url, "data", params=params)
             meta = expect(f"GET {url}", body.get("meta"), dict, "pagination in 'meta'")
             total_pages, total = meta.get("totalPages"), meta.get("totalItems")
             order = [str(row.get("id")) for row in rows if isinstance(row, Mapping)]
@@ -128,8 +121,7 @@ class LangfusePuller:
             params = {"traceId": trace_id, "fields": FIELDS, "expandMetadata": EXPANDED, "limit": 1000}
             if cursor:
                 params["cursor"] = cursor
-            body = expect(f"GET {url}", await self.client.get(url, params), dict, "a JSON object")
-            rows = expect(f"GET {url}", body.get("data"), list, "a list of observations in 'data'")
+            body, rows = await self.client.listing("GET", url, "data", params=params)
             try:
                 spans.extend(observation_span(row) for row in rows)
             except (KeyError, TypeError, ValueError, json.JSONDecodeError) as err:

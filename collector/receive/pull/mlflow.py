@@ -25,7 +25,7 @@ from typing import Any
 from adapters import TraceSpan
 from collector.receive.pull.client import JsonClient, expect
 from collector.receive.pull.otlp_json import trace_spans
-from collector.receive.pull.page import Page, page_of
+from collector.receive.pull.page import Page, Reader, page_of
 from collector.receive.pull.source import Source, Window
 
 
@@ -61,19 +61,16 @@ def resource_of(info: Mapping[str, Any]) -> dict[str, str]:
         if isinstance(tags, Mapping) else {}
 
 
-class MlflowPuller:
+class MlflowPuller(Reader):
     """The traces of one MLflow experiment in a window, a page at a time."""
 
     name = "mlflow"
 
     def __init__(self, client: JsonClient, source: Source, window: Window, filter_text: str | None = None,
                  page_size: int = 100) -> None:
-        self.client = client
+        super().__init__(client, window, filter_text, page_size)
         self.base = source.base_url
         self.experiment = source.target
-        self.window = window
-        self.filter = filter_text
-        self.page_size = page_size
 
     async def check(self) -> None:
         """`collector.errors.PullError` when the experiment is unknown or the token refused."""
@@ -92,8 +89,7 @@ class MlflowPuller:
                 query["filter"] = where
             if token:
                 query["page_token"] = token
-            body = expect(f"POST {url}", await self.client.post(url, query), dict, "a JSON object")
-            infos = expect(f"POST {url}", body.get("traces", []), list, "a list of traces in 'traces'")
+            body, infos = await self.client.listing("POST", url, "traces", json=query)
             ids = [str(i.get("trace_id")) for i in infos if isinstance(i, Mapping) and i.get("trace_id")]
             next_token = body.get("next_page_token") or None
             spans = await self._spans(ids)
@@ -107,10 +103,9 @@ class MlflowPuller:
         if not ids:
             return []
         url = f"{self.base}/api/3.0/mlflow/traces/batchGet"
-        body = expect(f"GET {url}", await self.client.get(url, [("trace_ids", i) for i in ids]), dict,
-                      "a JSON object")
+        _, traces = await self.client.listing("GET", url, "traces", params=[("trace_ids", i) for i in ids])
         spans: list[TraceSpan] = []
-        for trace in expect(f"GET {url}", body.get("traces", []), list, "a list of traces in 'traces'"):
+        for trace in traces:
             trace = expect(f"GET {url}", trace, dict, "a trace object")
             info = trace.get("trace_info") or {}
             rows = expect(f"GET {url}", trace.get("spans", []), list, "a list of spans in 'spans'")

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from adapters import AssembledTrace, TraceSpan, assemble
+from collector.receive.pull.client import JsonClient
+from collector.receive.pull.source import Window, iso
 
 
 @dataclass(frozen=True)
@@ -52,6 +54,33 @@ class Puller(Protocol):
     def pages(self, token: str | None) -> AsyncIterator[Page]:
         """The pages of the window, from the page ``token`` names (None: the first)."""
         ...
+
+
+class Reader:
+    """What every backend's `Puller` is given: the HTTP client, the window, the backend's own
+    filter (passed through as given) and the page size."""
+
+    def __init__(self, client: JsonClient, window: Window, filter_text: str | None, page_size: int) -> None:
+        self.client = client
+        self.window = window
+        self.filter = filter_text
+        self.page_size = page_size
+
+    def window_params(self, since: str, until: str) -> dict[str, str]:
+        """The window as the backend's two query parameters (ISO 8601 times; absent when open).
+
+        Example:
+            >>> from datetime import UTC, datetime
+            >>> r = Reader(JsonClient(), Window(datetime(2026, 12, 1, tzinfo=UTC)), None, 10)
+            >>> r.window_params("start_time", "end_time")
+            {'start_time': '2026-12-01T00:00:00.000000Z'}
+        """
+        params = {}
+        if self.window.since is not None:
+            params[since] = iso(self.window.since)
+        if self.window.until is not None:
+            params[until] = iso(self.window.until)
+        return params
 
 
 def page_of(spans: Iterable[TraceSpan], order: list[str], next_token: str | None, token: str | None,

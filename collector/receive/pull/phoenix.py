@@ -24,10 +24,10 @@ from typing import Any
 from urllib.parse import quote
 
 from adapters import TraceSpan
-from collector.receive.pull.client import JsonClient, expect
+from collector.receive.pull.client import JsonClient
 from collector.receive.pull.otlp_json import trace_spans
-from collector.receive.pull.page import Page, page_of
-from collector.receive.pull.source import Source, Window, iso
+from collector.receive.pull.page import Page, Reader, page_of
+from collector.receive.pull.source import Source, Window
 
 _DERIVED_KEYS = frozenset({"openinference.span.kind", "input.value", "input.mime_type", "output.value",
                            "output.mime_type", "tool.name", "tool.description", "tool.id", "tool.parameters"})
@@ -55,18 +55,15 @@ def drop_derived(span: TraceSpan) -> TraceSpan:
     return replace(span, attributes=kept)
 
 
-class PhoenixPuller:
+class PhoenixPuller(Reader):
     """The traces of one Phoenix project in a window, a page at a time."""
 
     name = "phoenix"
 
     def __init__(self, client: JsonClient, source: Source, window: Window, filter_text: str | None = None,
                  page_size: int = 100) -> None:
-        self.client = client
+        super().__init__(client, window, filter_text, page_size)
         self.project_url = f"{source.base_url}/v1/projects/{quote(source.target, safe='')}"
-        self.window = window
-        self.filter = filter_text
-        self.page_size = page_size
 
     async def check(self) -> None:
         """`collector.errors.PullError` when the project is unknown (404) or the key refused."""
@@ -75,18 +72,14 @@ class PhoenixPuller:
     async def pages(self, token: str | None) -> AsyncIterator[Page]:
         """The window's traces, oldest first, from the page ``token`` names."""
         while True:
-            params: dict[str, Any] = {"sort": "start_time", "order": "asc", "limit": self.page_size}
-            if self.window.since is not None:
-                params["start_time"] = iso(self.window.since)
-            if self.window.until is not None:
-                params["end_time"] = iso(self.window.until)
+            params: dict[str, Any] = {"sort": "start_time", "order": "asc", "limit": self.page_size,
+                                      **self.window_params("start_time", "end_time")}
             if self.filter:
                 params["filter"] = self.filter
             if token:
                 params["cursor"] = token
             url = f"{self.project_url}/traces"
-            body = expect(f"GET {url}", await self.client.get(url, params), dict, "a JSON object")
-            rows = expect(f"GET {url}", body.get("data"), list, "a list of traces in 'data'")
+            body, rows = await self.client.listing("GET", url, "data", params=params)
             order = [str(row.get("trace_id")) for row in rows if isinstance(row, Mapping)]
             next_token = body.get("next_cursor") or None
             spans = [drop_derived(s) for s in await self._spans(order)]
@@ -106,8 +99,7 @@ class PhoenixPuller:
             params: list[tuple[str, Any]] = [("trace_id", t) for t in trace_ids] + [("limit", 1000)]
             if cursor:
                 params.append(("cursor", cursor))
-            body = expect(f"GET {url}", await self.client.get(url, params), dict, "a JSON object")
-            rows = expect(f"GET {url}", body.get("data"), list, "a list of spans in 'data'")
+            body, rows = await self.client.listing("GET", url, "data", params=params)
             spans.extend(trace_spans(rows, where=f"GET {url}"))
             cursor = body.get("next_cursor") or None
             if cursor is None or not rows:

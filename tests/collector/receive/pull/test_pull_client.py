@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 import pytest
 from aiohttp import web
 from ports import hold_port
+from web_app import start_app
 
 from collector.errors import PullError
 from collector.receive.pull.client import JsonClient, Retry
@@ -37,11 +38,7 @@ async def backend() -> AsyncIterator[tuple[Script, str]]:
     script = Script()
     app = web.Application()
     app.router.add_route("*", "/{tail:.*}", script.handle)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    runner, port = await start_app(app)
     try:
         yield script, f"http://127.0.0.1:{port}"
     finally:
