@@ -298,10 +298,10 @@ async def score_batch(args: argparse.Namespace, scorers: Sequence[Any], export_c
                 row["session_id"] = conversations[o.run_index].conversation.session_id
             sys.stdout.write(json.dumps(row, ensure_ascii=False) + "\n")
         sys.stdout.flush()
-    elif outcomes:
+    elif outcomes or not getattr(args, "source", None):  # a backfill's empty page prints no table
         Console().print(_results_table(loaded.runs, outcomes))
     exported = True
-    if export_config is not None:
+    if export_config is not None and (outcomes or not getattr(args, "source", None)):  # a page of no runs: no-op
         exported = await export_outcomes(export_config, args, loaded, scorers, outcomes, err,
                                          {i: unit.record for i, unit in conversations.items()},
                                          report=not getattr(args, "source", None))
