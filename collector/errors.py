@@ -13,7 +13,8 @@ Tree::
         ├── PayloadTooLarge     body or decompressed body over the limit (413 / RESOURCE_EXHAUSTED)
         ├── UnsupportedMediaType unknown content type or encoding (415 / INVALID_ARGUMENT)
         ├── Unauthenticated     missing or wrong bearer token (401 / UNAUTHENTICATED)
-        └── UnknownPath         no route at the request's HTTP path (404)
+        ├── UnknownPath         no route at the request's HTTP path (404)
+        └── PullError           a backend read by ``score --from`` refused or garbled a request
 """
 
 from __future__ import annotations
@@ -241,3 +242,14 @@ def grpc_retry_info(err: BaseException) -> tuple[tuple[str, bytes], ...]:
     delay = err.retry_after_s if isinstance(err, QueueFull) else 5.0
     info = RetryInfo(retry_delay=Duration(seconds=int(delay), nanos=int((delay % 1) * 1e9)))
     return (("google.rpc.retryinfo-bin", info.SerializeToString()),)
+
+
+class PullError(PermanentError):
+    """``tracescore score --from``: the backend cannot give what was asked (an unknown project
+    or experiment, refused credentials, an answer that is not what its API returns, or still
+    failing after the retries). The message is one line naming the URL, secrets masked.
+
+    Example:
+        >>> str(PullError("http://127.0.0.1:6006/v1/projects/nope: HTTP 404: project not found"))
+        'http://127.0.0.1:6006/v1/projects/nope: HTTP 404: project not found'
+    """

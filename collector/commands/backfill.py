@@ -76,16 +76,19 @@ def build_records(config: Config, loaded: Any, scorers: Sequence[Any], refs: Seq
     return records
 
 
-def export_outcomes(config: Config, args: argparse.Namespace, loaded: Any, scorers: Sequence[Any],
-                    outcomes: Sequence[Any], err: Console, conversations: Mapping[int, RunRecord] | None = None) -> bool:
-    """Send the scores; True when every one reached the endpoint and every sink in time."""
+async def export_outcomes(config: Config, args: argparse.Namespace, loaded: Any, scorers: Sequence[Any],
+                          outcomes: Sequence[Any], err: Console,
+                          conversations: Mapping[int, RunRecord] | None = None, report: bool = True) -> bool:
+    """Send the scores; True when every one reached the endpoint and every sink in time
+    (``report``: say where they went; a backfill from a backend says it once, at its end)."""
     records = build_records(config, loaded, scorers, args.scorers, outcomes, conversations)
     with tempfile.TemporaryDirectory(prefix="tracescore-backfill-") as folder:
-        left = asyncio.run(_send(config, records, str(Path(folder) / "outbox.db"), args.export_timeout))
+        left = await _send(config, records, str(Path(folder) / "outbox.db"), args.export_timeout)
     target = config.export.endpoint or "no export endpoint"
     sinks = config.sinks.enabled()
-    err.print(f"exported {len(records)} score(s) to {target}" + (f" and {', '.join(sinks)}" if sinks else ""),
-              markup=False, highlight=False, soft_wrap=True)
+    if report:
+        err.print(f"exported {len(records)} score(s) to {target}" + (f" and {', '.join(sinks)}" if sinks else ""),
+                  markup=False, highlight=False, soft_wrap=True)
     for where, count in left.items():
         err.print(f"tracescore: {count} score(s) not sent to {where} within {args.export_timeout:g}s",
                   markup=False, highlight=False, soft_wrap=True)

@@ -50,6 +50,7 @@ from scorers._agent_types import Message
 
 __all__ = [
     "Loaded",
+    "add_runs",
     "explanation_lines",
     "load_runs",
     "load_traces",
@@ -154,7 +155,21 @@ def load_runs(paths: Sequence[str], err: Console, session_keys: Sequence[str] = 
         (['/nonexistent.pb'], [])
     """
     loaded = Loaded()
-    for trace in load_traces(paths, err, loaded.failed_files):
+    return add_runs(loaded, load_traces(paths, err, loaded.failed_files), session_keys)
+
+
+def add_runs(loaded: Loaded, traces: Iterable[AssembledTrace], session_keys: Sequence[str] = ()) -> Loaded:
+    """Add the runs the adapters find in ``traces`` to ``loaded`` (files' traces, or a page of
+    traces pulled from a backend: `collector.commands.score_from`), with their span attributes.
+
+    Example:
+        >>> from adapters import TraceSpan
+        >>> span = TraceSpan("ab" * 16, "cd" * 8, None, "chat", attributes={"gen_ai.operation.name": "chat"})
+        >>> loaded = add_runs(Loaded(), [AssembledTrace("ab" * 16, (span,))])
+        >>> (loaded.traces, [r.span_id for r in loaded.runs])
+        (1, ['cdcdcdcdcdcdcdcd'])
+    """
+    for trace in traces:
         extraction = extract_runs(trace, session_keys)
         loaded.traces += 1
         loaded.runs.extend(extraction.runs)

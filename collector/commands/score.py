@@ -28,28 +28,34 @@ score failed) or ``--export`` could not send every score in time; 2 a scorer ref
 ``--export [--config FILE]`` also sends every score to the configured export endpoint and
 native sinks, exactly as the daemon would (`collector.commands.backfill`): scoring a day
 of traces again is safe.
+
+``--from URL`` reads the runs from Phoenix, MLflow or Langfuse instead of FILEs
+(`collector.commands.score_from`): each page of traces pulled is one batch through
+`score_batch`, as the files are, and the summary and gate cover every batch.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import logging
 import sys
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from rich.console import Console
+from rich.progress import Progress
 from rich.table import Table
 
 from adapters import AgentRun
 from collector.commands.backfill import export_outcomes, load_export_config
 from collector.commands.conversations import SessionUnit, is_conversation_scorer, session_units
 from collector.commands.gate import gate_failures, summarize, summary_table
-from collector.commands.inspect import load_runs, progress, run_row
+from collector.commands.inspect import Loaded, load_runs, progress, run_row
 from collector.commands.report import report_config_error
 from collector.errors import ConfigError
 from collector.ids import run_id_for
@@ -57,7 +63,7 @@ from collector.work.registry import load_judge_client, resolve_scorer
 from scorers.errors import ScorerRunError
 
 logger = logging.getLogger(__name__)
-__all__ = ["Outcome", "load_scorers", "run", "score_all"]
+__all__ = ["Batch", "Outcome", "finish", "load_scorers", "run", "score_all", "score_batch"]
 
 
 def load_scorers(refs: Sequence[str]) -> list[Any]:
@@ -159,12 +165,13 @@ async def _score_one(scorer: Any, index: int, agent_run: AgentRun, conversation:
 
 
 async def score_all(runs: Sequence[AgentRun], scorers: Sequence[Any], concurrency: int, err: Console,
-                    conversations: Mapping[int, Any] | None = None) -> list[Outcome]:
+                    conversations: Mapping[int, Any] | None = None, bar: Progress | None = None) -> list[Outcome]:
     """Score every run with every run scorer, and each conversation (``conversations``: the
     `ConversationRun` of ``runs[i]``, a session's unit) with every conversation scorer,
     ``concurrency`` at a time; outcomes in (run, scorer) order.
 
     The judge client is loaded first when a scorer has a prompt step (`load_judge_client`).
+    ``bar``: a progress bar already shown (a backfill's), which gets this batch's task.
 
     Example:
         >>> import asyncio, io
@@ -177,17 +184,19 @@ async def score_all(runs: Sequence[AgentRun], scorers: Sequence[Any], concurrenc
     pairs = [(index * len(scorers) + k, scorer, index) for index in range(len(runs))
              for k, scorer in enumerate(scorers) if is_conversation_scorer(scorer) == (index in conversations)]
     outcomes: list[Outcome | None] = [None] * (len(runs) * len(scorers))
-    with progress(err) as bar:
-        task = bar.add_task("scoring", total=len(pairs))
+    with contextlib.nullcontext(bar) if bar is not None else progress(err) as shown:
+        task = shown.add_task("scoring", total=len(pairs))
 
         async def job(slot: int, scorer: Any, index: int) -> None:
             async with semaphore:
                 outcomes[slot] = await _score_one(scorer, index, runs[index], conversations.get(index))
-            bar.advance(task)
+            shown.advance(task)
 
         async with asyncio.TaskGroup() as group:
             for slot, scorer, index in pairs:
                 group.create_task(job(slot, scorer, index))
+        if bar is not None:
+            bar.remove_task(task)
     return [o for o in outcomes if o is not None]
 
 
@@ -204,7 +213,8 @@ def _results_table(runs: Sequence[AgentRun], outcomes: Sequence[Outcome]) -> Tab
 
 
 def run(args: argparse.Namespace) -> int:
-    """Score the runs in ``args.files`` with ``args.scorers``; see the module docstring for exit codes.
+    """Score the runs in ``args.files`` (or, with ``--from``, in a backend:
+    `collector.commands.score_from`) with ``args.scorers``; see the module docstring for exit codes.
 
     Example:
         >>> run(argparse.Namespace(files=["/nonexistent.pb"], scorers=["collections:nope"],
@@ -212,7 +222,6 @@ def run(args: argparse.Namespace) -> int:
         2
     """
     err = Console(stderr=True)
-    out_format = args.format or "table"
     try:
         scorers = load_scorers(args.scorers)
         export_config = load_export_config(args)  # before scoring: a bad config costs no judge call
@@ -227,16 +236,53 @@ def run(args: argparse.Namespace) -> int:
         return 2
     session_keys = [*(getattr(args, "session_key", None) or ()),
                     *(export_config.sessions.extra_keys if export_config is not None else ())]
+    if bool(getattr(args, "source", None)) == bool(args.files):
+        err.print("tracescore: score takes FILE... or --from URL" + (", not both" if args.files else ""),
+                  markup=False, highlight=False)
+        return 2
+    if getattr(args, "source", None):
+        from collector.commands.score_from import run_from  # the backends' readers, only when asked
+
+        return run_from(args, scorers, export_config, session_keys, err)
     loaded = load_runs(args.files, err, session_keys)
-    conversations: dict[int, SessionUnit] = {}
-    if any(is_conversation_scorer(scorer) for scorer in scorers):  # the files' sessions, scored as units
-        units = session_units(loaded.runs, loaded.span_attributes)
-        conversations = {len(loaded.runs) + i: unit for i, unit in enumerate(units)}
-        loaded.runs.extend(unit.unit for unit in units)
-    outcomes = asyncio.run(score_all(loaded.runs, scorers, args.concurrency, err,
-                                     {i: unit.conversation for i, unit in conversations.items()}))
-    summary = summarize([str(scorer.id) for scorer in scorers], outcomes)
-    if out_format == "jsonl":
+    units = session_units(loaded.runs, loaded.span_attributes) \
+        if any(is_conversation_scorer(scorer) for scorer in scorers) else []  # the files' sessions, as units
+    batch = asyncio.run(score_batch(args, scorers, export_config, loaded, units, err))
+    if not loaded.runs:
+        err.print("tracescore: no agent runs found in the files given", markup=False, highlight=False)
+    if loaded.failed_files:
+        err.print(f"{len(loaded.failed_files)} file(s) could not be read", markup=False, highlight=False,
+                  soft_wrap=True)
+    return finish(args, scorers, batch.outcomes, err, failed=bool(loaded.failed_files) or not batch.exported)
+
+
+@dataclass(frozen=True)
+class Batch:
+    """What scoring one batch of runs gave: each outcome (without the scorer's result, which is
+    exported and printed, then let go) and whether every score was exported."""
+
+    outcomes: list[Outcome]
+    exported: bool
+
+
+async def score_batch(args: argparse.Namespace, scorers: Sequence[Any], export_config: Any, loaded: Loaded,
+                      units: Sequence[SessionUnit], err: Console, bar: Progress | None = None) -> Batch:
+    """Score one batch of runs (the files given, or a page pulled from a backend) and the
+    sessions ``units`` (added to ``loaded.runs``, scored by the conversation scorers), print
+    its rows (``--format``) and, with ``--export``, send its scores.
+
+    Example:
+        >>> import io
+        >>> batch = asyncio.run(score_batch(argparse.Namespace(format="jsonl", concurrency=1), [], None,
+        ...                                 Loaded(), [], Console(file=io.StringIO())))
+        >>> (batch.outcomes, batch.exported)
+        ([], True)
+    """
+    conversations = {len(loaded.runs) + i: unit for i, unit in enumerate(units)}
+    loaded.runs.extend(unit.unit for unit in units)
+    outcomes = await score_all(loaded.runs, scorers, args.concurrency, err,
+                               {i: unit.conversation for i, unit in conversations.items()}, bar)
+    if (args.format or "table") == "jsonl":
         for o in outcomes:
             row = run_row(loaded.runs[o.run_index])
             row = {
@@ -252,21 +298,31 @@ def run(args: argparse.Namespace) -> int:
                 row["session_id"] = conversations[o.run_index].conversation.session_id
             sys.stdout.write(json.dumps(row, ensure_ascii=False) + "\n")
         sys.stdout.flush()
-        err.print(summary_table(summary))
-    else:
-        out = Console()
-        out.print(_results_table(loaded.runs, outcomes))
-        out.print(summary_table(summary))
+    elif outcomes or not getattr(args, "source", None):  # a backfill's empty page prints no table
+        Console().print(_results_table(loaded.runs, outcomes))
     exported = True
-    if export_config is not None:
-        exported = export_outcomes(export_config, args, loaded, scorers, outcomes, err,
-                                   {i: unit.record for i, unit in conversations.items()})
-    if not loaded.runs:
-        err.print("tracescore: no agent runs found in the files given", markup=False, highlight=False)
-    problems = gate_failures(summary, fail_under, getattr(args, "max_failures", None))
+    if export_config is not None and (outcomes or not getattr(args, "source", None)):  # a page of no runs: no-op
+        exported = await export_outcomes(export_config, args, loaded, scorers, outcomes, err,
+                                         {i: unit.record for i, unit in conversations.items()},
+                                         report=not getattr(args, "source", None))
+    return Batch([replace(o, result=None, exception=None) for o in outcomes], exported)
+
+
+def finish(args: argparse.Namespace, scorers: Sequence[Any], outcomes: Sequence[Outcome], err: Console,
+           failed: bool = False) -> int:
+    """Print the summary per scorer (stdout for ``table``, stderr for ``jsonl``) and the gate's
+    failures; the exit code: 1 when the gate failed or ``failed`` (a file unread, a score not
+    exported), else 0.
+
+    Example:
+        >>> import io
+        >>> finish(argparse.Namespace(format="jsonl"), [], [], Console(file=io.StringIO()))
+        0
+    """
+    summary = summarize([str(scorer.id) for scorer in scorers], outcomes)
+    (err if (args.format or "table") == "jsonl" else Console()).print(summary_table(summary))
+    problems = gate_failures(summary, dict(getattr(args, "fail_under", None) or []),
+                             getattr(args, "max_failures", None))
     for problem in problems:
         err.print(f"gate failed: {problem}", markup=False, highlight=False, soft_wrap=True)
-    if loaded.failed_files:
-        err.print(f"{len(loaded.failed_files)} file(s) could not be read", markup=False, highlight=False,
-                  soft_wrap=True)
-    return 1 if problems or loaded.failed_files or not exported else 0
+    return 1 if problems or failed else 0

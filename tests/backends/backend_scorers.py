@@ -54,3 +54,9 @@ tunable = (
     create_scorer(id="tunable", name="Tunable", description="the score in tunable.score", type="agent", version="1")
     .generate_score(lambda run: _tuned())
 )
+
+turns = (
+    create_scorer(id="turns", name="Turns", description="a tenth per turn of the conversation",
+                  type="conversation", version="1")
+    .generate_score(lambda run: len(run.turns) / 10)
+)

@@ -151,6 +151,10 @@ class Phoenix:
                           timeout=30)
         return list(reply.json().get("data", [])) if reply.status_code == 200 else []
 
+    def spans_of_project(self, project: str) -> list[dict[str, Any]]:
+        reply = httpx.get(f"{self.url}/v1/projects/{project}/spans", params={"limit": 1000}, timeout=30)
+        return list(reply.json().get("data", [])) if reply.status_code == 200 else []
+
     def annotations(self, span_ids: list[str], project: str = "default") -> list[dict[str, Any]]:
         reply = httpx.get(f"{self.url}/v1/projects/{project}/span_annotations",
                           params=[("span_ids", s) for s in span_ids], timeout=30)
@@ -248,14 +252,15 @@ def send_agent_trace(url: str, answer: str, agent: str = "support") -> tuple[str
     return _agent_trace(OTLPSpanExporter(endpoint=url, timeout=10), answer, agent)
 
 
-def agent_trace_body(answer: str) -> tuple[bytes, str, str]:
+def agent_trace_body(answer: str, resource: dict[str, str] | None = None) -> tuple[bytes, str, str]:
     """One agent run as the protobuf body the SDK's OTLP/HTTP exporter would post (replayable, and
-    a saved OTLP file for ``tracescore score``): the body, its trace id and run span id."""
+    a saved OTLP file for ``tracescore score``): the body, its trace id and run span id
+    (``resource``: more resource attributes, as a Phoenix project name)."""
     from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
     memory = InMemorySpanExporter()
-    trace_id, span_id, _ = _agent_trace(memory, answer, "support")
+    trace_id, span_id, _ = _agent_trace(memory, answer, "support", resource=resource)
     return encode_spans(memory.get_finished_spans()).SerializeToString(), trace_id, span_id
 
 
@@ -269,7 +274,7 @@ class Turn:
     start_ns: int
 
 
-def conversation_turns(session_id: str, answers: list[str]) -> list[Turn]:
+def conversation_turns(session_id: str, answers: list[str], resource: dict[str, str] | None = None) -> list[Turn]:
     """An agent's conversation: one agent run (its own trace) per answer, every span carrying
     ``session.id`` (as an instrumented agent sets it), as the SDK's OTLP/HTTP exporter would post them."""
     from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
@@ -278,7 +283,7 @@ def conversation_turns(session_id: str, answers: list[str]) -> list[Turn]:
     turns = []
     for answer in answers:
         memory = InMemorySpanExporter()
-        trace_id, span_id, _ = _agent_trace(memory, answer, "support", {"session.id": session_id})
+        trace_id, span_id, _ = _agent_trace(memory, answer, "support", {"session.id": session_id}, resource)
         spans = memory.get_finished_spans()
         turns.append(Turn(encode_spans(spans).SerializeToString(), trace_id, span_id,
                           min(int(s.start_time or 0) for s in spans)))
@@ -311,11 +316,11 @@ def cli(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.
                           env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", **(env or {})})
 
 
-def _agent_trace(exporter: Any, answer: str, agent: str,
-                 extra: dict[str, str] | None = None) -> tuple[str, str, int]:
+def _agent_trace(exporter: Any, answer: str, agent: str, extra: dict[str, str] | None = None,
+                 resource: dict[str, str] | None = None) -> tuple[str, str, int]:
     messages = [{"role": "user", "parts": [{"type": "text", "content": "What is the capital of France?"}]}]
     output = [{"role": "assistant", "parts": [{"type": "text", "content": answer}], "finish_reason": "stop"}]
-    provider = TracerProvider(resource=Resource(RESOURCE))
+    provider = TracerProvider(resource=Resource({**RESOURCE, **(resource or {})}))
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     tracer = provider.get_tracer("test-agent")
     attrs = {"gen_ai.input.messages": json.dumps(messages), "gen_ai.output.messages": json.dumps(output),

@@ -30,3 +30,9 @@ context_keys = (
     .generate_score(lambda run: float(len(run.additional_context)))
     .generate_reason(lambda run: repr(run.additional_context))
 )
+
+
+turn_count = (
+    create_scorer(id="turn-count", description="a tenth per turn of the conversation", type="conversation")
+    .generate_score(lambda run: len(run.turns) / 10)
+)

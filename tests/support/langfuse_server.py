@@ -9,6 +9,14 @@ answers 400 otherwise). Scores are stored as Langfuse stores them: one per (id, 
 repeated post of both is an update (the documented upsert). ``down`` makes the server
 answer 503 (an outage); ``fail_next`` scripts failures. This is the network boundary fake
 (STYLE: fakes only at boundaries).
+
+Its read side, for ``tracescore score --from langfuse+URL``: OTLP spans posted to
+``/api/public/otel/v1/traces`` become traces and observations as Langfuse makes them
+(`langfuse_ingest`), read back with ``GET /api/public/projects``, ``GET /api/public/traces``
+(``page``/``limit``/``fromTimestamp``/``toTimestamp``/``orderBy``, ``meta`` checked against the
+SDK's ``MetaResponse``) and ``GET /api/public/v2/observations?traceId=`` (cursor paging, rows
+checked against the SDK's ``ObservationsV2Response``). ``filters`` records the ``filter``
+parameters received; ``reads`` counts read requests; ``garbage`` makes reads answer non-JSON.
 """
 
 from __future__ import annotations
@@ -20,6 +28,9 @@ from typing import Any
 from aiohttp import web
 from langfuse.api import CreateScoreRequest
 from langfuse.api.core.pydantic_utilities import parse_obj_as
+from langfuse.api.observations.types import ObservationsV2Response
+from langfuse.api.utils.pagination.types import MetaResponse
+from langfuse_ingest import ingest, trace_row
 
 
 def known_keys() -> set[str]:
@@ -48,6 +59,11 @@ class LangfuseServer:
     refused: list[str] = field(default_factory=list)  # why requests were refused (400/401)
     down: bool = False
     fail_next: list[int] = field(default_factory=list)  # statuses to answer the next requests with
+    observations: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # trace id -> observations
+    filters: list[str] = field(default_factory=list)
+    reads: int = 0
+    garbage: bool = False
+    garbage_after: int | None = None  # reads after this many answer non-JSON
     _runner: web.AppRunner | None = None
 
     @property
@@ -57,6 +73,10 @@ class LangfuseServer:
     async def start(self) -> LangfuseServer:
         app = web.Application()
         app.router.add_post("/api/public/scores", self._create)
+        app.router.add_post("/api/public/otel/v1/traces", self._ingest)
+        app.router.add_get("/api/public/projects", self._projects)
+        app.router.add_get("/api/public/traces", self._traces)
+        app.router.add_get("/api/public/v2/observations", self._observations)
         self._runner = web.AppRunner(app)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", self.port)
@@ -121,3 +141,59 @@ class LangfuseServer:
             if body.get("sessionId"):
                 out.setdefault((body["sessionId"], body["name"]), []).append(body)
         return out
+
+    async def _ingest(self, request: web.Request) -> web.Response:
+        if not self._authorized(request.headers.get("Authorization", "")):
+            return web.json_response({"message": "Invalid credentials"}, status=401)
+        for obs in ingest(await request.read()):
+            self.observations.setdefault(obs["traceId"], []).append(obs)
+        return web.json_response({})
+
+    def _refusal(self, request: web.Request) -> web.Response | None:
+        """The answer of a read that fails (down, scripted, credentials, garbage), else None."""
+        self.reads += 1
+        if self.down:
+            return web.json_response({"message": "down"}, status=503)
+        if self.fail_next:
+            status = self.fail_next.pop(0)
+            return web.json_response({"message": "scripted failure"}, status=status, headers={"Retry-After": "0"})
+        if not self._authorized(request.headers.get("Authorization", "")):
+            return web.json_response({"message": "Invalid credentials. Confirm that you've configured the correct "
+                                                 "host."}, status=401)
+        if self.garbage or (self.garbage_after is not None and self.reads > self.garbage_after):
+            return web.Response(text="<html>gateway</html>", content_type="text/html")
+        return None
+
+    async def _projects(self, request: web.Request) -> web.Response:
+        refusal = self._refusal(request)
+        return refusal or web.json_response({"data": [{"id": "test-project", "name": "test", "metadata": {}}]})
+
+    async def _traces(self, request: web.Request) -> web.Response:
+        refusal = self._refusal(request)
+        if refusal is not None:
+            return refusal
+        query = request.query
+        if "filter" in query:
+            self.filters.append(query["filter"])
+        rows = sorted((trace_row(obs) for obs in self.observations.values()), key=lambda r: r["timestamp"],
+                      reverse=query.get("orderBy") == "timestamp.desc")
+        if "fromTimestamp" in query:
+            rows = [r for r in rows if r["timestamp"] >= query["fromTimestamp"][:23]]
+        if "toTimestamp" in query:
+            rows = [r for r in rows if r["timestamp"] < query["toTimestamp"][:23]]
+        page, limit = int(query.get("page", 1)), int(query.get("limit", 50))
+        meta = {"page": page, "limit": limit, "totalItems": len(rows), "totalPages": -(-len(rows) // limit)}
+        parse_obj_as(MetaResponse, meta)  # the SDK's type of the pagination object
+        return web.json_response({"data": rows[(page - 1) * limit: page * limit], "meta": meta})
+
+    async def _observations(self, request: web.Request) -> web.Response:
+        refusal = self._refusal(request)
+        if refusal is not None:
+            return refusal
+        query = request.query
+        rows = self.observations.get(query.get("traceId", ""), [])
+        start, limit = int(query.get("cursor") or 0), int(query.get("limit", 50))
+        end = start + limit
+        body = {"data": rows[start:end], "meta": {"cursor": str(end) if end < len(rows) else None}}
+        parse_obj_as(ObservationsV2Response, body)  # the SDK's type of the answer
+        return web.json_response(body)

@@ -8,9 +8,11 @@ from collections.abc import Sequence
 
 def add_common_arguments(parser: argparse.ArgumentParser, formats: Sequence[str] = ("jsonl", "table"),
                          default: str | None = None,
-                         format_help: str = "output format (default: table on a terminal, jsonl otherwise)") -> None:
+                         format_help: str = "output format (default: table on a terminal, jsonl otherwise)",
+                         files: str = "+") -> None:
     """Add FILE... and ``--format`` with the given choices and default (shared by ``inspect`` and
-    ``score``; None: the command decides).
+    ``score``; None: the command decides); ``files``: how many FILEs (``*`` when another
+    source may stand in for them, as ``score --from``).
 
     Example:
         >>> p = argparse.ArgumentParser(); add_common_arguments(p)
@@ -19,7 +21,7 @@ def add_common_arguments(parser: argparse.ArgumentParser, formats: Sequence[str]
     """
     parser.add_argument(
         "files",
-        nargs="+",
+        nargs=files,
         metavar="FILE",
         help="OTLP request files (.pb or .json, optionally gzip; *.logs.pb / *.logs.json hold logs), "
              "directories (every such file under them) or glob patterns",

@@ -19,7 +19,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """
     add_common_arguments(parser, default="table", format_help=(
         "table (the default, on a terminal or not: each score with its reason or error, and the summary "
-        "per scorer) or jsonl (a row per score with the run's input and output, for scripts)"))
+        "per scorer) or jsonl (a row per score with the run's input and output, for scripts)"), files="*")
     parser.add_argument(
         "--scorer",
         dest="scorers",
@@ -38,6 +38,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_session_key_argument(parser)
     add_gate_arguments(parser)
     add_export_arguments(parser)
+    add_source_arguments(parser)
 
 
 def positive_int(text: str) -> int:
@@ -107,3 +108,34 @@ def add_export_arguments(parser: argparse.ArgumentParser) -> None:
                         help="TOML configuration naming the export endpoint and sinks (with --export)")
     parser.add_argument("--export-timeout", type=float, default=120.0, metavar="S",
                         help="with --export: give up on what is not sent after S seconds (exit 1; default 120)")
+
+
+def add_source_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add ``--from URL`` (runs already in Phoenix, MLflow or Langfuse instead of FILEs),
+    ``--since``, ``--until``, ``--filter``, ``--resume`` and ``--cursor`` (`collector.commands.score_from`).
+
+    Example:
+        >>> p = argparse.ArgumentParser(); add_source_arguments(p)
+        >>> a = p.parse_args(["--from", "phoenix+http://h:6006/p", "--since", "7d", "--resume"])
+        >>> (a.source, a.since, a.until, a.filter, a.resume, a.cursor)
+        ('phoenix+http://h:6006/p', '7d', None, None, True, None)
+    """
+    parser.add_argument("--from", dest="source", metavar="URL",
+                        help="score the runs already in a backend instead of FILEs: phoenix+http://HOST:6006/PROJECT, "
+                             "mlflow+http://HOST:5000/EXPERIMENT_ID or langfuse+https://HOST (keys from [sinks.*] "
+                             "of --config, or the backend's usual environment variables)")
+    parser.add_argument("--since", metavar="TIME",
+                        help="with --from: traces that started at or after TIME (ISO 8601, or back from now: 12h, 7d)")
+    parser.add_argument("--until", metavar="TIME",
+                        help="with --from: traces that started before TIME (ISO 8601, or back from now)")
+    parser.add_argument("--filter", metavar="EXPR",
+                        help="with --from: the backend's own filter, passed through (a Phoenix trace filter "
+                             "expression, an MLflow search filter, Langfuse JSON filter conditions)")
+    parser.add_argument("--resume", action="store_true",
+                        help="with --from: continue an interrupted backfill from its cursor file")
+    parser.add_argument("--page-size", type=positive_int, default=None, metavar="N",
+                        help="with --from: traces per page (default 100; Langfuse 50); a page is the unit of "
+                             "memory, scoring, export and the cursor")
+    parser.add_argument("--cursor", metavar="FILE",
+                        help="with --from: the cursor file (default .tracescore/backfill/<digest>.json, "
+                             "named after the source, filter and scorers)")

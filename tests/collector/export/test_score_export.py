@@ -247,6 +247,7 @@ async def test_an_otel_endpoint_with_a_path_is_a_base_url() -> None:
     import asyncio
 
     from aiohttp import web
+    from web_app import start_app
 
     from collector.config import config_from_dict
 
@@ -259,11 +260,7 @@ async def test_an_otel_endpoint_with_a_path_is_a_base_url() -> None:
 
     app = web.Application()
     app.router.add_post("/{tail:.*}", receive)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    runner, port = await start_app(app)
     try:
         config = config_from_dict({}, env={
             "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{port}/api/public/otel",
