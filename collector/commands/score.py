@@ -28,6 +28,17 @@ score failed) or ``--export`` could not send every score in time; 2 a scorer ref
 ``--export [--config FILE]`` also sends every score to the configured export endpoint and
 native sinks, exactly as the daemon would (`collector.commands.backfill`): scoring a day
 of traces again is safe.
+
+Judge spend (SPEC §8): every scorer run goes through a judge governor
+(`scorers._judge_governor.govern_judge_calls`), whatever the runs came from. ``--estimate``
+runs every scorer with each judge request answered by a made-up reply, sends nothing,
+prints no score and exports nothing: it prints per scorer (and in total) the judge calls,
+prompt and output tokens and USD, and the worst case (`collector.commands.estimate`;
+``--format jsonl``: a JSON row per scorer on stdout); exit 0 (1 when a file could not be
+read). ``--max-usd N`` stops before spending N USD (`collector.commands.spend_cap`): a run
+whose judge call was refused is reported "not scored: --max-usd reached" (not as a failure),
+is not exported, and the exit code is 1; a judge model litellm has no price for is refused
+before any call (exit 2) unless ``--allow-unpriced``.
 """
 
 from __future__ import annotations
@@ -38,7 +49,7 @@ import json
 import logging
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,12 +59,15 @@ from rich.table import Table
 from adapters import AgentRun
 from collector.commands.backfill import export_outcomes, load_export_config
 from collector.commands.conversations import SessionUnit, is_conversation_scorer, session_units
+from collector.commands.estimate import EstimatingGovernor, print_estimate
 from collector.commands.gate import gate_failures, summarize, summary_table
 from collector.commands.inspect import load_runs, progress, run_row
 from collector.commands.report import report_config_error
+from collector.commands.spend_cap import SpendCap, unpriced_message, unpriced_models
 from collector.errors import ConfigError
 from collector.ids import run_id_for
 from collector.work.registry import load_judge_client, resolve_scorer
+from scorers._judge_governor import JudgeGovernor, JudgeParked, govern_judge_calls
 from scorers.errors import ScorerRunError
 
 logger = logging.getLogger(__name__)
@@ -104,6 +118,7 @@ class Outcome:
     exception: BaseException | None = None
     start_ns: int = 0
     end_ns: int = 0
+    not_scored: str | None = None  # why a judge call was refused ("--max-usd reached"): no score, no failure
 
     @property
     def failed(self) -> bool:
@@ -125,19 +140,46 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
-async def _score_one(scorer: Any, index: int, agent_run: AgentRun, conversation: Any = None) -> Outcome:
+def parked_cause(err: BaseException) -> JudgeParked | None:
+    """The `JudgeParked` (a judge call the governor refused) that ``err`` was raised from, if any.
+
+    Example:
+        >>> parked = JudgeParked("budget_exhausted", "--max-usd reached", 0.0)
+        >>> run_error = ScorerRunError("q", "analyze", [], cause=parked)
+        >>> parked_cause(run_error) is parked, parked_cause(ValueError("x")) is None
+        (True, True)
+    """
+    seen: set[int] = set()
+    cause: BaseException | None = err
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, JudgeParked):
+            return cause
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return None
+
+
+async def _score_one(scorer: Any, index: int, agent_run: AgentRun, conversation: Any = None,
+                     governor: JudgeGovernor | None = None) -> Outcome:
     scorer_id = str(getattr(scorer, "id", "?"))
     start_ns = time.time_ns()
     try:
-        result = await scorer.run(conversation) if conversation is not None else await scorer.run(
-            input=agent_run.input,
-            output=agent_run.output,
-            run_id=run_id_for(agent_run.trace_id, agent_run.span_id),  # as the daemon names the run
-            request_context=dict(agent_run.request_context),
-            trace_id=agent_run.trace_id,
-            span_id=agent_run.span_id,
-        )
+        with govern_judge_calls(governor, scorer_id):
+            result = await scorer.run(conversation) if conversation is not None else await scorer.run(
+                input=agent_run.input,
+                output=agent_run.output,
+                run_id=run_id_for(agent_run.trace_id, agent_run.span_id),  # as the daemon names the run
+                request_context=dict(agent_run.request_context),
+                trace_id=agent_run.trace_id,
+                span_id=agent_run.span_id,
+            )
     except Exception as err:  # a user scorer outside the engine may raise anything
+        parked = parked_cause(err)
+        if parked is not None:  # the governor refused a judge call: not scored, not failed
+            logger.info("not scored: %s on trace %s span %s: %s", scorer_id, agent_run.trace_id,
+                        agent_run.span_id, parked)
+            return Outcome(index, scorer_id, None, f"not scored: {parked}", None, start_ns=start_ns,
+                           end_ns=time.time_ns(), not_scored=str(parked))
         logger.info("scorer %s failed on trace %s span %s", scorer_id, agent_run.trace_id, agent_run.span_id,
                     exc_info=err)  # the traceback at -v
         message = str(err) if isinstance(err, ScorerRunError) else f"{type(err).__name__}: {err}"
@@ -159,10 +201,12 @@ async def _score_one(scorer: Any, index: int, agent_run: AgentRun, conversation:
 
 
 async def score_all(runs: Sequence[AgentRun], scorers: Sequence[Any], concurrency: int, err: Console,
-                    conversations: Mapping[int, Any] | None = None) -> list[Outcome]:
+                    conversations: Mapping[int, Any] | None = None,
+                    governor_for_run: Callable[[], JudgeGovernor | None] | None = None) -> list[Outcome]:
     """Score every run with every run scorer, and each conversation (``conversations``: the
     `ConversationRun` of ``runs[i]``, a session's unit) with every conversation scorer,
-    ``concurrency`` at a time; outcomes in (run, scorer) order.
+    ``concurrency`` at a time; outcomes in (run, scorer) order. Each scorer run's judge calls
+    go through ``governor_for_run()`` (`judge_governor`: an estimate, a spend cap), if given.
 
     The judge client is loaded first when a scorer has a prompt step (`load_judge_client`).
 
@@ -182,7 +226,8 @@ async def score_all(runs: Sequence[AgentRun], scorers: Sequence[Any], concurrenc
 
         async def job(slot: int, scorer: Any, index: int) -> None:
             async with semaphore:
-                outcomes[slot] = await _score_one(scorer, index, runs[index], conversations.get(index))
+                governor = governor_for_run() if governor_for_run is not None else None
+                outcomes[slot] = await _score_one(scorer, index, runs[index], conversations.get(index), governor)
             bar.advance(task)
 
         async with asyncio.TaskGroup() as group:
@@ -201,6 +246,56 @@ def _results_table(runs: Sequence[AgentRun], outcomes: Sequence[Outcome]) -> Tab
         note = o.error if o.error is not None else ("" if o.reason is None else str(o.reason))
         table.add_row(f"{r.trace_id[:8]}…/{r.span_id}\n{r.span_name}", r.service, o.scorer_id, score, note[:200])
     return table
+
+
+def judge_governor(args: argparse.Namespace) -> EstimatingGovernor | SpendCap | None:
+    """The governor of the judge calls ``--estimate`` or ``--max-usd`` asks for (None: neither).
+
+    Example:
+        >>> judge_governor(argparse.Namespace(estimate=True, estimate_output_tokens=None,
+        ...                                   default_output_tokens=1024)).__class__.__name__
+        'EstimatingGovernor'
+        >>> judge_governor(argparse.Namespace(max_usd=None)) is None
+        True
+    """
+    if getattr(args, "estimate", False):
+        return EstimatingGovernor(args.estimate_output_tokens, args.default_output_tokens)
+    if getattr(args, "max_usd", None) is not None:
+        return SpendCap(args.max_usd, args.default_output_tokens, args.allow_unpriced)
+    return None
+
+
+def _governor_for_run(governor: EstimatingGovernor | SpendCap | None) -> Callable[[], JudgeGovernor | None] | None:
+    """What gives each scorer run its governor: a spend cap's own per run, else the one governor."""
+    if isinstance(governor, SpendCap):
+        return governor.for_run
+    return None if governor is None else (lambda: governor)
+
+
+def _print_scores(out_format: str, loaded: Any, outcomes: Sequence[Outcome], conversations: Mapping[int, SessionUnit],
+                  summary: Any, err: Console) -> None:
+    """The scores (a JSON row each, or a table) and the per-scorer summary."""
+    if out_format == "jsonl":
+        for o in outcomes:
+            row = run_row(loaded.runs[o.run_index])
+            row = {
+                **{k: row[k] for k in ("trace_id", "span_id", "span_name", "service", "convention")},
+                "scorer": o.scorer_id,
+                "score": o.score,
+                "reason": o.reason,
+                "error": o.error,
+                "input": row["input"],
+                "output": row["output"],
+            }
+            if o.run_index in conversations:  # a session's score: its key (SPEC §7)
+                row["session_id"] = conversations[o.run_index].conversation.session_id
+            sys.stdout.write(json.dumps(row, ensure_ascii=False) + "\n")
+        sys.stdout.flush()
+        err.print(summary_table(summary))
+    else:
+        out = Console()
+        out.print(_results_table(loaded.runs, outcomes))
+        out.print(summary_table(summary))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -225,6 +320,12 @@ def run(args: argparse.Namespace) -> int:
         err.print(f"tracescore: --fail-under names no given scorer: {', '.join(unknown)}", markup=False,
                   highlight=False, soft_wrap=True)
         return 2
+    governor = judge_governor(args)
+    if isinstance(governor, SpendCap) and not governor.allow_unpriced:
+        unpriced = asyncio.run(unpriced_models(scorers))
+        if unpriced:  # before any call: its spend could not be counted
+            err.print(unpriced_message(unpriced), markup=False, highlight=False, soft_wrap=True)
+            return 2
     session_keys = [*(getattr(args, "session_key", None) or ()),
                     *(export_config.sessions.extra_keys if export_config is not None else ())]
     loaded = load_runs(args.files, err, session_keys)
@@ -234,39 +335,33 @@ def run(args: argparse.Namespace) -> int:
         conversations = {len(loaded.runs) + i: unit for i, unit in enumerate(units)}
         loaded.runs.extend(unit.unit for unit in units)
     outcomes = asyncio.run(score_all(loaded.runs, scorers, args.concurrency, err,
-                                     {i: unit.conversation for i, unit in conversations.items()}))
-    summary = summarize([str(scorer.id) for scorer in scorers], outcomes)
-    if out_format == "jsonl":
-        for o in outcomes:
-            row = run_row(loaded.runs[o.run_index])
-            row = {
-                **{k: row[k] for k in ("trace_id", "span_id", "span_name", "service", "convention")},
-                "scorer": o.scorer_id,
-                "score": o.score,
-                "reason": o.reason,
-                "error": o.error,
-                "input": row["input"],
-                "output": row["output"],
-            }
-            if o.run_index in conversations:  # a session's score: its key (SPEC §7)
-                row["session_id"] = conversations[o.run_index].conversation.session_id
-            sys.stdout.write(json.dumps(row, ensure_ascii=False) + "\n")
-        sys.stdout.flush()
-        err.print(summary_table(summary))
-    else:
-        out = Console()
-        out.print(_results_table(loaded.runs, outcomes))
-        out.print(summary_table(summary))
+                                     {i: unit.conversation for i, unit in conversations.items()},
+                                     _governor_for_run(governor)))
+    problems: list[str] = []
     exported = True
-    if export_config is not None:
-        exported = export_outcomes(export_config, args, loaded, scorers, outcomes, err,
-                                   {i: unit.record for i, unit in conversations.items()})
+    if isinstance(governor, EstimatingGovernor):  # no score printed, nothing exported
+        print_estimate(out_format, governor, [str(scorer.id) for scorer in scorers], outcomes, err)
+    else:
+        scored = [o for o in outcomes if o.not_scored is None]
+        summary = summarize([str(scorer.id) for scorer in scorers], scored)
+        _print_scores(out_format, loaded, outcomes, conversations, summary, err)
+        if export_config is not None:
+            exported = export_outcomes(export_config, args, loaded, scorers, scored, err,
+                                       {i: unit.record for i, unit in conversations.items()})
+        problems = gate_failures(summary, fail_under, getattr(args, "max_failures", None))
     if not loaded.runs:
         err.print("tracescore: no agent runs found in the files given", markup=False, highlight=False)
-    problems = gate_failures(summary, fail_under, getattr(args, "max_failures", None))
     for problem in problems:
         err.print(f"gate failed: {problem}", markup=False, highlight=False, soft_wrap=True)
     if loaded.failed_files:
         err.print(f"{len(loaded.failed_files)} file(s) could not be read", markup=False, highlight=False,
                   soft_wrap=True)
+    if isinstance(governor, SpendCap):
+        if governor.unpriced:  # a model no scorer declared (a user scorer outside the engine)
+            err.print(unpriced_message(sorted(governor.unpriced)), markup=False, highlight=False, soft_wrap=True)
+            return 2
+        not_scored = len(outcomes) - len(scored)
+        err.print(governor.summary(not_scored, len(outcomes)), markup=False, highlight=False, soft_wrap=True)
+        if not_scored:
+            return 1
     return 1 if problems or loaded.failed_files or not exported else 0
