@@ -31,8 +31,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-PLACEHOLDER_SENTENCE = "A short placeholder sentence in place of what the judge would write."
-"""What a string of a made-up instance holds (about a dozen tokens, as a model's statement)."""
+PLACEHOLDER_SENTENCE = "A short placeholder sentence the judge might write."
+"""What a string of a made-up instance holds (9 tokens for gpt-4o-mini: a short statement or verdict reason)."""
 
 PLACEHOLDER_TEXT = (
     "The score is 0.5 because this placeholder stands in for the judge's explanation: one or "
@@ -64,7 +64,7 @@ def sample_instance(schema: Any) -> Any:
         ...     "verdicts": {"type": "array", "items": {"$ref": "#/$defs/Verdict"}}}})
         {'verdicts': [{'verdict': 'yes', 'reason': 'A short'}]}
         >>> sample_instance({"type": "integer", "minimum": 1, "maximum": 5}), sample_instance(True)
-        (3, 'A short placeholder sentence in place of what the judge would write.')
+        (3, 'A short placeholder sentence the judge might write.')
     """
     return _Sampler(schema if isinstance(schema, dict) else {}).sample(schema, 0)
 
@@ -187,6 +187,8 @@ def sample_number(node: dict[str, Any], *, integer: bool = False) -> float | int
         >>> [sample_number(n, integer=True) for n in ({}, {"minimum": 0, "maximum": 1},
         ...                                           {"exclusiveMinimum": 0, "maximum": 1}, {"minimum": 7})]
         [1, 0, 1, 7]
+        >>> sample_number({"maximum": -3}, integer=True), sample_number({"exclusiveMaximum": -3}, integer=True)
+        (-3, -4)
     """
     low, low_open = _bound(node, "minimum", "exclusiveMinimum")
     high, high_open = _bound(node, "maximum", "exclusiveMaximum")
@@ -198,17 +200,18 @@ def sample_number(node: dict[str, Any], *, integer: bool = False) -> float | int
     candidates: list[float]
     if low is not None and high is not None:
         candidates = [(low + high) / 2]
+    elif integer:
+        candidates = [1.0]
     elif low is not None:
         candidates = [0.5, low + 0.5, low + 1]
     elif high is not None:
         candidates = [0.5, high - 0.5, high - 1]
     else:
-        candidates = [1.0 if integer else 0.5]
-    if integer:  # the whole numbers around each, then the bounds and one inside them
-        bounds = [b for b in (low, high) if b is not None]
-        candidates = [float(c) for x in candidates + bounds for c in (math.floor(x), math.ceil(x))]
-        candidates += [math.floor(low) + 1.0] if low is not None else []
-        candidates += [math.ceil(high) - 1.0] if high is not None else []
+        candidates = [0.5]
+    if integer:  # the whole numbers around the midpoint (or 1), then the bounds and one inside them
+        candidates = [float(c) for x in candidates for c in (math.floor(x), math.ceil(x))]
+        candidates += [] if low is None else [float(math.ceil(low)), math.ceil(low) + 1.0]
+        candidates += [] if high is None else [float(math.floor(high)), math.floor(high) - 1.0]
     for value in candidates:
         if fits(value):
             return int(value) if integer else float(value)

@@ -146,6 +146,7 @@ class RecordedRequest:
     headers: Mapping[str, str]  # case-insensitive
     body: Any
     received_at: float = 0.0  # time.monotonic() when the request arrived
+    usage: dict[str, int] = field(default_factory=dict)  # the usage billed for its reply (none: an error)
 
     @property
     def messages(self) -> list[dict[str, Any]]:
@@ -326,8 +327,8 @@ class LLMTestServer:
             except ValueError:
                 body = raw.decode("utf-8", "replace")
             self.request_count += 1
-            self.requests.append(RecordedRequest(request.path, CIMultiDict(request.headers), body,
-                                                 time.monotonic()))
+            record = RecordedRequest(request.path, CIMultiDict(request.headers), body, time.monotonic())
+            self.requests.append(record)
             reply = self._next_reply(body)
             latency = self.latency_ms if reply.latency_ms is None else reply.latency_ms
             if latency > 0:
@@ -349,6 +350,7 @@ class LLMTestServer:
             usage = reply.usage or DEFAULT_USAGE
             if reply.usage is None and self.realistic_usage:
                 usage = await asyncio.to_thread(realistic_usage, model, body, reply.content or "")
+            record.usage.update(usage)
             self.prompt_tokens += usage["prompt_tokens"]
             self.completion_tokens += usage["completion_tokens"]
             if request.path in ("/api/chat", "/api/generate"):
