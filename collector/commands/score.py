@@ -22,8 +22,9 @@ judge client (litellm, seconds to import) is loaded before scoring starts, so no
 duration includes its import. FILE may be a directory or a glob pattern. A scorer ref may
 name a zero-argument factory (``scorers.builtin:completeness``). Exit codes: 0 done; 1 a
 file could not be read, the gate failed (``--fail-under``, ``--max-failures``, or every
-score failed) or ``--export`` could not send every score in time; 2 a scorer ref or the
-``--config`` could not be loaded, or ``--fail-under`` names no given scorer.
+score failed), ``--export`` could not send every score in time or ``--max-usd`` left runs
+unscored; 2 a scorer ref or the ``--config`` could not be loaded, ``--fail-under`` names no
+given scorer, or ``--max-usd`` meets a judge model with no known price.
 
 ``--export [--config FILE]`` also sends every score to the configured export endpoint and
 native sinks, exactly as the daemon would (`collector.commands.backfill`): scoring a day
