@@ -233,6 +233,7 @@ async def test_max_usd_stops_within_one_calls_cost_and_exits_1(tmp_path: Path, m
     full = spend_of(judge.requests)
     worst_call = max(r.usage["prompt_tokens"] * INPUT_PRICE + 1024 * OUTPUT_PRICE for r in judge.requests)
     cap = round(full / 2, 6)
+    measured = []
     for concurrency in ("1", "16"):
         judge.reset_stats()
         code, out, err = await score(capsys, *RUN_FILES, *names, "--format", "jsonl", "--max-usd", str(cap),
@@ -251,6 +252,9 @@ async def test_max_usd_stops_within_one_calls_cost_and_exits_1(tmp_path: Path, m
         assert float(reported.group(1)) == pytest.approx(spent, abs=1e-6)
         assert int(reported.group(2)) == judge.request_count
         assert (int(reported.group(3)), int(reported.group(4))) == (len(left), len(found))
+        measured.append(f"--max-usd {cap} at concurrency {concurrency}: spent {spent:.6f} (full run {full:.6f}, one "
+                        f"call's worst case up to {worst_call:.6f}); {len(found) - len(left)} of {len(found)} scored")
+    print("\n".join(measured))  # after the last readouterr: the figures of a run with -s
 
 
 async def test_max_usd_exports_only_the_scored_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
