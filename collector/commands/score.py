@@ -22,8 +22,9 @@ judge client (litellm, seconds to import) is loaded before scoring starts, so no
 duration includes its import. FILE may be a directory or a glob pattern. A scorer ref may
 name a zero-argument factory (``scorers.builtin:completeness``). Exit codes: 0 done; 1 a
 file could not be read, the gate failed (``--fail-under``, ``--max-failures``, or every
-score failed) or ``--export`` could not send every score in time; 2 a scorer ref or the
-``--config`` could not be loaded, or ``--fail-under`` names no given scorer.
+score failed), ``--export`` could not send every score in time or ``--max-usd`` left runs
+unscored; 2 a scorer ref or the ``--config`` could not be loaded, ``--fail-under`` names no
+given scorer, or ``--max-usd`` meets a judge model with no known price.
 
 ``--export [--config FILE]`` also sends every score to the configured export endpoint and
 native sinks, exactly as the daemon would (`collector.commands.backfill`): scoring a day
@@ -32,6 +33,17 @@ of traces again is safe.
 ``--from URL`` reads the runs from Phoenix, MLflow or Langfuse instead of FILEs
 (`collector.commands.score_from`): each page of traces pulled is one batch through
 `score_batch`, as the files are, and the summary and gate cover every batch.
+
+Judge spend (SPEC §8): every scorer run goes through a judge governor
+(`scorers._judge_governor.govern_judge_calls`), whatever the runs came from. ``--estimate``
+runs every scorer with each judge request answered by a made-up reply, sends nothing,
+prints no score and exports nothing: it prints per scorer (and in total) the judge calls,
+prompt and output tokens and USD, and the worst case (`collector.commands.estimate`;
+``--format jsonl``: a JSON row per scorer on stdout); exit 0 (1 when a file could not be
+read). ``--max-usd N`` stops before spending N USD (`collector.commands.spend_cap`): a run
+whose judge call was refused is reported "not scored: --max-usd reached" (not as a failure),
+is not exported, and the exit code is 1; a judge model litellm has no price for is refused
+before any call (exit 2) unless ``--allow-unpriced``.
 """
 
 from __future__ import annotations
@@ -43,7 +55,7 @@ import json
 import logging
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -54,12 +66,22 @@ from rich.table import Table
 from adapters import AgentRun
 from collector.commands.backfill import export_outcomes, load_export_config
 from collector.commands.conversations import SessionUnit, is_conversation_scorer, session_units
+from collector.commands.estimate import EstimatingGovernor, print_estimate
 from collector.commands.gate import gate_failures, summarize, summary_table
 from collector.commands.inspect import Loaded, load_runs, progress, run_row
 from collector.commands.report import report_config_error
+from collector.commands.spend_cap import (
+    SpendCap,
+    governor_for_run,
+    judge_governor,
+    parked_cause,
+    unpriced_message,
+    unpriced_models,
+)
 from collector.errors import ConfigError
 from collector.ids import run_id_for
 from collector.work.registry import load_judge_client, resolve_scorer
+from scorers._judge_governor import JudgeGovernor, govern_judge_calls
 from scorers.errors import ScorerRunError
 
 logger = logging.getLogger(__name__)
@@ -110,6 +132,7 @@ class Outcome:
     exception: BaseException | None = None
     start_ns: int = 0
     end_ns: int = 0
+    not_scored: str | None = None  # why a judge call was refused ("--max-usd reached"): no score, no failure
 
     @property
     def failed(self) -> bool:
@@ -131,19 +154,27 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
-async def _score_one(scorer: Any, index: int, agent_run: AgentRun, conversation: Any = None) -> Outcome:
+async def _score_one(scorer: Any, index: int, agent_run: AgentRun, conversation: Any = None,
+                     governor: JudgeGovernor | None = None) -> Outcome:
     scorer_id = str(getattr(scorer, "id", "?"))
     start_ns = time.time_ns()
     try:
-        result = await scorer.run(conversation) if conversation is not None else await scorer.run(
-            input=agent_run.input,
-            output=agent_run.output,
-            run_id=run_id_for(agent_run.trace_id, agent_run.span_id),  # as the daemon names the run
-            request_context=dict(agent_run.request_context),
-            trace_id=agent_run.trace_id,
-            span_id=agent_run.span_id,
-        )
+        with govern_judge_calls(governor, scorer_id):
+            result = await scorer.run(conversation) if conversation is not None else await scorer.run(
+                input=agent_run.input,
+                output=agent_run.output,
+                run_id=run_id_for(agent_run.trace_id, agent_run.span_id),  # as the daemon names the run
+                request_context=dict(agent_run.request_context),
+                trace_id=agent_run.trace_id,
+                span_id=agent_run.span_id,
+            )
     except Exception as err:  # a user scorer outside the engine may raise anything
+        parked = parked_cause(err)
+        if parked is not None:  # the governor refused a judge call: not scored, not failed
+            logger.info("not scored: %s on trace %s span %s: %s", scorer_id, agent_run.trace_id,
+                        agent_run.span_id, parked)
+            return Outcome(index, scorer_id, None, f"not scored: {parked}", None, start_ns=start_ns,
+                           end_ns=time.time_ns(), not_scored=str(parked))
         logger.info("scorer %s failed on trace %s span %s", scorer_id, agent_run.trace_id, agent_run.span_id,
                     exc_info=err)  # the traceback at -v
         message = str(err) if isinstance(err, ScorerRunError) else f"{type(err).__name__}: {err}"
@@ -165,10 +196,12 @@ async def _score_one(scorer: Any, index: int, agent_run: AgentRun, conversation:
 
 
 async def score_all(runs: Sequence[AgentRun], scorers: Sequence[Any], concurrency: int, err: Console,
-                    conversations: Mapping[int, Any] | None = None, bar: Progress | None = None) -> list[Outcome]:
+                    conversations: Mapping[int, Any] | None = None, bar: Progress | None = None,
+                    governor_for_run: Callable[[], JudgeGovernor | None] | None = None) -> list[Outcome]:
     """Score every run with every run scorer, and each conversation (``conversations``: the
     `ConversationRun` of ``runs[i]``, a session's unit) with every conversation scorer,
-    ``concurrency`` at a time; outcomes in (run, scorer) order.
+    ``concurrency`` at a time; outcomes in (run, scorer) order. Each scorer run's judge calls
+    go through ``governor_for_run()`` (`judge_governor`: an estimate, a spend cap), if given.
 
     The judge client is loaded first when a scorer has a prompt step (`load_judge_client`).
     ``bar``: a progress bar already shown (a backfill's), which gets this batch's task.
@@ -189,7 +222,8 @@ async def score_all(runs: Sequence[AgentRun], scorers: Sequence[Any], concurrenc
 
         async def job(slot: int, scorer: Any, index: int) -> None:
             async with semaphore:
-                outcomes[slot] = await _score_one(scorer, index, runs[index], conversations.get(index))
+                governor = governor_for_run() if governor_for_run is not None else None
+                outcomes[slot] = await _score_one(scorer, index, runs[index], conversations.get(index), governor)
             shown.advance(task)
 
         async with asyncio.TaskGroup() as group:
@@ -234,6 +268,12 @@ def run(args: argparse.Namespace) -> int:
         err.print(f"tracescore: --fail-under names no given scorer: {', '.join(unknown)}", markup=False,
                   highlight=False, soft_wrap=True)
         return 2
+    governor = judge_governor(args)
+    if isinstance(governor, SpendCap) and not governor.allow_unpriced:
+        unpriced = asyncio.run(unpriced_models(scorers))
+        if unpriced:  # before any call: its spend could not be counted
+            err.print(unpriced_message(unpriced), markup=False, highlight=False, soft_wrap=True)
+            return 2
     session_keys = [*(getattr(args, "session_key", None) or ()),
                     *(export_config.sessions.extra_keys if export_config is not None else ())]
     if bool(getattr(args, "source", None)) == bool(args.files):
@@ -243,17 +283,18 @@ def run(args: argparse.Namespace) -> int:
     if getattr(args, "source", None):
         from collector.commands.score_from import run_from  # the backends' readers, only when asked
 
-        return run_from(args, scorers, export_config, session_keys, err)
+        return run_from(args, scorers, export_config, session_keys, err, governor)
     loaded = load_runs(args.files, err, session_keys)
     units = session_units(loaded.runs, loaded.span_attributes) \
         if any(is_conversation_scorer(scorer) for scorer in scorers) else []  # the files' sessions, as units
-    batch = asyncio.run(score_batch(args, scorers, export_config, loaded, units, err))
+    batch = asyncio.run(score_batch(args, scorers, export_config, loaded, units, err, governor=governor))
     if not loaded.runs:
         err.print("tracescore: no agent runs found in the files given", markup=False, highlight=False)
     if loaded.failed_files:
         err.print(f"{len(loaded.failed_files)} file(s) could not be read", markup=False, highlight=False,
                   soft_wrap=True)
-    return finish(args, scorers, batch.outcomes, err, failed=bool(loaded.failed_files) or not batch.exported)
+    return finish(args, scorers, batch.outcomes, err, failed=bool(loaded.failed_files) or not batch.exported,
+                  governor=governor)
 
 
 @dataclass(frozen=True)
@@ -266,10 +307,13 @@ class Batch:
 
 
 async def score_batch(args: argparse.Namespace, scorers: Sequence[Any], export_config: Any, loaded: Loaded,
-                      units: Sequence[SessionUnit], err: Console, bar: Progress | None = None) -> Batch:
+                      units: Sequence[SessionUnit], err: Console, bar: Progress | None = None,
+                      governor: EstimatingGovernor | SpendCap | None = None) -> Batch:
     """Score one batch of runs (the files given, or a page pulled from a backend) and the
     sessions ``units`` (added to ``loaded.runs``, scored by the conversation scorers), print
-    its rows (``--format``) and, with ``--export``, send its scores.
+    its rows (``--format``) and, with ``--export``, send its scores. Under ``governor``
+    (`judge_governor`): an estimate prints no row and exports nothing; under a spend cap the
+    runs it refused are printed "not scored" and not exported.
 
     Example:
         >>> import io
@@ -281,7 +325,10 @@ async def score_batch(args: argparse.Namespace, scorers: Sequence[Any], export_c
     conversations = {len(loaded.runs) + i: unit for i, unit in enumerate(units)}
     loaded.runs.extend(unit.unit for unit in units)
     outcomes = await score_all(loaded.runs, scorers, args.concurrency, err,
-                               {i: unit.conversation for i, unit in conversations.items()}, bar)
+                               {i: unit.conversation for i, unit in conversations.items()}, bar,
+                               governor_for_run(governor))
+    if isinstance(governor, EstimatingGovernor):  # a dry run: the estimate is printed by `finish`
+        return Batch([replace(o, result=None, exception=None) for o in outcomes], True)
     if (args.format or "table") == "jsonl":
         for o in outcomes:
             row = run_row(loaded.runs[o.run_index])
@@ -301,28 +348,45 @@ async def score_batch(args: argparse.Namespace, scorers: Sequence[Any], export_c
     elif outcomes or not getattr(args, "source", None):  # a backfill's empty page prints no table
         Console().print(_results_table(loaded.runs, outcomes))
     exported = True
-    if export_config is not None and (outcomes or not getattr(args, "source", None)):  # a page of no runs: no-op
-        exported = await export_outcomes(export_config, args, loaded, scorers, outcomes, err,
+    scored = [o for o in outcomes if o.not_scored is None]  # a run --max-usd refused is not exported
+    if export_config is not None and (scored or not getattr(args, "source", None)):  # a page of no runs: no-op
+        exported = await export_outcomes(export_config, args, loaded, scorers, scored, err,
                                          {i: unit.record for i, unit in conversations.items()},
                                          report=not getattr(args, "source", None))
     return Batch([replace(o, result=None, exception=None) for o in outcomes], exported)
 
 
 def finish(args: argparse.Namespace, scorers: Sequence[Any], outcomes: Sequence[Outcome], err: Console,
-           failed: bool = False) -> int:
+           failed: bool = False, governor: EstimatingGovernor | SpendCap | None = None) -> int:
     """Print the summary per scorer (stdout for ``table``, stderr for ``jsonl``) and the gate's
-    failures; the exit code: 1 when the gate failed or ``failed`` (a file unread, a score not
-    exported), else 0.
+    failures, or (``--estimate``) the estimate; under ``--max-usd``, what was spent. The exit
+    code: 1 when the gate failed, ``--max-usd`` left runs unscored, or ``failed`` (a file
+    unread, a score not exported); 2 when a judge model with no known price was met under
+    ``--max-usd``; else 0.
 
     Example:
         >>> import io
         >>> finish(argparse.Namespace(format="jsonl"), [], [], Console(file=io.StringIO()))
         0
     """
-    summary = summarize([str(scorer.id) for scorer in scorers], outcomes)
-    (err if (args.format or "table") == "jsonl" else Console()).print(summary_table(summary))
+    out_format = args.format or "table"
+    scorer_ids = [str(scorer.id) for scorer in scorers]
+    if isinstance(governor, EstimatingGovernor):
+        print_estimate(out_format, governor, scorer_ids, outcomes, err)
+        return 1 if failed else 0
+    scored = [o for o in outcomes if o.not_scored is None]
+    summary = summarize(scorer_ids, scored)
+    (err if out_format == "jsonl" else Console()).print(summary_table(summary))
     problems = gate_failures(summary, dict(getattr(args, "fail_under", None) or []),
                              getattr(args, "max_failures", None))
     for problem in problems:
         err.print(f"gate failed: {problem}", markup=False, highlight=False, soft_wrap=True)
+    if isinstance(governor, SpendCap):
+        if governor.unpriced:  # a model no scorer declared (a user scorer outside the engine)
+            err.print(unpriced_message(sorted(governor.unpriced)), markup=False, highlight=False, soft_wrap=True)
+            return 2
+        not_scored = len(outcomes) - len(scored)
+        err.print(governor.summary(not_scored, len(outcomes)), markup=False, highlight=False, soft_wrap=True)
+        if not_scored:
+            return 1
     return 1 if problems or failed else 0

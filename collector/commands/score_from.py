@@ -30,6 +30,7 @@ from rich.console import Console
 
 from adapters import AgentRun
 from collector.commands.conversations import is_conversation_scorer, session_units
+from collector.commands.estimate import EstimatingGovernor
 from collector.commands.inspect import Loaded, add_runs, progress
 from collector.commands.report import report_config_error
 from collector.commands.score import Outcome, finish, score_batch
@@ -86,8 +87,10 @@ def start_cursor(args: argparse.Namespace, source: str, window: Window, err: Con
 
 
 def run_from(args: argparse.Namespace, scorers: list[Any], export_config: Config | None, session_keys: list[str],
-             err: Console) -> int:
-    """Score the runs of the backend ``args.source`` names; the exit code (see the module docstring)."""
+             err: Console, governor: Any = None) -> int:
+    """Score the runs of the backend ``args.source`` names; the exit code (see the module docstring).
+    ``governor``: ``--estimate``'s or ``--max-usd``'s (`collector.commands.spend_cap.judge_governor`),
+    one for every page; an estimate writes no cursor."""
     try:
         source = parse_source(args.source)
         config = export_config or load_config(getattr(args, "config", None))
@@ -100,7 +103,7 @@ def run_from(args: argparse.Namespace, scorers: list[Any], export_config: Config
         err.print(f"tracescore: the backfill in {path} is complete ({cursor.traces} trace(s)); nothing to do",
                   markup=False, highlight=False, soft_wrap=True)
         return 0
-    backfill = Backfill(args, scorers, export_config, session_keys, err, path, cursor)
+    backfill = Backfill(args, scorers, export_config, session_keys, err, path, cursor, governor)
     try:
         asyncio.run(backfill.run(client, source))
     except PullError as exc:
@@ -111,15 +114,17 @@ def run_from(args: argparse.Namespace, scorers: list[Any], export_config: Config
               + (f" ({backfill.missing} listed without spans, not scored)" if backfill.missing else "")
               + (f"; exported {backfill.scores} score(s)" if export_config is not None else "")
               + f"; cursor {path}", markup=False, highlight=False, soft_wrap=True)
-    return finish(args, scorers, backfill.outcomes, err, failed=not backfill.exported)
+    return finish(args, scorers, backfill.outcomes, err, failed=not backfill.exported, governor=governor)
 
 
 class Backfill:
     """One ``score --from`` run: pages in, scores out, the cursor after each page."""
 
     def __init__(self, args: argparse.Namespace, scorers: list[Any], export_config: Config | None,
-                 session_keys: list[str], err: Console, path: Path, cursor: cursors.Cursor) -> None:
+                 session_keys: list[str], err: Console, path: Path, cursor: cursors.Cursor,
+                 governor: Any = None) -> None:
         self.args, self.scorers, self.export_config = args, scorers, export_config
+        self.governor = governor
         self.session_keys, self.err, self.path, self.cursor = session_keys, err, path, cursor
         self.sessions_wanted = any(is_conversation_scorer(s) for s in scorers)
         self.outcomes: list[Outcome] = []
@@ -173,13 +178,18 @@ class Backfill:
 
     async def _score(self, loaded: Loaded, units: list[Any], bar: Any) -> None:
         runs = len(loaded.runs)
-        batch = await score_batch(self.args, self.scorers, self.export_config, loaded, units, self.err, bar)
+        batch = await score_batch(self.args, self.scorers, self.export_config, loaded, units, self.err, bar,
+                                  self.governor)
         self.runs += runs
         self.outcomes.extend(batch.outcomes)
         self.scores += sum(1 for o in batch.outcomes if not o.not_scorable)
-        self.exported = self.exported and batch.exported
+        # A page with runs --max-usd refused keeps the cursor before it, as an unexported page does:
+        # a resume (with a higher cap) scores them; its scores already exported are not sent twice.
+        self.exported = self.exported and batch.exported and not any(o.not_scored for o in batch.outcomes)
 
     def _save(self, cursor: cursors.Cursor, final: bool = False) -> None:
-        """Write the cursor; with a conversation scorer it is done only once the sessions are scored."""
+        """Write the cursor; with a conversation scorer it is done only once the sessions are scored.
+        An estimate (``--estimate``) writes none: it scored nothing."""
         self.cursor = replace(cursor, done=False) if self.sessions_wanted and not final else cursor
-        cursors.save(self.path, self.cursor)
+        if not isinstance(self.governor, EstimatingGovernor):
+            cursors.save(self.path, self.cursor)

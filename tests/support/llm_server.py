@@ -8,6 +8,12 @@ reset); a fixed or per-reply latency, or a reply held until the test releases it
 request received is logged (path, headers, parsed body) and the maximum number of concurrent
 requests in flight is tracked.
 
+Usage: a reply's own ``usage``, else `DEFAULT_USAGE` (10 prompt and 5 completion tokens); with
+``realistic_usage=True`` (``--realistic-usage``) a reply without its own is billed as a real
+provider would: prompt tokens counted on the request's messages and completion tokens on the
+reply's content, with litellm's tokenizer for the request's model. The usage billed is summed
+(``prompt_tokens``, ``completion_tokens``, also in ``/stats``), so a test can price what was spent.
+
 This file is the network boundary fake (STYLE: fakes only at boundaries). It has no
 dependency on tracescore: tests ``import llm_server`` (``tests/support`` is on pytest's
 ``pythonpath``; the ``server`` fixture is in ``tests/conftest.py``) and the benchmark runs
@@ -140,6 +146,7 @@ class RecordedRequest:
     headers: Mapping[str, str]  # case-insensitive
     body: Any
     received_at: float = 0.0  # time.monotonic() when the request arrived
+    usage: dict[str, int] = field(default_factory=dict)  # the usage billed for its reply (none: an error)
 
     @property
     def messages(self) -> list[dict[str, Any]]:
@@ -170,6 +177,25 @@ class RecordedRequest:
 DEFAULT_USAGE = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
 
 
+def realistic_usage(model: str, body: Any, content: str) -> dict[str, int]:
+    """The usage a real provider would bill: the request's messages (or Ollama's ``prompt``) and
+    the reply's ``content``, counted with litellm's tokenizer for ``model``.
+
+    Example:
+        >>> realistic_usage("gpt-4o-mini", {"messages": [{"role": "user", "content": "Hi"}]}, "Hello there.")
+        {'prompt_tokens': 8, 'completion_tokens': 3, 'total_tokens': 11}
+    """
+    import litellm  # a third-party tokenizer, imported only in this mode
+
+    messages = body.get("messages") if isinstance(body, dict) else None
+    if messages:
+        prompt = litellm.token_counter(model=model, messages=messages)
+    else:
+        prompt = litellm.token_counter(model=model, text=str((body or {}).get("prompt") or ""))
+    completion = litellm.token_counter(model=model, text=content) if content else 0
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+
+
 class LLMTestServer:
     """The fake server. ``await start()`` in the running loop; ``await stop()`` at the end.
 
@@ -184,9 +210,13 @@ class LLMTestServer:
         (0, 0)
     """
 
-    def __init__(self, *, latency_ms: float = 0.0, default: Reply | None = None) -> None:
+    def __init__(self, *, latency_ms: float = 0.0, default: Reply | None = None,
+                 realistic_usage: bool = False) -> None:
         self.latency_ms = latency_ms
         self.default = default or Reply.json({"score": 0.5})
+        self.realistic_usage = realistic_usage
+        self.prompt_tokens = 0  # usage billed, summed over replies
+        self.completion_tokens = 0
         self.responder: Callable[[Any], Reply | None] | None = None
         self.requests: list[RecordedRequest] = []
         self.in_flight = 0
@@ -235,6 +265,7 @@ class LLMTestServer:
         self.requests.clear()
         self.max_in_flight = self.in_flight
         self.request_count = 0
+        self.prompt_tokens = self.completion_tokens = 0
 
     async def start(self, port: int = 0) -> LLMTestServer:
         """Listen on 127.0.0.1 (``port`` 0 picks a free port).
@@ -296,8 +327,8 @@ class LLMTestServer:
             except ValueError:
                 body = raw.decode("utf-8", "replace")
             self.request_count += 1
-            self.requests.append(RecordedRequest(request.path, CIMultiDict(request.headers), body,
-                                                 time.monotonic()))
+            record = RecordedRequest(request.path, CIMultiDict(request.headers), body, time.monotonic())
+            self.requests.append(record)
             reply = self._next_reply(body)
             latency = self.latency_ms if reply.latency_ms is None else reply.latency_ms
             if latency > 0:
@@ -317,6 +348,11 @@ class LLMTestServer:
                 return web.json_response(reply.body, status=reply.status, headers=reply.headers)
             model = body.get("model", "test-model") if isinstance(body, dict) else "test-model"
             usage = reply.usage or DEFAULT_USAGE
+            if reply.usage is None and self.realistic_usage:
+                usage = await asyncio.to_thread(realistic_usage, model, body, reply.content or "")
+            record.usage.update(usage)
+            self.prompt_tokens += usage["prompt_tokens"]
+            self.completion_tokens += usage["completion_tokens"]
             if request.path in ("/api/chat", "/api/generate"):
                 answer = ({"message": {"role": "assistant", "content": reply.content}} if request.path == "/api/chat"
                           else {"response": reply.content})
@@ -345,8 +381,9 @@ class LLMTestServer:
             self.in_flight -= 1
 
     async def _stats(self, request: web.Request) -> web.Response:
-        return web.json_response({"requests": self.request_count,
-                                  "max_in_flight": self.max_in_flight})
+        return web.json_response({"requests": self.request_count, "max_in_flight": self.max_in_flight,
+                                  "prompt_tokens": self.prompt_tokens,
+                                  "completion_tokens": self.completion_tokens})
 
     async def _reset(self, request: web.Request) -> web.Response:
         self.reset_stats()
@@ -354,7 +391,7 @@ class LLMTestServer:
 
 
 async def _serve(args: argparse.Namespace) -> None:
-    server = LLMTestServer(latency_ms=args.latency_ms)
+    server = LLMTestServer(latency_ms=args.latency_ms, realistic_usage=args.realistic_usage)
     await server.start(args.port)
     print(server.port, flush=True)
     try:
@@ -373,6 +410,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--latency-ms", type=float, default=0.0)
+    parser.add_argument("--realistic-usage", action="store_true",
+                        help="bill each reply's usage as a provider would (litellm's tokenizer)")
     args = parser.parse_args()
     try:
         import uvloop  # type: ignore[import-not-found]

@@ -1,4 +1,4 @@
-"""The arguments of ``tracescore score``: FILE... and the scorers, the CI gate, ``--export``."""
+"""The arguments of ``tracescore score``: FILE... and the scorers, the CI gate, ``--export``, judge spend."""
 
 from __future__ import annotations
 
@@ -8,14 +8,14 @@ from collector.commands.arguments.inspect import add_common_arguments, add_sessi
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add FILE..., ``--scorer`` (repeatable, required), ``--format``, ``--concurrency``, the gate's
-    and the export's arguments.
+    """Add FILE..., ``--scorer`` (repeatable, required), ``--format``, ``--concurrency``, the gate's,
+    the export's and the judge spend's arguments.
 
     Example:
         >>> p = argparse.ArgumentParser(); add_arguments(p)
         >>> a = p.parse_args(["S1.pb", "--scorer", "m:a", "--scorer", "n:b", "--concurrency", "4"])
-        >>> (a.scorers, a.concurrency, a.fail_under, a.export, a.format)
-        (['m:a', 'n:b'], 4, [], False, 'table')
+        >>> (a.scorers, a.concurrency, a.fail_under, a.export, a.format, a.estimate, a.max_usd)
+        (['m:a', 'n:b'], 4, [], False, 'table', False, None)
     """
     add_common_arguments(parser, default="table", format_help=(
         "table (the default, on a terminal or not: each score with its reason or error, and the summary "
@@ -39,6 +39,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_gate_arguments(parser)
     add_export_arguments(parser)
     add_source_arguments(parser)
+    add_spend_arguments(parser)
 
 
 def positive_int(text: str) -> int:
@@ -139,3 +140,57 @@ def add_source_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cursor", metavar="FILE",
                         help="with --from: the cursor file (default .tracescore/backfill/<digest>.json, "
                              "named after the source, filter and scorers)")
+
+
+def positive_usd(text: str) -> float:
+    """Parse a USD amount above 0 (the argument of ``--max-usd``).
+
+    Example:
+        >>> positive_usd("0.05")
+        0.05
+        >>> positive_usd("0")
+        Traceback (most recent call last):
+        ...
+        argparse.ArgumentTypeError: must be a number of USD above 0, got '0'
+    """
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a number of USD above 0, got {text!r}")
+    return value
+
+
+def add_spend_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add ``--estimate`` (with ``--estimate-output-tokens``) or ``--max-usd`` (with
+    ``--allow-unpriced``), and ``--default-output-tokens`` (SPEC §8;
+    `collector.commands.estimate`, `collector.commands.spend_cap`).
+
+    Example:
+        >>> p = argparse.ArgumentParser(); add_spend_arguments(p)
+        >>> a = p.parse_args(["--estimate", "--estimate-output-tokens", "200"])
+        >>> (a.estimate, a.estimate_output_tokens, a.max_usd, a.default_output_tokens)
+        (True, 200, None, 1024)
+        >>> a = p.parse_args(["--max-usd", "2.5", "--allow-unpriced", "--default-output-tokens", "300"])
+        >>> (a.estimate, a.max_usd, a.allow_unpriced, a.default_output_tokens)
+        (False, 2.5, True, 300)
+    """
+    group = parser.add_argument_group("judge spend")
+    either = group.add_mutually_exclusive_group()
+    either.add_argument("--estimate", action="store_true",
+                        help="send no judge request: print per scorer the judge calls, prompt and output tokens "
+                             "and USD the scoring would cost, and the worst case (each call's output at its cap); "
+                             "no score is printed or exported")
+    either.add_argument("--max-usd", type=positive_usd, default=None, metavar="N",
+                        help="stop before the judge calls cost N USD: each call reserves its worst case first; "
+                             "runs left are reported 'not scored: --max-usd reached' and the exit code is 1")
+    group.add_argument("--estimate-output-tokens", type=positive_int, default=None, metavar="N",
+                       help="with --estimate: count N output tokens per judge call (default: the tokens of a "
+                            "made-up reply of the step's schema, or of a two-sentence reason)")
+    group.add_argument("--default-output-tokens", type=positive_int, default=1024, metavar="N",
+                       help="the output cap of a judge call whose settings give no max_tokens: the worst case of "
+                            "--estimate and what --max-usd reserves (default 1024)")
+    group.add_argument("--allow-unpriced", action="store_true",
+                       help="with --max-usd: score with a judge model litellm has no price for (its calls count "
+                            "0 USD) instead of refusing it (exit 2)")
