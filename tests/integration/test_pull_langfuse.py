@@ -137,3 +137,36 @@ async def test_keys_in_the_url_are_used_and_never_printed(tmp_path: Path, langfu
     url = langfuse.url.replace("http://", "http://pk-lf-test:sk-lf-wrong@")
     code, _, err = await score("--from", f"langfuse+{url}", cwd=tmp_path)
     assert code == 2 and "HTTP 401" in err and "sk-lf-wrong" not in err
+
+
+JUDGED = '''
+import os
+from scorers import Judge, create_scorer
+judged = create_scorer(id="judged", description="judge", type="agent",
+                       judge=Judge(model="openai/gpt-4o-mini", instructions="Grade.",
+                                   model_settings={"api_base": os.environ["TS_TEST_JUDGE_URL"], "api_key": "k"}),
+                       ).generate_score(description="score", create_prompt=lambda run: f"Score: {run.output[-1].content}")
+'''
+
+
+async def test_estimate_with_from_prices_the_pulled_runs_sends_nothing_and_writes_no_cursor(
+        tmp_path: Path, langfuse: LangfuseServer) -> None:
+    """SPEC §10: ``--estimate`` (§8) works on what ``--from`` pulls: a judge call per run
+    counted, none sent, no cursor left behind (an estimate scores nothing)."""
+    from llm_server import LLMTestServer
+
+    await agent_sends(langfuse, tmp_path)
+    (tmp_path / "judged.py").write_text(JUDGED)
+    llm = await LLMTestServer().start()
+    try:
+        code, out, err = await cli("score", "--from", f"langfuse+{langfuse.url}", "--since", "1h", "--page-size", "3",
+                                   "--scorer", f"{tmp_path / 'judged.py'}:judged", "--estimate", "--format", "jsonl",
+                                   cwd=tmp_path, env={**KEYS, "TS_TEST_JUDGE_URL": llm.url + "/v1"}, timeout=120)
+    finally:
+        await llm.stop()
+    assert code == 0, err
+    (row,) = [json.loads(line) for line in out.splitlines()]
+    assert (row["scorer"], row["runs"], row["judge_calls"]) == ("judged", 4, 4)
+    assert row["prompt_tokens"] > 0 and row["usd"] > 0
+    assert not llm.requests  # nothing was sent to the judge
+    assert not list((tmp_path / ".tracescore").rglob("*.json"))  # no cursor: nothing was scored
