@@ -1,9 +1,16 @@
 """Every Redis key and name the Redis backend uses, built from one deployment prefix.
 
-All keys of one deployment start with ``queue.key_prefix`` (default ``tracescore:``), so
-several deployments (or tests) share one Redis without touching each other, and
-``RedisKeys.pattern`` finds everything a deployment wrote. The backend expects a single
-Redis server (not Cluster): its Lua scripts touch per-trace keys they compute themselves.
+All keys of one deployment start with ``queue.key_prefix`` (default ``tracescore:``) made a
+Redis Cluster hash tag: ``tracescore:`` becomes ``{tracescore}:`` (a prefix that already
+holds a ``{...}`` tag is kept as it is). So several deployments (or tests) share one Redis
+without touching each other, ``RedisKeys.pattern`` finds everything a deployment wrote, and
+on a Cluster every key of a deployment hashes to one slot: each Lua script and MULTI (some
+compute per-trace or per-session key names from the prefix) touches one slot only, as
+Cluster requires (`tests/collector/store/redis/test_key_slots.py` checks every call).
+The cost: one deployment's keys live on one Cluster primary; deployments with different
+prefixes land on different slots, hence spread over the primaries (the README's Cluster
+section). Keys written under the untagged names by earlier versions are renamed once, at
+start, by `collector.store.redis.migrate`.
 
 Layout (``P`` is the prefix)::
 
@@ -11,7 +18,7 @@ Layout (``P`` is the prefix)::
     P delayed           zset       job keys handed back with a delay, scored by due time
     P delayed:data      hash       job key -> "attempts|job JSON" of delayed jobs
     P dead              stream     dead letters: key, job, error JSON, attempts, failed_at
-    P idem:{job key}    string     "queued" | "done" | "dead", with a TTL (SET NX on enqueue)
+    P idem:<job key>    string     "queued" | "done" | "dead", with a TTL (SET NX on enqueue)
     P outbox            zset       outbox item id -> time it may be (re)exported
     P outbox:data       hash       outbox item id -> ScoreRecord JSON
     P outbox:attempts   hash       outbox item id -> failed export attempts
@@ -19,12 +26,12 @@ Layout (``P`` is the prefix)::
     P traces:open       zset       undecided trace ids (hex), scored by first arrival
     P traces:decided    zset       decided trace ids kept as context, by first arrival
     P decide            zset       trace ids waiting for a decision, scored by decision time
-    P meta:{trace id}   hash       first_seen, spans, candidate, root, claim
-    P chunks:{trace id} list       the trace's chunks: one signal byte + serialised protobuf
-    P sink:{name}       zset       a native sink's outbox: item id (the OTLP outbox's) -> due time
-    P sink:{name}:data  hash       item id -> ScoreRecord JSON
-    P sink:{name}:attempts hash    item id -> failed attempts
-    P sink:{name}:waiting  hash    item id -> when the backend first did not know the span
+    P meta:<trace id>   hash       first_seen, spans, candidate, root, claim
+    P chunks:<trace id> list       the trace's chunks: one signal byte + serialised protobuf
+    P sink:<name>       zset       a native sink's outbox: item id (the OTLP outbox's) -> due time
+    P sink:<name>:data  hash       item id -> ScoreRecord JSON
+    P sink:<name>:attempts hash    item id -> failed attempts
+    P sink:<name>:waiting  hash    item id -> when the backend first did not know the span
     P forward           stream     received requests to forward: s (signal), b (body); id <seq>-0
     P forward:seq       string     the last forward position (INCR)
     P forward:sent      string     the last position the export endpoint accepted
@@ -34,14 +41,15 @@ Layout (``P`` is the prefix)::
     P sessions:unforced zset       open sessions not forced out yet, by opening time (max_open)
     P sessions:scored   zset       scored sessions by the time they are forgotten
     P sessions:counts   hash       scored_total, reopened_total, forced_total, capped_total
-    P session:{scope}   hash       session_id, service, open, opened_at, last_noted, due_at,
+    P session:<scope>   hash       session_id, service, open, opened_at, last_noted, due_at,
                                    reason, claim_until, scored_rev
-    P turns:{scope}     hash       "trace_id/span_id" -> the turn's RunRecord JSON
+    P turns:<scope>     hash       "trace_id/span_id" -> the turn's RunRecord JSON
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
 
 GROUP = "workers"
 """The consumer group every worker reads the job stream with."""
@@ -53,19 +61,40 @@ SIGNAL_SPANS, SIGNAL_LOGS = b"s", b"l"
 """The first byte of a stored trace chunk: a ``TracesData`` or a ``LogsData``."""
 
 
+_TAG = re.compile(r"\{[^}]+\}")
+
+
+def hash_tagged(prefix: str) -> str:
+    """``prefix`` with its name in a Cluster hash tag (kept when it holds one already).
+
+    Example:
+        >>> hash_tagged("tracescore:"), hash_tagged("{ts}:prod:"), hash_tagged("team-a")
+        ('{tracescore}:', '{ts}:prod:', '{team-a}')
+    """
+    if _TAG.search(prefix):
+        return prefix
+    name = prefix.rstrip(":") or prefix
+    return "{" + name + "}" + prefix[len(name):]
+
+
 @dataclass(frozen=True)
 class RedisKeys:
-    """The keys of one deployment.
+    """The keys of one deployment: ``configured`` is ``queue.key_prefix``, ``prefix`` the
+    hash-tagged prefix every key starts with (`hash_tagged`).
 
     Example:
         >>> keys = RedisKeys("ts:")
         >>> keys.jobs, keys.idem("t/s/q/1"), keys.chunks("ab")
-        ('ts:jobs', 'ts:idem:t/s/q/1', 'ts:chunks:ab')
+        ('{ts}:jobs', '{ts}:idem:t/s/q/1', '{ts}:chunks:ab')
         >>> keys.pattern
-        'ts:*'
+        '{ts}:*'
     """
 
-    prefix: str = "tracescore:"
+    configured: str = "tracescore:"
+    prefix: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "prefix", hash_tagged(self.configured))
 
     @property
     def jobs(self) -> str:
@@ -73,7 +102,7 @@ class RedisKeys:
 
         Example:
             >>> RedisKeys("p:").jobs
-            'p:jobs'
+            '{p}:jobs'
         """
         return self.prefix + "jobs"
 
@@ -83,7 +112,7 @@ class RedisKeys:
 
         Example:
             >>> RedisKeys("p:").delayed
-            'p:delayed'
+            '{p}:delayed'
         """
         return self.prefix + "delayed"
 
@@ -93,7 +122,7 @@ class RedisKeys:
 
         Example:
             >>> RedisKeys("p:").delayed_data
-            'p:delayed:data'
+            '{p}:delayed:data'
         """
         return self.prefix + "delayed:data"
 
@@ -103,7 +132,7 @@ class RedisKeys:
 
         Example:
             >>> RedisKeys("p:").dead
-            'p:dead'
+            '{p}:dead'
         """
         return self.prefix + "dead"
 
@@ -113,7 +142,7 @@ class RedisKeys:
 
         Example:
             >>> RedisKeys("p:").idem_prefix
-            'p:idem:'
+            '{p}:idem:'
         """
         return self.prefix + "idem:"
 
@@ -122,7 +151,7 @@ class RedisKeys:
 
         Example:
             >>> RedisKeys("p:").idem("k")
-            'p:idem:k'
+            '{p}:idem:k'
         """
         return self.idem_prefix + job_key
 
@@ -131,7 +160,7 @@ class RedisKeys:
 
         Example:
             >>> RedisKeys("p:").replies("k")
-            'p:replies:k'
+            '{p}:replies:k'
         """
         return self.prefix + "replies:" + job_key
 
@@ -141,7 +170,7 @@ class RedisKeys:
 
         Example:
             >>> RedisKeys("p:").outbox
-            'p:outbox'
+            '{p}:outbox'
         """
         return self.prefix + "outbox"
 
@@ -151,7 +180,7 @@ class RedisKeys:
 
         Example:
             >>> RedisKeys("p:").outbox_data
-            'p:outbox:data'
+            '{p}:outbox:data'
         """
         return self.prefix + "outbox:data"
 
@@ -161,7 +190,7 @@ class RedisKeys:
 
         Example:
             >>> RedisKeys("p:").outbox_attempts
-            'p:outbox:attempts'
+            '{p}:outbox:attempts'
         """
         return self.prefix + "outbox:attempts"
 
@@ -172,7 +201,7 @@ class RedisKeys:
         Example:
             >>> keys = RedisKeys("p:")
             >>> keys.forward, keys.forward_seq, keys.forward_sent, keys.forward_bytes, keys.forward_leader
-            ('p:forward', 'p:forward:seq', 'p:forward:sent', 'p:forward:bytes', 'p:forward:leader')
+            ('{p}:forward', '{p}:forward:seq', '{p}:forward:sent', '{p}:forward:bytes', '{p}:forward:leader')
         """
         return self.prefix + "forward"
 
@@ -202,7 +231,7 @@ class RedisKeys:
 
         Example:
             >>> RedisKeys("p:").outbox_seq
-            'p:outbox:seq'
+            '{p}:outbox:seq'
         """
         return self.prefix + "outbox:seq"
 
@@ -212,7 +241,7 @@ class RedisKeys:
 
         Example:
             >>> RedisKeys("p:").traces_open
-            'p:traces:open'
+            '{p}:traces:open'
         """
         return self.prefix + "traces:open"
 
@@ -222,7 +251,7 @@ class RedisKeys:
 
         Example:
             >>> RedisKeys("p:").traces_decided
-            'p:traces:decided'
+            '{p}:traces:decided'
         """
         return self.prefix + "traces:decided"
 
@@ -232,7 +261,7 @@ class RedisKeys:
 
         Example:
             >>> RedisKeys("p:").decide
-            'p:decide'
+            '{p}:decide'
         """
         return self.prefix + "decide"
 
@@ -241,7 +270,7 @@ class RedisKeys:
 
         Example:
             >>> RedisKeys("p:").meta("ab")
-            'p:meta:ab'
+            '{p}:meta:ab'
         """
         return self.prefix + "meta:" + trace_hex
 
@@ -250,7 +279,7 @@ class RedisKeys:
 
         Example:
             >>> RedisKeys("p:").chunks("ab")
-            'p:chunks:ab'
+            '{p}:chunks:ab'
         """
         return self.prefix + "chunks:" + trace_hex
 
@@ -259,7 +288,7 @@ class RedisKeys:
 
         Example:
             >>> RedisKeys("p:").sink("phoenix")
-            'p:sink:phoenix'
+            '{p}:sink:phoenix'
         """
         return self.prefix + "sink:" + name
 
@@ -268,7 +297,7 @@ class RedisKeys:
 
         Example:
             >>> RedisKeys("p:").sink_data("mlflow")
-            'p:sink:mlflow:data'
+            '{p}:sink:mlflow:data'
         """
         return self.sink(name) + ":data"
 
@@ -277,7 +306,7 @@ class RedisKeys:
 
         Example:
             >>> RedisKeys("p:").sink_attempts("mlflow")
-            'p:sink:mlflow:attempts'
+            '{p}:sink:mlflow:attempts'
         """
         return self.sink(name) + ":attempts"
 
@@ -286,7 +315,7 @@ class RedisKeys:
 
         Example:
             >>> RedisKeys("p:").sink_waiting("mlflow")
-            'p:sink:mlflow:waiting'
+            '{p}:sink:mlflow:waiting'
         """
         return self.sink(name) + ":waiting"
 
@@ -297,9 +326,9 @@ class RedisKeys:
         Example:
             >>> keys = RedisKeys("p:")
             >>> keys.sessions_due, keys.sessions_unforced, keys.sessions_scored, keys.sessions_counts
-            ('p:sessions:due', 'p:sessions:unforced', 'p:sessions:scored', 'p:sessions:counts')
+            ('{p}:sessions:due', '{p}:sessions:unforced', '{p}:sessions:scored', '{p}:sessions:counts')
             >>> keys.session_prefix, keys.turns_prefix
-            ('p:session:', 'p:turns:')
+            ('{p}:session:', '{p}:turns:')
         """
         return self.prefix + "sessions:due"
 
@@ -334,6 +363,6 @@ class RedisKeys:
 
         Example:
             >>> RedisKeys("p:").pattern
-            'p:*'
+            '{p}:*'
         """
         return self.prefix + "*"
