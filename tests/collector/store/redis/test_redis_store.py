@@ -234,3 +234,15 @@ async def test_keys_under_the_untagged_names_of_earlier_versions_are_renamed_at_
     finally:
         await upgraded.shutdown()
         await raw.aclose()
+
+
+async def test_an_append_no_replica_acknowledged_is_refused_retryably(prefix: str) -> None:
+    """``wait_replicas``: the shared test Redis has no replica, so WAIT answers 0 after its timeout."""
+    alone = await _open(prefix, wait_replicas=1, wait_timeout_ms=50)
+    try:
+        assert (await alone.client.info("replication"))["connected_slaves"] == 0
+        with pytest.raises(Unavailable, match="0 of 1 Redis replicas acknowledged"):
+            await alone.append([TraceChunk(T1, "spans", b"run", 1, True, True)], now=time.time())
+        assert [c.data for c in await alone.load(T1)] == [b"run"]  # written, not acknowledged: resent, absorbed
+    finally:
+        await alone.shutdown()
