@@ -34,6 +34,7 @@ from test_redis_faults import PROTOBUF, ROOT, Proc, agent_bodies, unique_scores
 
 from collector.store.redis.conn import connect
 from collector.store.redis.keys import RedisKeys
+from collector.store.redis.store import RedisStore
 
 SCORER = f"{ROOT / 'tests' / 'integration' / 'scorers_for_tests.py'}:answer_length"
 
@@ -78,23 +79,23 @@ async def group(tmp_path: Path) -> AsyncIterator[SentinelGroup]:
         started.stop()
 
 
-async def _failover_under_load(tmp: Path, group: SentinelGroup, wait_replicas: int,
-                               fail: Callable[[SentinelGroup], Awaitable[float]]) -> dict[str, Any]:
-    """Run a daemon on the group, send 80 requests (2 runs each) from two agents, call
-    ``fail`` after the 20th is accepted; wait until everything is scored or drained."""
-    prefix = f"test-failover-{uuid.uuid4().hex[:8]}:"
+async def failover_under_load(tmp: Path, url: str, prefix: str, wait_replicas: int,
+                              fail: Callable[[], Awaitable[float]]) -> dict[str, Any]:
+    """Run a daemon on ``url``, send 80 requests (2 runs each) from two agents, call ``fail``
+    (it returns when the primary was lost) after the 20th is accepted; wait until everything
+    accepted is scored (``wait_replicas`` > 0) or the queue drained (0: a run may be lost)."""
     backend = await CaptureBackend().start()
-    queue = {"url": group.url(), "key_prefix": prefix, "visibility_timeout_s": 3.0,
+    queue = {"url": url, "key_prefix": prefix, "visibility_timeout_s": 3.0,
              "wait_replicas": wait_replicas, "wait_timeout_ms": 500}
     daemon = Proc(tmp, "daemon", "all", queue, backend.endpoint, SCORER)
-    client = connect(group.url())
+    client = connect(url)
     keys = RedisKeys(prefix)
     try:
         await daemon.start()
         senders = Senders(daemon.url, agent_bodies(160, 2))
         sending = [asyncio.create_task(senders.send(i, 2)) for i in range(2)]
         await wait_until(lambda: len(senders.accepted) >= 20, timeout=60, what="20 requests accepted")
-        killed_at = await fail(group)
+        killed_at = await fail()
         await asyncio.gather(*sending)
         daemon.assert_alive()
         accepted = senders.runs()
@@ -121,10 +122,14 @@ async def _failover_under_load(tmp: Path, group: SentinelGroup, wait_replicas: i
     finally:
         await daemon.stop()
         await backend.stop()
-        try:
-            await client.delete(*[k async for k in client.scan_iter(match=keys.pattern)] or [keys.jobs])
-        finally:
-            await client.aclose()
+        await client.aclose()
+        cleaner = RedisStore(url, key_prefix=prefix)  # a fresh client: the topology of now
+        await cleaner.delete_all()
+        await cleaner.shutdown()
+
+
+def _prefix() -> str:
+    return f"test-failover-{uuid.uuid4().hex[:8]}:"
 
 
 async def _sentinel_failover(group: SentinelGroup) -> float:
@@ -146,7 +151,7 @@ async def _kill_primary(group: SentinelGroup) -> float:
 @pytest.mark.long
 async def test_sentinel_failover_under_load_scores_every_accepted_run_once(
         tmp_path: Path, group: SentinelGroup) -> None:
-    out = await _failover_under_load(tmp_path, group, 1, _sentinel_failover)
+    out = await failover_under_load(tmp_path, group.url(), _prefix(), 1, lambda: _sentinel_failover(group))
     assert out["scored"] == out["accepted"] and out["total"] == len(out["accepted"]) == 160
     assert out["dead"] == 0
     print(f"SENTINEL FAILOVER: {len(out['accepted'])} runs accepted and scored once, "
@@ -156,7 +161,7 @@ async def test_sentinel_failover_under_load_scores_every_accepted_run_once(
 @pytest.mark.long
 async def test_sigkilled_primary_with_wait_replicas_1_loses_no_accepted_run(
         tmp_path: Path, group: SentinelGroup) -> None:
-    out = await _failover_under_load(tmp_path, group, 1, _kill_primary)
+    out = await failover_under_load(tmp_path, group.url(), _prefix(), 1, lambda: _kill_primary(group))
     assert out["scored"] == out["accepted"] and out["total"] == len(out["accepted"]) == 160
     assert out["dead"] == 0
     assert {status for status, _ in out["refusals"]} <= {0, 503}
@@ -167,7 +172,7 @@ async def test_sigkilled_primary_with_wait_replicas_1_loses_no_accepted_run(
 @pytest.mark.long
 async def test_sigkilled_primary_with_wait_replicas_0_loses_at_most_the_last_second(
         tmp_path: Path, group: SentinelGroup) -> None:
-    out = await _failover_under_load(tmp_path, group, 0, _kill_primary)
+    out = await failover_under_load(tmp_path, group.url(), _prefix(), 0, lambda: _kill_primary(group))
     lost = out["accepted"] - out["scored"]
     assert out["scored"] <= out["accepted"] and out["total"] == len(out["scored"])
     assert lost <= out["late"], f"{len(lost - out['late'])} runs lost that were accepted over a second before the kill"

@@ -182,7 +182,7 @@ class ClusterGroup:
     def __init__(self, root: Path) -> None:
         self.bus = [hold_port() for _ in range(6)]
         self.nodes = [Node(root, f"cluster-{i}", "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-                           "--cluster-node-timeout", "1000", "--cluster-port", str(bus.getsockname()[1]))
+                           "--cluster-node-timeout", "1000", "--cluster-replica-validity-factor", "0", "--cluster-port", str(bus.getsockname()[1]))
                       for i, bus in enumerate(self.bus)]
 
     def start(self) -> ClusterGroup:

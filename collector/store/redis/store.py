@@ -18,6 +18,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Sequence
+from typing import Any
 
 import redis.asyncio as aioredis
 from redis.exceptions import AuthenticationError, OutOfMemoryError, ReadOnlyError, ResponseError
@@ -357,10 +358,19 @@ class RedisStore(RedisSessions):
         return RedisSinkOutbox(self.client, self.keys, sink, lease_s=self._export_lease_s)
 
     async def delete_all(self) -> int:
-        """Delete every key of this deployment (tests and teardown); returns how many."""
+        """Delete every key of this deployment (tests and teardown); returns how many.
+
+        On a Cluster only the primary serving the deployment's slot holds its keys: only it
+        is scanned (a Cluster-wide SCAN would also ask nodes that failed).
+        """
         deleted = 0
         batch: list[bytes] = []
-        async for key in self.client.scan_iter(match=self.keys.pattern, count=1000):
+        where: dict[str, Any] = {}
+        if is_cluster(self.client):
+            cluster: Any = self.client
+            await cluster.initialize()  # the slot map (a no-op once known)
+            where["target_nodes"] = cluster.get_node_from_key(self.keys.jobs)
+        async for key in self.client.scan_iter(match=self.keys.pattern, count=1000, **where):
             batch.append(key)
             if len(batch) >= 500:
                 deleted += await self.client.delete(*batch)
