@@ -31,7 +31,13 @@ from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from collector.store.redis import scripts
-from collector.store.redis.conn import UNREACHABLE, Backoff, Coalescer, is_cluster, retry_unreachable
+from collector.store.redis.conn import (
+    UNREACHABLE,
+    Backoff,
+    Coalescer,
+    is_cluster,
+    retry_unreachable,
+)
 from collector.store.redis.keys import GROUP, RedisKeys
 from collector.types import (
     Dead,
