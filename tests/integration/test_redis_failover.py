@@ -149,24 +149,14 @@ async def _kill_primary(group: SentinelGroup) -> float:
 
 
 @pytest.mark.long
-async def test_sentinel_failover_under_load_scores_every_accepted_run_once(
-        tmp_path: Path, group: SentinelGroup) -> None:
-    out = await failover_under_load(tmp_path, group.url(), _prefix(), 1, lambda: _sentinel_failover(group))
+@pytest.mark.parametrize("fail", [_sentinel_failover, _kill_primary], ids=["sentinel-failover", "sigkill"])
+async def test_with_wait_replicas_1_every_accepted_run_is_scored_once(
+        tmp_path: Path, group: SentinelGroup, fail: Callable[[SentinelGroup], Awaitable[float]]) -> None:
+    out = await failover_under_load(tmp_path, group.url(), _prefix(), 1, lambda: fail(group))
     assert out["scored"] == out["accepted"] and out["total"] == len(out["accepted"]) == 160
     assert out["dead"] == 0
-    print(f"SENTINEL FAILOVER: {len(out['accepted'])} runs accepted and scored once, "
+    print(f"{fail.__name__}, wait_replicas=1: {len(out['accepted'])} runs accepted and scored once, "
           f"{len(out['refusals'])} refusals meanwhile, {out['sent'] - out['total']} score spans re-sent")
-
-
-@pytest.mark.long
-async def test_sigkilled_primary_with_wait_replicas_1_loses_no_accepted_run(
-        tmp_path: Path, group: SentinelGroup) -> None:
-    out = await failover_under_load(tmp_path, group.url(), _prefix(), 1, lambda: _kill_primary(group))
-    assert out["scored"] == out["accepted"] and out["total"] == len(out["accepted"]) == 160
-    assert out["dead"] == 0
-    assert {status for status, _ in out["refusals"]} <= {0, 503}
-    print(f"SIGKILL, wait_replicas=1: {len(out['accepted'])} runs accepted and scored once, "
-          f"{len(out['refusals'])} refusals meanwhile")
 
 
 @pytest.mark.long

@@ -14,7 +14,6 @@ waits a test makes while agents keep sending are coroutines.
 
 from __future__ import annotations
 
-import asyncio
 import shutil
 import signal
 import subprocess
@@ -24,6 +23,7 @@ from pathlib import Path
 
 import redis
 import redis.asyncio as aioredis
+from polling import wait_until
 from ports import hold_port
 
 WAIT_S = 30.0
@@ -43,20 +43,6 @@ def poll(predicate: Callable[[], bool], what: str, timeout: float = WAIT_S) -> N
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what}")
         time.sleep(0.05)
-
-
-async def apoll(predicate: Callable[[], object], what: str, timeout: float = WAIT_S) -> None:  # noqa: ASYNC109
-    """Wait until ``await predicate()`` (or ``predicate()``) holds; fail after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if asyncio.iscoroutine(value):
-            value = await value
-        if value:
-            return
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        await asyncio.sleep(0.05)
 
 
 def _answers(port: int) -> bool:
@@ -168,7 +154,7 @@ class SentinelGroup:
                 await client.aclose()
             return bool(role[0] == b"master")
 
-        await apoll(moved, "the sentinels promoting the replica")
+        await wait_until(moved, what="the sentinels promoting the replica")
         return self.primary()
 
     def stop(self) -> None:
@@ -230,7 +216,7 @@ class ClusterGroup:
 
     async def wait_takeover(self, key: str, old: Node) -> Node:
         """Wait until another node serves ``key``'s slot and the Cluster is ok again."""
-        await apoll(lambda: self.owner(key).port != old.port and self.healthy(), "a replica taking over")
+        await wait_until(lambda: self.owner(key).port != old.port and self.healthy(), what="a replica taking over")
         return self.owner(key)
 
     def stop(self) -> None:
