@@ -14,6 +14,7 @@ waits a test makes while agents keep sending are coroutines.
 
 from __future__ import annotations
 
+import ctypes
 import shutil
 import signal
 import subprocess
@@ -45,6 +46,12 @@ def poll(predicate: Callable[[], bool], what: str, timeout: float = WAIT_S) -> N
         time.sleep(0.05)
 
 
+def _die_with_parent() -> None:
+    """In the child before exec: SIGKILL it when the test process dies (a worker killed by a
+    timeout never runs its fixtures' teardown; its servers must not outlive it)."""
+    ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
 def _answers(port: int) -> bool:
     client = redis.Redis(port=port, socket_timeout=1, socket_connect_timeout=1)
     try:
@@ -74,7 +81,8 @@ class Node:
             args += [str(self.dir / "sentinel.conf"), "--sentinel"]
         args += ["--bind", "127.0.0.1", "--port", str(self.port), "--dir", str(self.dir), "--save", "",
                  "--appendonly", "no", "--logfile", str(self.dir / "server.log"), *self.extra, *more]
-        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                     preexec_fn=_die_with_parent)
         poll(lambda: self.alive() and _answers(self.port), f"redis on {self.port} ({self.dir}/server.log)")
         return self
 
