@@ -21,6 +21,8 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
+from polling import WAIT_S as WAIT_S  # tests/support; re-exported: the tests import it from here
+from polling import wait_until as wait_until
 from ports import hold_port  # tests/support
 
 INPUT = [
