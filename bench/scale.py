@@ -19,6 +19,7 @@ ratio of this tree's figures to REV's: the medians of ``--rounds`` rounds.
 
     .venv/bin/python bench/scale.py --runs 4000 --workers 1 2 --compare 38ea31d
     .venv/bin/python bench/scale.py --store sqlite --workers 1 --compare 38ea31d
+    .venv/bin/python bench/scale.py --redis-url redis+cluster://127.0.0.1:7000,127.0.0.1:7001
 
 Every process (client, receiver, workers, Redis) shares this machine's cores, so the
 2-worker figure is bounded by the CPUs left, not by the queue.
@@ -140,6 +141,23 @@ async def wait_ready(session: aiohttp.ClientSession, port: int, proc: asyncio.su
     raise SystemExit("a daemon process was not ready after 60 s")
 
 
+async def redis_pid(url: str, prefix: str) -> int:
+    """The process id of the Redis server holding the deployment's keys: on a Cluster
+    (``redis+cluster://``), the primary serving their hash slot (every key of a deployment
+    is in one slot); it must run on this machine for its CPU to be read."""
+    store = RedisStore(url, key_prefix=prefix)
+    client: Any = store.client
+    where: dict[str, Any] = {}
+    if url.startswith(("redis+cluster://", "rediss+cluster://")):
+        await client.initialize()
+        where["target_nodes"] = client.get_node_from_key(store.keys.jobs)
+    try:
+        info = await client.info("server", **where)
+    finally:
+        await store.shutdown()
+    return int(info["process_id"])
+
+
 def write_config(folder: Path, name: str, store: str, redis_url: str, prefix: str, backend_port: int,
                  decision_wait: float, concurrency: int) -> tuple[Path, int]:
     """A daemon's config file: HTTP receiver on a free port, the store, export to the backend."""
@@ -212,8 +230,7 @@ async def run_round(args: argparse.Namespace, tree: Path, python: str, workers: 
 
             pids = [proc.pid for proc in procs]
             if args.store == "redis":  # the Redis server's CPU is part of the cost too (last)
-                info = await RedisStore(args.redis_url, key_prefix=prefix).client.info("server")
-                pids.append(int(info["process_id"]))
+                pids.append(await redis_pid(args.redis_url, prefix))
             cpu0 = [cpu_seconds(pid) for pid in pids]
             started = time.perf_counter()
             await asyncio.gather(*(client() for _ in range(args.concurrency_clients)))

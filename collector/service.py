@@ -152,7 +152,8 @@ class Service:
                 idempotency_ttl_s=q.retention_s, export_lease_s=max(5.0, 3 * e.timeout_s + 2),
                 sinks=config.sinks.enabled(), forward=self.forwarding,
                 max_forward_bytes=e.max_forward_backlog_bytes, retry_after_s=config.receiver.retry_after_s,
-                session_rules=store_session_rules(config.sessions),
+                session_rules=store_session_rules(config.sessions), wait_replicas=q.wait_replicas,
+                wait_timeout_ms=q.wait_timeout_ms,
             )
         else:
             self.store = SqliteStore(

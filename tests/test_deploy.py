@@ -41,7 +41,8 @@ def test_scale_out_config_is_valid_and_its_example_scorer_loads(
 
 
 @pytest.mark.parametrize(
-    "name", ["docker-compose.scale.yml", "kubernetes/redis/tracescore.yaml", "docker-compose.yml"]
+    "name", ["docker-compose.scale.yml", "kubernetes/redis/tracescore.yaml", "docker-compose.yml",
+             "docker-compose.sentinel.yml"]
 )
 def test_roles_named_in_deploy_files_exist(name: str) -> None:
     parser = argparse.ArgumentParser()
@@ -50,7 +51,7 @@ def test_roles_named_in_deploy_files_exist(name: str) -> None:
     assert roles is not None
     named = re.findall(r'"--role",\s*"([a-z]+)"', (DEPLOY / name).read_text())
     assert set(named) <= set(roles)
-    if "scale" in name or "kubernetes" in name:
+    if "scale" in name or "kubernetes" in name or "sentinel" in name:
         assert {"receiver", "worker"} <= set(named)
 
 

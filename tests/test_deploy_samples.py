@@ -22,7 +22,7 @@ from collector.config import Config
 
 DEPLOY = Path(__file__).parents[1] / "deploy"
 REPO = DEPLOY.parent
-COMPOSE_FILES = ["docker-compose.yml", "docker-compose.scale.yml"]
+COMPOSE_FILES = ["docker-compose.yml", "docker-compose.scale.yml", "docker-compose.sentinel.yml"]
 K8S_FOLDERS = ["sqlite", "redis"]
 
 
@@ -216,3 +216,20 @@ def test_the_systemd_unit_passes_systemd_analyze_verify(tmp_path: Path) -> None:
     proc = subprocess.run([tool, "verify", f"--root={root}", str(root / "etc/systemd/system" / UNIT.name)],
                           capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode != 0 and "is not executable" in proc.stderr
+
+
+def test_the_sentinel_sample_names_its_sentinels_and_waits_for_a_replica(tmp_path: Path) -> None:
+    """docker-compose.sentinel.yml: its tracescore config passes check, reaches the compose's
+    three sentinels for the primary they monitor, and answers success once a replica holds a request."""
+    doc = compose("docker-compose.sentinel.yml")
+    services = doc["services"]
+    receiver = services["tracescore-receiver"]
+    config_text = (DEPLOY / "tracescore.sentinel.toml").read_text()
+    proc = tracescore_check(config_text, tmp_path, {**dockerfile_env(), "TRACESCORE_TOKEN": ""})
+    assert proc.returncode == 0, proc.stderr
+    assert "Sentinel primary 'primary' via 3 sentinels; success after 1 replica acknowledged" in proc.stdout
+    sentinels = re.findall(r"(sentinel-\d):26379", config_text)
+    assert sorted(sentinels) == sorted(n for n in services if n.startswith("sentinel-")) == list(receiver["depends_on"])[:3]
+    script = services["sentinel-1"]["command"][-1]
+    assert "sentinel monitor primary redis-a 6379 2" in script and "--sentinel" in script
+    assert services["redis-b"]["command"][-2:] == ["redis-a", "6379"]  # the replica of the monitored primary

@@ -74,6 +74,45 @@ def unpriced_judges(config: Config, entries: list[RegisteredScorer]) -> list[str
     return problems
 
 
+
+def queue_shape(config: Config) -> str:
+    """What a Redis ``queue.url`` names, and how many replicas acknowledge a request (SPEC §9).
+
+    Example:
+        >>> from collector.config import config_from_dict
+        >>> queue_shape(config_from_dict({}, env={}))
+        ''
+        >>> url = "redis+sentinel://:pw@s1,s2/primary/0"
+        >>> queue_shape(config_from_dict({"queue": {"url": url, "wait_replicas": 1}}, env={}))
+        " (Sentinel primary 'primary' via 2 sentinels; success after 1 replica acknowledged, else 503 after 1000 ms)"
+        >>> queue_shape(config_from_dict({"queue": {"url": "redis+cluster://n1:7000"}}, env={}))
+        ' (Cluster, 1 startup node; keys in slot 14042 of the hash tag {tracescore}; no replica wait: a failover may lose the last writes)'
+    """
+    q = config.queue
+    if q.kind != "redis":
+        return ""
+    from collector.config.redis_url import parse_redis_url
+
+    target = parse_redis_url(q.url)
+    if target.mode == "sentinel":
+        shape = f"Sentinel primary {target.service!r} via {len(target.nodes)} sentinels"
+    elif target.mode == "cluster":
+        from redis.crc import key_slot  # only a Cluster URL needs it
+
+        from collector.store.redis.keys import RedisKeys
+
+        keys = RedisKeys(q.key_prefix)
+        tag = keys.prefix[keys.prefix.index("{"):keys.prefix.index("}") + 1]
+        nodes = f"{len(target.nodes)} startup node{'s' if len(target.nodes) > 1 else ''}"
+        shape = f"Cluster, {nodes}; keys in slot {key_slot(keys.jobs.encode())} of the hash tag {tag}"
+    else:
+        shape = "one server"
+    wait = (f"success after {q.wait_replicas} replica{'s' if q.wait_replicas > 1 else ''} acknowledged, "
+            f"else 503 after {q.wait_timeout_ms} ms" if q.wait_replicas
+            else "no replica wait: a failover may lose the last writes")
+    return f" ({shape}; {wait})"
+
+
 def run(args: argparse.Namespace) -> int:
     """Validate; print a summary (exit 0) or the problem with its key path (exit 2).
 
@@ -91,7 +130,7 @@ def run(args: argparse.Namespace) -> int:
         report_config_error(err)
         return 2
     print(f"{args.config}: OK")
-    print(f"  queue: {config.queue.display_url}")
+    print(f"  queue: {config.queue.display_url}{queue_shape(config)}")
     print(f"  export: {config.export.endpoint or '(none: scores are logged)'} ({config.export.protocol})")
     for key, url in config.sinks.urls().items():  # URLs only: keys and tokens are never printed
         print(f"  sink {key.split('.')[1]}: {url}")

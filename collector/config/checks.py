@@ -14,6 +14,8 @@ from collections.abc import Iterable
 from typing import Any
 from urllib.parse import urlsplit
 
+from collector.config.redis_url import parse_redis_url
+
 
 class KeyProblem(ValueError):
     """A bad value found by a check across keys: ``key`` is its dotted path from the root.
@@ -122,14 +124,18 @@ def endpoint_host_port(endpoint: str) -> str:
 
 
 def without_password(url: str) -> str:
-    """``url`` fit for a log line or ``check``'s output: a password in it replaced by ``***``.
+    """``url`` fit for a log line or ``check``'s output: a password in it replaced by ``***``
+    (in the user info, and any ``...password=`` query option, as Sentinel URLs carry).
 
     Example:
         >>> without_password("redis://:s3cret@redis:6379/0"), without_password("https://user:pw@backend:4318/otel")
         ('redis://:***@redis:6379/0', 'https://user:***@backend:4318/otel')
-        >>> without_password("redis+sentinel://:pw@h1:26379,h2:26379/primary/0"), without_password("backend:4317")
-        ('redis+sentinel://:***@h1:26379,h2:26379/primary/0', 'backend:4317')
+        >>> without_password("redis+sentinel://:pw@h1:26379,h2:26379/primary/0?sentinel_password=spw&db=0")
+        'redis+sentinel://:***@h1:26379,h2:26379/primary/0?sentinel_password=***&db=0'
+        >>> without_password("backend:4317")
+        'backend:4317'
     """
+    url = _QUERY_PASSWORD.sub(r"\1***", url)
     scheme, sep, rest = url.partition("://")
     netloc, slash, path = rest.partition("/")
     userinfo, at, hosts = netloc.rpartition("@")
@@ -138,24 +144,34 @@ def without_password(url: str) -> str:
     return f"{scheme}{sep}{userinfo.split(':', 1)[0]}:***@{hosts}{slash}{path}"
 
 
+_QUERY_PASSWORD = re.compile(r"([?&][A-Za-z_]*password=)[^&#]*")
+
+
 def check_redis_url(url: str) -> None:
-    """Refuse what redis-py would refuse only when connecting: a bad port, database or option.
+    """Refuse what redis-py would refuse only when connecting: a bad scheme, node list, port,
+    database or option (`collector.config.redis_url` says which URLs name what).
 
     Example:
         >>> check_redis_url("redis://127.0.0.1:6379/0")
+        >>> check_redis_url("redis+sentinel://h1:26379,h2:26379/primary/0?sentinel_password=pw")
         >>> check_redis_url("redis://127.0.0.1:6379/zero")
         Traceback (most recent call last):
         ...
         collector.config.checks.KeyProblem: the database must be a number, got 'zero'
+        >>> check_redis_url("redis+cluster://h1:7000,h2:notaport")
+        Traceback (most recent call last):
+        ...
+        collector.config.checks.KeyProblem: not a valid Redis URL: port 'notaport' is not in 1..65535 in 'h2:notaport'
     """
     # Imported here: only a redis:// queue.url needs redis-py, loading any other config does not.
     from redis.asyncio.connection import Connection, parse_url
 
     try:
-        options = parse_url(url)
+        target = parse_redis_url(url)
+        options = parse_url(target.url)
     except ValueError as err:
         raise KeyProblem("queue.url", f"not a valid Redis URL: {err}") from None
-    database = urlsplit(url).path.strip("/")
+    database = urlsplit(target.url).path.strip("/")
     if database and not database.isdigit():
         raise KeyProblem("queue.url", f"the database must be a number, got {database!r}")
     connection_class: Any = options.get("connection_class", Connection)

@@ -28,10 +28,12 @@ from collector.config.checks import (
     without_password,
 )
 from collector.config.judge import JudgeConfig
+from collector.config.redis_url import SCHEMES
 from collector.config.sinks import SinksConfig
 from collector.errors import ConfigError
 
 _MODEL = ConfigDict(extra="forbid", frozen=True)
+REDIS_SCHEMES = tuple(f"{scheme}://" for scheme in SCHEMES if scheme.startswith("redis"))
 
 
 class ReceiverConfig(BaseModel):
@@ -144,11 +146,15 @@ class SessionsConfig(BaseModel):
 
 
 class QueueConfig(BaseModel):
-    """The job queue and its store: ``sqlite:///PATH`` (embedded) or ``redis://...``.
+    """The job queue and its store: ``sqlite:///PATH`` (embedded) or Redis (SPEC §9: one
+    server, Sentinel or Cluster; ``wait_replicas``: replicas that must hold a request's writes
+    before a receiver answers success).
 
     Example:
         >>> QueueConfig().kind
         'sqlite'
+        >>> QueueConfig(url="redis+sentinel://:pw@h1,h2/primary/0", wait_replicas=1).kind
+        'redis'
         >>> QueueConfig(url="sqlite:////var/lib/ts/q.db").sqlite_path
         '/var/lib/ts/q.db'
     """
@@ -162,13 +168,20 @@ class QueueConfig(BaseModel):
     max_pending_jobs: int = Field(default=100_000, gt=0)
     retention_s: float = Field(default=7 * 24 * 3600.0, gt=0)
     key_prefix: str = Field(default="tracescore:", min_length=1)  # redis: keys of this deployment
+    wait_replicas: int = Field(default=0, ge=0)  # redis: replicas that acknowledge (WAIT) before success
+    wait_timeout_ms: int = Field(default=1000, gt=0)  # redis: how long WAIT waits; then 503 + Retry-After
 
     @model_validator(mode="after")
     def _scheme(self) -> QueueConfig:
-        if not self.url.startswith(("sqlite:///", "redis://", "rediss://")):
-            raise KeyProblem("queue.url", f"must start with sqlite:///, redis:// or rediss://, got {self.url!r}")
+        if not self.url.startswith(("sqlite:///", *REDIS_SCHEMES)):
+            raise KeyProblem("queue.url", "must start with sqlite:///, redis://, rediss://, redis+sentinel://, "
+                                          f"rediss+sentinel://, redis+cluster:// or rediss+cluster://, got {self.url!r}")
         if self.url.startswith("redis"):
             check_redis_url(self.url)
+            if self.wait_replicas and "+cluster://" in self.url:
+                raise KeyProblem("queue.wait_replicas", "not supported on a Redis Cluster yet: use 0, or Sentinel")
+        elif self.wait_replicas:
+            raise KeyProblem("queue.wait_replicas", "needs a Redis queue.url (a SQLite file has no replicas)")
         return self
 
     @property

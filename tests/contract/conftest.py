@@ -1,19 +1,23 @@
-"""Fixtures for the contract tests: one factory per queue backend (SQLite file, real Redis).
+"""Fixtures for the contract tests: one factory per queue backend (SQLite file, real Redis,
+a real 3-primary Redis Cluster).
 
 The Redis backend needs the server at ``REDIS_URL`` (default 127.0.0.1:6379); when it is
-missing the tests fail (they never skip). Each test gets its own key prefix and deletes
-its keys at the end.
+missing the tests fail (they never skip). The Cluster (six ``redis-server`` processes made
+a Cluster by ``redis-cli --cluster create``, `redis_topology.ClusterGroup`) is started once
+per test session by the worker that runs its tests (they share an xdist group). Each test
+gets its own key prefix and deletes its keys at the end.
 """
 
 from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from redis_topology import ClusterGroup  # tests/support
 
 from collector.store.redis.store import RedisStore
 from collector.store.sqlite.store import SqliteStore
@@ -23,10 +27,21 @@ REDIS_URL = os.environ.get("TRACESCORE_TEST_REDIS_URL", "redis://127.0.0.1:6379/
 StoreFactory = Callable[..., Awaitable[Any]]
 
 
-@pytest.fixture(params=["sqlite", "redis"])
+@pytest.fixture(scope="session")
+def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The URL of a 3-primary Redis Cluster of this session (stopped at its end)."""
+    cluster = ClusterGroup(tmp_path_factory.mktemp("cluster"))
+    try:
+        yield cluster.start().url()
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture(params=["sqlite", "redis", pytest.param("redis-cluster", marks=pytest.mark.xdist_group("redis-cluster"))])
 async def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[StoreFactory]:
     """``await make_store(**options)`` opens a started store of the parametrized backend."""
     opened: list[Any] = []
+    url = request.getfixturevalue("redis_cluster") if request.param == "redis-cluster" else REDIS_URL
 
     async def factory(**options: Any) -> Any:
         if request.param == "sqlite":
@@ -34,7 +49,8 @@ async def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIte
             store.test_path = str(tmp_path / f"q{len(opened)}.db")  # for a second connection (dead letters)
         else:
             prefix = f"test-{uuid.uuid4().hex[:12]}:"
-            store = RedisStore(REDIS_URL, key_prefix=prefix, block_ms=0, **options)
+            store = RedisStore(url, key_prefix=prefix, block_ms=0, **options)
+            store.test_url = url  # for a second connection (dead letters, a restart)
             await store.client.ping()  # fail loudly when Redis is missing
         await store.start()
         opened.append(store)

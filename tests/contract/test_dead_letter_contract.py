@@ -21,9 +21,7 @@ TRACEBACK = 'Traceback (most recent call last):\n  File "s.py", line 3, in score
 
 def admin_for(store: Any) -> DeadLetterAdmin:
     if isinstance(store, RedisStore):
-        url = str(store.client.connection_pool.connection_kwargs.get("host", "127.0.0.1"))
-        port = store.client.connection_pool.connection_kwargs.get("port", 6379)
-        return RedisDeadLetters(connect(f"redis://{url}:{port}/0"), store.keys, idempotency_ttl_s=3600)
+        return RedisDeadLetters(connect(store.test_url), store.keys, idempotency_ttl_s=3600)
     return SqliteDeadLetters(store.test_path)
 
 

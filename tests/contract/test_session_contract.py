@@ -5,7 +5,6 @@ max_open, leases, revisions and retention."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -16,7 +15,6 @@ from collector.store.sqlite.store import SqliteStore
 from collector.types import RunRecord
 
 StoreFactory = Callable[..., Awaitable[Any]]
-REDIS_URL = os.environ.get("TRACESCORE_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 T0 = 1_000.0
 RULES = SessionRules(idle_s=10.0, max_age_s=100.0, max_turns=50, max_revisions=3, max_open=100, retain_s=500.0)
 
@@ -243,7 +241,8 @@ async def _reopen(store: Any) -> Any:
     if isinstance(store, SqliteStore):
         again: Any = SqliteStore(store.test_path, session_rules=RULES)
     else:
-        again = RedisStore(REDIS_URL, key_prefix=store.keys.prefix, block_ms=0, session_rules=RULES)
+        again = RedisStore(store.test_url, key_prefix=store.keys.prefix, block_ms=0, session_rules=RULES)
+        again.test_url = store.test_url
     await again.start()
     return again
 

@@ -6,11 +6,10 @@ the OpenTelemetry SDK and sent with its own OTLP exporters.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import socket
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +21,8 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
+from polling import WAIT_S as WAIT_S  # tests/support; re-exported: the tests import it from here
+from polling import wait_until as wait_until
 from ports import hold_port  # tests/support
 
 INPUT = [
@@ -54,26 +55,6 @@ def release_ports() -> None:
     """Close the sockets holding the ports `free_port` handed out (at the end of each test)."""
     while _HELD_PORTS:
         _HELD_PORTS.pop().close()
-
-
-WAIT_S = 30.0
-"""`wait_until`'s default bound: a failure detector (a score cycle takes a second or two,
-many more on a loaded machine), never a claim about speed."""
-
-
-async def wait_until(predicate: Callable[[], bool | Awaitable[bool]], timeout: float = WAIT_S,  # noqa: ASYNC109
-                     what: str = "condition") -> None:
-    """Poll ``predicate`` until it holds; fail after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if not isinstance(value, bool):
-            value = await value
-        if value:
-            return
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        await asyncio.sleep(0.02)
 
 
 def _value(v: AnyValue) -> object:

@@ -39,6 +39,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from serve_process import PROBE, START_S, STOP_S
 
+from collector.store.redis.keys import RedisKeys
 from collector.store.redis.store import RedisStore
 
 REDIS_URL = os.environ.get("TRACESCORE_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
@@ -216,7 +217,8 @@ async def deployment(tmp_path: Path) -> AsyncIterator[dict[str, Any]]:
 
 
 async def _drained(client: aioredis.Redis, prefix: str) -> bool:
-    return await client.xlen(prefix + "jobs") == 0 and await client.zcard(prefix + "outbox") == 0
+    keys = RedisKeys(prefix)
+    return await client.xlen(keys.jobs) == 0 and await client.zcard(keys.outbox) == 0
 
 
 @pytest.mark.long
@@ -246,7 +248,7 @@ async def test_sigkill_of_one_of_two_workers_scores_every_run_exactly_once(deplo
     assert total == len(expected) == 1000, f"{total - len(scored)} second scores"
     resent = len(backend.scores()) - total
     assert resent <= 256, f"{resent} spans re-sent: more than the one export batch a SIGKILL can interrupt"
-    assert await deployment["redis"].xlen(deployment["prefix"] + "dead") == 0
+    assert await deployment["redis"].xlen(RedisKeys(deployment["prefix"]).dead) == 0
     workers[1].assert_alive()
     receiver.assert_alive()
 
@@ -283,7 +285,7 @@ async def test_export_outage_delays_scores_never_duplicates_them_nor_the_judge_c
         await wait_until(lambda: len(llm.requests) >= 200, timeout=90, what="200 judge calls")
 
         async def all_in_outbox() -> bool:
-            return await client.zcard(prefix + "outbox") == 200
+            return await client.zcard(RedisKeys(prefix).outbox) == 200
 
         await wait_until(all_in_outbox, timeout=30, what="200 scores in the outbox")
         backend = await CaptureBackend(backend_port).start()
@@ -436,7 +438,7 @@ async def test_tenfold_overload_is_refused_retryably_with_bounded_memory(deploym
         nonlocal peak_kb, peak_stream
         while True:
             peak_kb = max(peak_kb, receiver.rss_kb())
-            peak_stream = max(peak_stream, await client.xlen(prefix + "jobs"))
+            peak_stream = max(peak_stream, await client.xlen(RedisKeys(prefix).jobs))
             await asyncio.sleep(0.05)
 
     sampling = asyncio.create_task(sampler())

@@ -2,8 +2,10 @@
 and outbox in Redis, shared by receivers and workers on many hosts.
 
 `store.RedisStore` is the backend; `buffer`, `queue` and `outbox` are its three parts,
-`scripts` the Lua that makes each step atomic, `keys` the key layout, `conn` the
-connection, retries and backoff while Redis is away.
+`scripts` the Lua that makes each step atomic, `keys` the key layout (hash-tagged: one
+Cluster slot per deployment), `migrate` the one-time rename of keys an earlier version
+wrote, `conn` the connection (one server, Sentinel or Cluster), retries and backoff while
+Redis is away or failing over.
 
 The names it exports are imported on first use (`collector._lazy`): importing one of its
 modules alone does not import the others.

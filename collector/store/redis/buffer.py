@@ -94,8 +94,10 @@ class RedisTraceBuffer:
         self._loads: Coalescer[bytes, list[TraceChunk]] = Coalescer(self._load_many)
         self._finishes: Coalescer[bytes, None] = Coalescer(self._finish_many)
 
-    async def append(self, chunks: Sequence[TraceChunk], now: float | None = None) -> AppendResult:
-        """Store trace chunks durably; returns what was evicted or dropped.
+    async def append(self, chunks: Sequence[TraceChunk], now: float | None = None, *,
+                     client: aioredis.Redis | None = None) -> AppendResult:
+        """Store trace chunks durably; returns what was evicted or dropped (``client``: a
+        connection pinned for a following ``WAIT``, see `RedisStore.append`).
 
         Raises:
             Unavailable: Redis cannot be reached (nothing, or not all, was stored).
@@ -112,7 +114,7 @@ class RedisTraceBuffer:
             args += [tid, chunk.span_count, int(chunk.has_run_candidate), int(chunk.has_root),
                      signal + chunk.data]
         try:
-            evicted, dropped = await self._append(keys=keys, args=args)
+            evicted, dropped = await self._append(keys=keys, args=args, client=client)
         except UNREACHABLE as err:
             raise Unavailable(f"the trace buffer (Redis) is unreachable: {err}") from err
         except ResponseError as err:

@@ -14,45 +14,141 @@ import logging
 import random
 import time
 from collections.abc import Awaitable, Callable
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
 import redis
 import redis.asyncio as aioredis
+from redis.asyncio.cluster import ClusterNode, RedisCluster
+from redis.asyncio.connection import Connection, SSLConnection, parse_url
 from redis.asyncio.retry import Retry
+from redis.asyncio.sentinel import Sentinel, SentinelConnectionPool
 from redis.backoff import NoBackoff
 from redis.driver_info import DriverInfo
+from redis.exceptions import (
+    ClusterError,
+    ReadOnlyError,
+    RedisClusterUnreachableError,
+    ResponseError,
+    SlotNotCoveredError,
+)
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
+from redis.sentinel import DEMOTED_MASTER_UNBLOCKED_ERROR
 
-UNREACHABLE: tuple[type[Exception], ...] = (RedisConnectionError, RedisTimeoutError, OSError)
-"""Errors meaning Redis cannot be reached right now (including "loading the dataset")."""
+from collector.config.redis_url import parse_redis_url
+
+UNREACHABLE: tuple[type[Exception], ...] = (
+    RedisConnectionError, RedisTimeoutError, OSError, ReadOnlyError, ClusterError, SlotNotCoveredError,
+    RedisClusterUnreachableError,
+)
+"""Errors meaning no primary answers right now: unreachable, loading its dataset, a failover
+under way (a demoted primary's READONLY, Cluster's CLUSTERDOWN, TRYAGAIN past redis-py's
+retries, a slot without a node). MOVED and ASK never get here: the Cluster client follows them."""
 
 T = TypeVar("T")
 K = TypeVar("K")
 V = TypeVar("V")
 
 
-def connect(url: str, *, socket_timeout_s: float = 10.0, max_connections: int = 128) -> aioredis.Redis:
-    """A pooled asyncio client for ``url`` (bytes replies; no client-side retries).
+class FailoverConnection(Connection):
+    """A connection that drops itself when its server was demoted to a replica.
 
-    The pool is bounded and blocking: a command waits (up to the socket timeout) for a free
-    connection instead of failing with "too many connections". redis-py retries a command
-    after a connection error by default; that could apply a non-idempotent write (an
-    append) twice, so retries are left to the callers. The driver version is given, so that
-    opening a connection does not read package metadata from disk on the event loop.
+    A primary that a failover turned into a replica keeps its connections and answers writes
+    with READONLY (and unblocks blocked reads with UNBLOCKED); behind a managed endpoint that
+    moved, only a new connection reaches the new primary. So those replies disconnect and
+    raise `ConnectionError`, as redis-py's Sentinel connections do, and the caller's retry
+    connects afresh.
+    """
+
+    async def read_response(self, *args: Any, **kwargs: Any) -> Any:  # noqa: D102 (see the class)
+        try:
+            return await super().read_response(*args, **kwargs)
+        except ReadOnlyError as err:
+            await self.disconnect()
+            raise RedisConnectionError(f"the server is a replica now (failover): {err}") from err
+        except ResponseError as err:
+            if not str(err).startswith(DEMOTED_MASTER_UNBLOCKED_ERROR):
+                raise
+            await self.disconnect()
+            raise RedisConnectionError(f"the server is a replica now (failover): {err}") from err
+
+
+class FailoverSSLConnection(FailoverConnection, SSLConnection):
+    """`FailoverConnection` over TLS (``rediss://``)."""
+
+
+class BlockingSentinelPool(SentinelConnectionPool, aioredis.BlockingConnectionPool):
+    """Sentinel's pool (connections follow the primary the sentinels name) that waits for a
+    free connection, as the one-server pool does, instead of failing when all are in use."""
+
+
+def connect(url: str, *, socket_timeout_s: float = 10.0, max_connections: int = 128) -> aioredis.Redis:
+    """A pooled asyncio client for a ``queue.url`` (bytes replies; no client-side retries).
+
+    ``redis://``/``rediss://``: one server (`FailoverConnection`s: a demoted primary is left);
+    ``redis+sentinel://``: the primary the sentinels name, asked again after a failover;
+    ``redis+cluster://``: a `RedisCluster` (it follows MOVED/ASK/TRYAGAIN and refreshes its
+    slot map after CLUSTERDOWN or a lost node). The pool is bounded and blocking: a command
+    waits (up to the socket timeout) for a free connection instead of failing with "too
+    many connections". redis-py retries a command after a connection error by default;
+    that could apply a non-idempotent write (an append) twice, so retries are left to the
+    callers. The driver version is given, so that opening a connection does not read
+    package metadata from disk on the event loop.
+
+    The Cluster client is returned typed as `redis.asyncio.Redis`: it offers every command
+    the backend sends with the same signature (the backend's multi-key scripts and
+    transactions keep to one hash slot, see `collector.store.redis.keys`).
 
     Example:
         >>> client = connect("redis://127.0.0.1:6379/0", max_connections=8)
         >>> pool = client.connection_pool
         >>> type(pool).__name__, pool.max_connections, client.get_retry().get_retries()
         ('BlockingConnectionPool', 8, 0)
+        >>> type(connect("redis+sentinel://127.0.0.1:26379/primary/0").connection_pool).__name__
+        'BlockingSentinelPool'
+        >>> type(connect("redis+cluster://127.0.0.1:7000,127.0.0.1:7001")).__name__
+        'RedisCluster'
     """
-    pool = aioredis.BlockingConnectionPool.from_url(
-        url, max_connections=max_connections, timeout=socket_timeout_s, decode_responses=False,
-        socket_timeout=socket_timeout_s, socket_connect_timeout=2.0, health_check_interval=15,
-        retry=Retry(NoBackoff(), 0), driver_info=DriverInfo(name="redis-py", lib_version=redis.__version__),
+    target = parse_redis_url(url)
+    common: dict[str, Any] = dict(
+        socket_timeout=socket_timeout_s, socket_connect_timeout=2.0, retry=Retry(NoBackoff(), 0),
+        driver_info=DriverInfo(name="redis-py", lib_version=redis.__version__),
     )
+    options: dict[str, Any] = {**parse_url(target.url), **common, "decode_responses": False}
+    connection_class = options.pop("connection_class", None)
+    tls = connection_class is SSLConnection
+    if target.mode == "cluster":
+        for name in ("host", "port", "db"):
+            options.pop(name, None)
+        cluster = RedisCluster(startup_nodes=[ClusterNode(host, port) for host, port in target.nodes],
+                               max_connections=max_connections, ssl=tls, **options)
+        return cast(aioredis.Redis, cluster)
+    if target.mode == "sentinel":
+        options.pop("host", None)
+        options.pop("port", None)
+        sentinel_options = {**common, "ssl": tls, "username": target.sentinel.get("sentinel_username"),
+                            "password": target.sentinel.get("sentinel_password")}
+        sentinel = Sentinel(target.nodes, sentinel_kwargs=sentinel_options)
+        return sentinel.master_for(target.service, connection_pool_class=BlockingSentinelPool, ssl=tls,
+                                   max_connections=max_connections, timeout=socket_timeout_s,
+                                   health_check_interval=15, **options)
+    if "path" in options:  # a unix socket keeps its own connection class
+        options["connection_class"] = connection_class
+    else:
+        options["connection_class"] = FailoverSSLConnection if tls else FailoverConnection
+    pool = aioredis.BlockingConnectionPool(max_connections=max_connections, timeout=socket_timeout_s,
+                                           health_check_interval=15, **options)
     return aioredis.Redis.from_pool(pool)  # the client owns the pool: aclose() disconnects it
+
+
+def is_cluster(client: aioredis.Redis) -> bool:
+    """Whether ``client`` talks to a Redis Cluster (no WAIT on a pinned connection, no SELECT).
+
+    Example:
+        >>> is_cluster(connect("redis://127.0.0.1:6379/0")), is_cluster(connect("redis+cluster://127.0.0.1:7000"))
+        (False, True)
+    """
+    return isinstance(client, RedisCluster)
 
 
 class Coalescer(Generic[K, V]):

@@ -112,8 +112,9 @@ class RedisForwardLog:
         self._release = client.register_script(_RELEASE)
         self._sizes: dict[int, int] = {}  # position -> bytes, of requests read and not released
 
-    async def forward_append(self, signal: str, body: bytes) -> None:
-        """Add one request to the stream, durably as Redis keeps data.
+    async def forward_append(self, signal: str, body: bytes, *, client: aioredis.Redis | None = None) -> None:
+        """Add one request to the stream, durably as Redis keeps data (``client``: a connection
+        pinned for a following ``WAIT``, see `collector.store.redis.store.RedisStore.append`).
 
         Raises:
             QueueFull: the backlog is full (or Redis is out of memory).
@@ -121,7 +122,8 @@ class RedisForwardLog:
         """
         try:
             position, held = await self._append(
-                keys=[self._k.forward, self._k.forward_seq, self._k.forward_bytes], args=[signal, body, self._max])
+                keys=[self._k.forward, self._k.forward_seq, self._k.forward_bytes], args=[signal, body, self._max],
+                client=client)
         except UNREACHABLE as err:
             raise Unavailable(f"the forward log (Redis) is unreachable: {err}") from err
         except ResponseError as err:

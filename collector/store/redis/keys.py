@@ -1,9 +1,16 @@
 """Every Redis key and name the Redis backend uses, built from one deployment prefix.
 
-All keys of one deployment start with ``queue.key_prefix`` (default ``tracescore:``), so
-several deployments (or tests) share one Redis without touching each other, and
-``RedisKeys.pattern`` finds everything a deployment wrote. The backend expects a single
-Redis server (not Cluster): its Lua scripts touch per-trace keys they compute themselves.
+All keys of one deployment start with ``queue.key_prefix`` (default ``tracescore:``) made a
+Redis Cluster hash tag: ``tracescore:`` becomes ``{tracescore}:`` (a prefix that already
+holds a ``{...}`` tag is kept as it is). So several deployments (or tests) share one Redis
+without touching each other, ``RedisKeys.pattern`` finds everything a deployment wrote, and
+on a Cluster every key of a deployment hashes to one slot: each Lua script and MULTI (some
+compute per-trace or per-session key names from the prefix) touches one slot only, as
+Cluster requires (`tests/collector/store/redis/test_key_slots.py` checks every call).
+The cost: one deployment's keys live on one Cluster primary; deployments with different
+prefixes land on different slots, hence spread over the primaries (the README's Cluster
+section). Keys written under the untagged names by earlier versions are renamed once, at
+start, by `collector.store.redis.migrate`.
 
 Layout (``P`` is the prefix)::
 
@@ -13,7 +20,7 @@ Layout (``P`` is the prefix)::
                                    (a parked job: "attempts,parked_since|job JSON")
     P parked            hash       job key -> park reason, from its Park until settled otherwise
     P dead              stream     dead letters: key, job, error JSON, attempts, failed_at
-    P idem:{job key}    string     "queued" | "done" | "dead", with a TTL (SET NX on enqueue)
+    P idem:<job key>    string     "queued" | "done" | "dead", with a TTL (SET NX on enqueue)
     P outbox            zset       outbox item id -> time it may be (re)exported
     P outbox:data       hash       outbox item id -> ScoreRecord JSON
     P outbox:attempts   hash       outbox item id -> failed export attempts
@@ -21,12 +28,12 @@ Layout (``P`` is the prefix)::
     P traces:open       zset       undecided trace ids (hex), scored by first arrival
     P traces:decided    zset       decided trace ids kept as context, by first arrival
     P decide            zset       trace ids waiting for a decision, scored by decision time
-    P meta:{trace id}   hash       first_seen, spans, candidate, root, claim
-    P chunks:{trace id} list       the trace's chunks: one signal byte + serialised protobuf
-    P sink:{name}       zset       a native sink's outbox: item id (the OTLP outbox's) -> due time
-    P sink:{name}:data  hash       item id -> ScoreRecord JSON
-    P sink:{name}:attempts hash    item id -> failed attempts
-    P sink:{name}:waiting  hash    item id -> when the backend first did not know the span
+    P meta:<trace id>   hash       first_seen, spans, candidate, root, claim
+    P chunks:<trace id> list       the trace's chunks: one signal byte + serialised protobuf
+    P sink:<name>       zset       a native sink's outbox: item id (the OTLP outbox's) -> due time
+    P sink:<name>:data  hash       item id -> ScoreRecord JSON
+    P sink:<name>:attempts hash    item id -> failed attempts
+    P sink:<name>:waiting  hash    item id -> when the backend first did not know the span
     P forward           stream     received requests to forward: s (signal), b (body); id <seq>-0
     P forward:seq       string     the last forward position (INCR)
     P forward:sent      string     the last position the export endpoint accepted
@@ -36,20 +43,23 @@ Layout (``P`` is the prefix)::
     P sessions:unforced zset       open sessions not forced out yet, by opening time (max_open)
     P sessions:scored   zset       scored sessions by the time they are forgotten
     P sessions:counts   hash       scored_total, reopened_total, forced_total, capped_total
-    P session:{scope}   hash       session_id, service, open, opened_at, last_noted, due_at,
+    P session:<scope>   hash       session_id, service, open, opened_at, last_noted, due_at,
                                    reason, claim_until, scored_rev
-    P turns:{scope}     hash       "trace_id/span_id" -> the turn's RunRecord JSON
-    P judge:spend:{window}     hash  scope -> settled USD of the budget window (TTL: 40 days)
-    P judge:res:{window}       zset  live reservations of the window by expiry (caller's clock)
-    P judge:resdata:{window}   hash  reservation -> JSON [amount, scope...]
-    P judge:rate:{model}       hash  rpm, tpm (GCRA arrival times), cool (server clock; TTL)
+    P turns:<scope>     hash       "trace_id/span_id" -> the turn's RunRecord JSON
+    P judge:spend:<window>     hash  scope -> settled USD of the budget window (TTL: 40 days)
+    P judge:res:<window>       zset  live reservations of the window by expiry (caller's clock)
+    P judge:resdata:<window>   hash  reservation -> JSON [amount, scope...]
+    P judge:rate:<model>       hash  rpm, tpm (GCRA arrival times), cool (server clock; TTL)
     P judge:breakers           hash  breaker key -> JSON {model, reason, since, interval_s}
     P judge:probes             hash  breaker key -> next probe (epoch s)
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
+
+from collector.store.redis.judge_keys import JudgeKeys
 
 GROUP = "workers"
 """The consumer group every worker reads the job stream with."""
@@ -61,19 +71,40 @@ SIGNAL_SPANS, SIGNAL_LOGS = b"s", b"l"
 """The first byte of a stored trace chunk: a ``TracesData`` or a ``LogsData``."""
 
 
+_TAG = re.compile(r"\{[^}]+\}")
+
+
+def hash_tagged(prefix: str) -> str:
+    """``prefix`` with its name in a Cluster hash tag (kept when it holds one already).
+
+    Example:
+        >>> hash_tagged("tracescore:"), hash_tagged("{ts}:prod:"), hash_tagged("team-a")
+        ('{tracescore}:', '{ts}:prod:', '{team-a}')
+    """
+    if _TAG.search(prefix):
+        return prefix
+    name = prefix.rstrip(":") or prefix
+    return "{" + name + "}" + prefix[len(name):]
+
+
 @dataclass(frozen=True)
-class RedisKeys:
-    """The keys of one deployment.
+class RedisKeys(JudgeKeys):
+    """The keys of one deployment: ``configured`` is ``queue.key_prefix``, ``prefix`` the
+    hash-tagged prefix every key starts with (`hash_tagged`).
 
     Example:
         >>> keys = RedisKeys("ts:")
         >>> keys.jobs, keys.idem("t/s/q/1"), keys.chunks("ab")
-        ('ts:jobs', 'ts:idem:t/s/q/1', 'ts:chunks:ab')
+        ('{ts}:jobs', '{ts}:idem:t/s/q/1', '{ts}:chunks:ab')
         >>> keys.pattern
-        'ts:*'
+        '{ts}:*'
     """
 
-    prefix: str = "tracescore:"
+    configured: str = "tracescore:"
+    prefix: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "prefix", hash_tagged(self.configured))
 
     @property
     def jobs(self) -> str:
@@ -81,7 +112,7 @@ class RedisKeys:
 
         Example:
             >>> RedisKeys("p:").jobs
-            'p:jobs'
+            '{p}:jobs'
         """
         return self.prefix + "jobs"
 
@@ -91,7 +122,7 @@ class RedisKeys:
 
         Example:
             >>> RedisKeys("p:").delayed
-            'p:delayed'
+            '{p}:delayed'
         """
         return self.prefix + "delayed"
 
@@ -101,7 +132,7 @@ class RedisKeys:
 
         Example:
             >>> RedisKeys("p:").delayed_data
-            'p:delayed:data'
+            '{p}:delayed:data'
         """
         return self.prefix + "delayed:data"
 
@@ -111,7 +142,7 @@ class RedisKeys:
 
         Example:
             >>> RedisKeys("p:").dead
-            'p:dead'
+            '{p}:dead'
         """
         return self.prefix + "dead"
 
@@ -121,7 +152,7 @@ class RedisKeys:
 
         Example:
             >>> RedisKeys("p:").idem_prefix
-            'p:idem:'
+            '{p}:idem:'
         """
         return self.prefix + "idem:"
 
@@ -130,7 +161,7 @@ class RedisKeys:
 
         Example:
             >>> RedisKeys("p:").idem("k")
-            'p:idem:k'
+            '{p}:idem:k'
         """
         return self.idem_prefix + job_key
 
@@ -139,7 +170,7 @@ class RedisKeys:
 
         Example:
             >>> RedisKeys("p:").replies("k")
-            'p:replies:k'
+            '{p}:replies:k'
         """
         return self.prefix + "replies:" + job_key
 
@@ -149,7 +180,7 @@ class RedisKeys:
 
         Example:
             >>> RedisKeys("p:").outbox
-            'p:outbox'
+            '{p}:outbox'
         """
         return self.prefix + "outbox"
 
@@ -159,7 +190,7 @@ class RedisKeys:
 
         Example:
             >>> RedisKeys("p:").outbox_data
-            'p:outbox:data'
+            '{p}:outbox:data'
         """
         return self.prefix + "outbox:data"
 
@@ -169,7 +200,7 @@ class RedisKeys:
 
         Example:
             >>> RedisKeys("p:").outbox_attempts
-            'p:outbox:attempts'
+            '{p}:outbox:attempts'
         """
         return self.prefix + "outbox:attempts"
 
@@ -180,7 +211,7 @@ class RedisKeys:
         Example:
             >>> keys = RedisKeys("p:")
             >>> keys.forward, keys.forward_seq, keys.forward_sent, keys.forward_bytes, keys.forward_leader
-            ('p:forward', 'p:forward:seq', 'p:forward:sent', 'p:forward:bytes', 'p:forward:leader')
+            ('{p}:forward', '{p}:forward:seq', '{p}:forward:sent', '{p}:forward:bytes', '{p}:forward:leader')
         """
         return self.prefix + "forward"
 
@@ -210,7 +241,7 @@ class RedisKeys:
 
         Example:
             >>> RedisKeys("p:").outbox_seq
-            'p:outbox:seq'
+            '{p}:outbox:seq'
         """
         return self.prefix + "outbox:seq"
 
@@ -220,7 +251,7 @@ class RedisKeys:
 
         Example:
             >>> RedisKeys("p:").traces_open
-            'p:traces:open'
+            '{p}:traces:open'
         """
         return self.prefix + "traces:open"
 
@@ -230,7 +261,7 @@ class RedisKeys:
 
         Example:
             >>> RedisKeys("p:").traces_decided
-            'p:traces:decided'
+            '{p}:traces:decided'
         """
         return self.prefix + "traces:decided"
 
@@ -240,7 +271,7 @@ class RedisKeys:
 
         Example:
             >>> RedisKeys("p:").decide
-            'p:decide'
+            '{p}:decide'
         """
         return self.prefix + "decide"
 
@@ -249,7 +280,7 @@ class RedisKeys:
 
         Example:
             >>> RedisKeys("p:").meta("ab")
-            'p:meta:ab'
+            '{p}:meta:ab'
         """
         return self.prefix + "meta:" + trace_hex
 
@@ -258,7 +289,7 @@ class RedisKeys:
 
         Example:
             >>> RedisKeys("p:").chunks("ab")
-            'p:chunks:ab'
+            '{p}:chunks:ab'
         """
         return self.prefix + "chunks:" + trace_hex
 
@@ -267,7 +298,7 @@ class RedisKeys:
 
         Example:
             >>> RedisKeys("p:").sink("phoenix")
-            'p:sink:phoenix'
+            '{p}:sink:phoenix'
         """
         return self.prefix + "sink:" + name
 
@@ -276,7 +307,7 @@ class RedisKeys:
 
         Example:
             >>> RedisKeys("p:").sink_data("mlflow")
-            'p:sink:mlflow:data'
+            '{p}:sink:mlflow:data'
         """
         return self.sink(name) + ":data"
 
@@ -285,7 +316,7 @@ class RedisKeys:
 
         Example:
             >>> RedisKeys("p:").sink_attempts("mlflow")
-            'p:sink:mlflow:attempts'
+            '{p}:sink:mlflow:attempts'
         """
         return self.sink(name) + ":attempts"
 
@@ -294,7 +325,7 @@ class RedisKeys:
 
         Example:
             >>> RedisKeys("p:").sink_waiting("mlflow")
-            'p:sink:mlflow:waiting'
+            '{p}:sink:mlflow:waiting'
         """
         return self.sink(name) + ":waiting"
 
@@ -305,9 +336,9 @@ class RedisKeys:
         Example:
             >>> keys = RedisKeys("p:")
             >>> keys.sessions_due, keys.sessions_unforced, keys.sessions_scored, keys.sessions_counts
-            ('p:sessions:due', 'p:sessions:unforced', 'p:sessions:scored', 'p:sessions:counts')
+            ('{p}:sessions:due', '{p}:sessions:unforced', '{p}:sessions:scored', '{p}:sessions:counts')
             >>> keys.session_prefix, keys.turns_prefix
-            ('p:session:', 'p:turns:')
+            ('{p}:session:', '{p}:turns:')
         """
         return self.prefix + "sessions:due"
 
@@ -337,59 +368,11 @@ class RedisKeys:
         return self.prefix + "turns:"
 
     @property
-    def parked(self) -> str:
-        """Parked jobs: job key -> the reason of its last park (hash).
-
-        Example:
-            >>> RedisKeys("p:").parked
-            'p:parked'
-        """
-        return self.prefix + "parked"
-
-    def judge_spend(self, window: str) -> str:
-        """A budget window's settled spend per scope (hash); its reservations are beside it.
-
-        Example:
-            >>> keys = RedisKeys("p:")
-            >>> keys.judge_spend("1d:2026-12-05"), keys.judge_reservations("w"), keys.judge_reservation_data("w")
-            ('p:judge:spend:1d:2026-12-05', 'p:judge:res:w', 'p:judge:resdata:w')
-        """
-        return self.prefix + "judge:spend:" + window
-
-    def judge_reservations(self, window: str) -> str:
-        """A budget window's live reservations by expiry (zset)."""
-        return self.prefix + "judge:res:" + window
-
-    def judge_reservation_data(self, window: str) -> str:
-        """A budget window's reservations: id -> JSON ``[amount, scope...]`` (hash)."""
-        return self.prefix + "judge:resdata:" + window
-
-    def judge_rate(self, model: str) -> str:
-        """A model's shared rate limits and cool-down (hash).
-
-        Example:
-            >>> keys = RedisKeys("p:")
-            >>> keys.judge_rate("openai/gpt-4o"), keys.judge_breakers, keys.judge_probes
-            ('p:judge:rate:openai/gpt-4o', 'p:judge:breakers', 'p:judge:probes')
-        """
-        return self.prefix + "judge:rate:" + model
-
-    @property
-    def judge_breakers(self) -> str:
-        """Open breakers: key -> JSON (hash)."""
-        return self.prefix + "judge:breakers"
-
-    @property
-    def judge_probes(self) -> str:
-        """Open breakers' next probe times: key -> epoch s (hash)."""
-        return self.prefix + "judge:probes"
-
-    @property
     def pattern(self) -> str:
         """A SCAN/KEYS pattern matching every key of the deployment.
 
         Example:
             >>> RedisKeys("p:").pattern
-            'p:*'
+            '{p}:*'
         """
         return self.prefix + "*"

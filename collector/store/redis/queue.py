@@ -36,7 +36,13 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from collector.judge_types import Park
 from collector.store.redis import scripts
-from collector.store.redis.conn import UNREACHABLE, Backoff, Coalescer, retry_unreachable
+from collector.store.redis.conn import (
+    UNREACHABLE,
+    Backoff,
+    Coalescer,
+    is_cluster,
+    retry_unreachable,
+)
 from collector.store.redis.keys import GROUP, RedisKeys
 from collector.types import (
     Dead,
@@ -140,6 +146,7 @@ class RedisJobQueue:
         consumer: str | None = None, consumer_idle_s: float = 3600.0,
     ) -> None:
         self._r = client
+        self._cluster = is_cluster(client)
         self._k = keys
         self._visibility_ms = max(1, int(visibility_timeout_s * 1000))
         self._max_attempts = max_attempts
@@ -343,9 +350,11 @@ class RedisJobQueue:
 
         async def run() -> list[int]:
             results = [0] * len(calls)
-            if len(commands) == 1:  # the usual batch: one script call (a pipeline checks SCRIPT EXISTS first)
-                script, keys, args, _ = commands[0]
-                replies = [await script(keys=keys, args=args)]
+            if len(commands) == 1 or self._cluster:
+                # The usual batch is one script call (a pipeline checks SCRIPT EXISTS first). A
+                # Cluster pipeline does not load a script a new primary lacks after a takeover
+                # (NOSCRIPT): there each call goes alone, and loads it when needed.
+                replies = [await script(keys=keys, args=args) for script, keys, args, _ in commands]
             else:
                 async with self._r.pipeline(transaction=False) as pipe:
                     for script, keys, args, _ in commands:

@@ -1,8 +1,9 @@
 """The Lua scripts of the Redis backend (run with ``register_script``: EVALSHA, loaded again
 after a Redis restart). Each runs atomically; comments list their KEYS and ARGV.
 
-They expect a single Redis server, not Cluster: some compute per-trace key names from the
-prefix they are given.
+Some compute per-trace key names from the prefix they are given; on a Cluster those share
+the hash tag of the deployment's prefix, hence the slot of the declared keys
+(`collector.store.redis.keys`).
 """
 
 from __future__ import annotations

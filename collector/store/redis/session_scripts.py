@@ -1,8 +1,8 @@
 """The Lua scripts of the Redis session log (`collector.store.redis.sessions`), one per
 operation, each atomic. KEYS are the deployment's shared session keys; the per-session keys
 (``session:{scope}``, ``turns:{scope}``) are built inside from the prefixes in ARGV, like
-the trace buffer's: a single Redis server, not Cluster (hash tags that put one call's keys
-in one slot are the failover issue's work). Key names: `collector.store.redis.keys`.
+the trace buffer's; they share the deployment prefix's hash tag, so on a Cluster one call's
+keys are in one slot. Key names: `collector.store.redis.keys`.
 
 The scheduling rule is `collector.store.sqlite.sessions.schedule`'s: the earliest of the idle
 timer, the end marker, ``max_turns``, the ``max_age`` cap and a reason that still holds; on a

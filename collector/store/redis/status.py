@@ -26,7 +26,7 @@ class RedisStatusBoard:
 
     Example:
         >>> RedisStatusBoard(aioredis.Redis(), RedisKeys("p:")).key("r1")
-        'p:status:r1'
+        '{p}:status:r1'
     """
 
     def __init__(self, client: aioredis.Redis, keys: RedisKeys, *, ttl_s: float = 10.0) -> None:

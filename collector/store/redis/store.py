@@ -18,17 +18,20 @@ import asyncio
 import logging
 import time
 from collections.abc import Sequence
+from typing import Any
 
+import redis.asyncio as aioredis
 from redis.exceptions import AuthenticationError, OutOfMemoryError, ReadOnlyError, ResponseError
 
 from collector._aio import cancel_and_wait
-from collector.errors import ConfigError, UnreadableTrace
+from collector.errors import ConfigError, Unavailable, UnreadableTrace
 from collector.store.interface import SessionRules
 from collector.store.redis.buffer import RedisTraceBuffer
-from collector.store.redis.conn import UNREACHABLE, connect
+from collector.store.redis.conn import UNREACHABLE, connect, is_cluster
 from collector.store.redis.forward import RedisForwardLog
 from collector.store.redis.judge_ledger import RedisJudgeLedger
 from collector.store.redis.keys import GROUP, RedisKeys
+from collector.store.redis.migrate import migrate_untagged
 from collector.store.redis.outbox import RedisOutbox
 from collector.store.redis.queue import RedisJobQueue
 from collector.store.redis.sessions import RedisSessions
@@ -55,7 +58,8 @@ class RedisStore(RedisSessions, RedisJudgeLedger):
     ledger (`RedisJudgeLedger`).
 
     Args:
-        url: ``redis://[user:password@]host:port/db`` (or ``rediss://``).
+        url: ``redis://[user:password@]host:port/db`` (or ``rediss://``), a ``redis+sentinel://``
+            or a ``redis+cluster://`` URL (`collector.config.redis_url`).
         key_prefix: the deployment's key prefix (several deployments may share one Redis).
         decision_wait: seconds between a trace's root (or, without it, run) span and its decision.
         rootless_wait: the least wait after a run span while the trace's root is missing.
@@ -73,6 +77,9 @@ class RedisStore(RedisSessions, RedisJudgeLedger):
         max_forward_bytes: the forward log's bound; beyond it requests are refused (429).
         retry_after_s: the retry delay told with such a refusal.
         session_rules: when conversations are scored and how many are kept (default `SessionRules()`).
+        wait_replicas: replicas that must acknowledge an `append`'s writes (``WAIT``) before it
+            returns; fewer within ``wait_timeout_ms`` raise `Unavailable` (the client resends).
+        wait_timeout_ms: how long `append` waits for them.
 
     Example:
         >>> import asyncio, uuid
@@ -99,9 +106,15 @@ class RedisStore(RedisSessions, RedisJudgeLedger):
         idempotency_ttl_s: float = 7 * 86400.0, export_lease_s: float = 60.0, refresh_s: float = 0.25,
         block_ms: int = 500, sinks: Sequence[str] = (), forward: bool = False,
         max_forward_bytes: int = 1 << 30, retry_after_s: float = 5.0, session_rules: SessionRules | None = None,
+        wait_replicas: int = 0, wait_timeout_ms: int = 1000,
     ) -> None:
         self.keys = RedisKeys(key_prefix)
-        self.client = connect(url)
+        self.client = connect(url, socket_timeout_s=max(10.0, 2 * wait_timeout_ms / 1000))
+        if wait_replicas and is_cluster(self.client):
+            raise ConfigError("invalid configuration: queue.wait_replicas: not supported on a Redis Cluster yet "
+                              "(WAIT must run on the connection that wrote); use 0, or Sentinel")
+        self._wait_replicas = wait_replicas
+        self._wait_timeout_ms = wait_timeout_ms
         self._init_sessions(session_rules)
         self.forward_log = RedisForwardLog(self.client, self.keys, max_bytes=max_forward_bytes,
                                            retry_after_s=retry_after_s, enabled=forward)
@@ -131,16 +144,19 @@ class RedisStore(RedisSessions, RedisJudgeLedger):
         """
         self._started = True
         try:
+            await migrate_untagged(self.client, self.keys)
             await self.queue.create_group()
             await self.refresh()
         except (ReadOnlyError, OutOfMemoryError) as err:  # a failover or a full Redis: passes
             self.reachable = False
             logger.warning("redis refuses writes at start (components will retry): %s", err)
-        except (AuthenticationError, ResponseError) as err:  # refused, not away: retrying won't help
+        except AuthenticationError as err:  # refused, not away: retrying won't help
             raise ConfigError(f"invalid configuration: queue.url: Redis refused: {err}") from err
-        except UNREACHABLE as err:
+        except UNREACHABLE as err:  # CLUSTERDOWN included (a ResponseError too)
             self.reachable = False
             logger.warning("redis unreachable at start (components will retry): %s", err)
+        except ResponseError as err:
+            raise ConfigError(f"invalid configuration: queue.url: Redis refused: {err}") from err
         self._refresher = asyncio.create_task(self._refresh_loop(), name="tracescore-redis-depth")
 
     async def shutdown(self, timeout: float = 5.0) -> None:  # noqa: ASYNC109 (lifecycle contract)
@@ -197,11 +213,27 @@ class RedisStore(RedisSessions, RedisJudgeLedger):
         before anything is buffered; a failed append after it makes the client retry, and
         the request is forwarded twice: at least once).
         """
+        if not self._wait_replicas:
+            return await self._append(chunks, now, forward, None)
+        # WAIT counts the replicas holding the writes of its own connection: pin one.
+        try:
+            async with self.client.client() as pinned:
+                result = await self._append(chunks, now, forward, pinned)
+                acked = int(await pinned.wait(self._wait_replicas, self._wait_timeout_ms))
+        except UNREACHABLE as err:
+            raise Unavailable(f"the trace buffer (Redis) is unreachable: {err}") from err
+        if acked < self._wait_replicas:
+            raise Unavailable(f"{acked} of {self._wait_replicas} Redis replicas acknowledged the request's writes "
+                              f"within {self._wait_timeout_ms} ms: refused, to be resent")
+        return result
+
+    async def _append(self, chunks: Sequence[TraceChunk], now: float | None, forward: tuple[str, bytes] | None,
+                      client: aioredis.Redis | None) -> AppendResult:
         if forward is not None and self._forwarding:
-            await self.forward_log.forward_append(*forward)
+            await self.forward_log.forward_append(*forward, client=client)
         if not chunks:
             return AppendResult()
-        return await self.buffer.append(chunks, now)
+        return await self.buffer.append(chunks, now, client=client)
 
     async def due(self, limit: int, now: float | None = None) -> tuple[list[bytes], int]:
         """Claim traces ready for a decision (see `RedisTraceBuffer.due`)."""
@@ -328,10 +360,19 @@ class RedisStore(RedisSessions, RedisJudgeLedger):
         return RedisSinkOutbox(self.client, self.keys, sink, lease_s=self._export_lease_s)
 
     async def delete_all(self) -> int:
-        """Delete every key of this deployment (tests and teardown); returns how many."""
+        """Delete every key of this deployment (tests and teardown); returns how many.
+
+        On a Cluster only the primary serving the deployment's slot holds its keys: only it
+        is scanned (a Cluster-wide SCAN would also ask nodes that failed).
+        """
         deleted = 0
         batch: list[bytes] = []
-        async for key in self.client.scan_iter(match=self.keys.pattern, count=1000):
+        where: dict[str, Any] = {}
+        if is_cluster(self.client):
+            cluster: Any = self.client
+            await cluster.initialize()  # the slot map (a no-op once known)
+            where["target_nodes"] = cluster.get_node_from_key(self.keys.jobs)
+        async for key in self.client.scan_iter(match=self.keys.pattern, count=1000, **where):
             batch.append(key)
             if len(batch) >= 500:
                 deleted += await self.client.delete(*batch)

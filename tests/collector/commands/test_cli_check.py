@@ -33,11 +33,34 @@ def check(tmp_path: Path, text: str, capsys: pytest.CaptureFixture[str]) -> tupl
     ('[receiver]\ngrpc_endpoint = "0.0.0.0:99999"\n', "receiver.grpc_endpoint: port 99999 is outside 1..65535"),
     ('[receiver]\nhttp_endpoint = "127.0.0.1:-1"\n', "receiver.http_endpoint: must be HOST:PORT"),
     ('[queue]\nurl = "redis://127.0.0.1:99999/0"\n', "queue.url: not a valid Redis URL: Port out of range"),
+    ('[queue]\nurl = "redis+sentinel://s1:26379,s2:99999/primary/0"\n', "queue.url: not a valid Redis URL: port '99999'"),
+    ('[queue]\nurl = "redis+sentinel://s1:26379,s2:26379"\n', "queue.url: not a valid Redis URL: name the primary"),
+    ('[queue]\nurl = "redis+sentinel://s1/primary/zero"\n', "queue.url: not a valid Redis URL: the database must be a number"),
+    ('[queue]\nurl = "redis+cluster://n1:7000,,n2:7001"\n', "queue.url: not a valid Redis URL: an empty host"),
+    ('[queue]\nurl = "redis+cluster://n1:7000/2"\n', "queue.url: not a valid Redis URL: a Cluster has only database 0"),
+    ('[queue]\nurl = "redis+cluster://n1:7000?sentinel_password=x"\n', "applies to redis+sentinel:// URLs only"),
+    ('[queue]\nurl = "redis+cluster://n1:7000?socket_timout=3"\n', "options Redis does not know: socket_timout"),
+    ('[queue]\nurl = "redis+cluster://n1:7000"\nwait_replicas = 1\n', "queue.wait_replicas: not supported on a Redis Cluster"),
+    ('[queue]\nurl = "redis+sentinal://s1/primary/0"\n', "queue.url: must start with sqlite:///, redis://"),
 ])
 def test_check_rejects_what_would_fail_at_run_time(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                    text: str, says: str) -> None:
     code, _, err = check(tmp_path, text, capsys)
     assert code == 2 and says in err
+
+
+def test_check_shows_redis_urls_without_their_passwords(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    url = "rediss+sentinel://app:s3cret@s1:26379,s2:26379,s3:26379/mymaster/2?sentinel_password=t0p&socket_timeout=3"
+    code, out, err = check(tmp_path, f'[queue]\nurl = "{url}"\nwait_replicas = 1\nwait_timeout_ms = 250\n', capsys)
+    assert code == 0, err
+    assert ("queue: rediss+sentinel://app:***@s1:26379,s2:26379,s3:26379/mymaster/2?sentinel_password=***"
+            "&socket_timeout=3 (Sentinel primary 'mymaster' via 3 sentinels; success after 1 replica acknowledged, "
+            "else 503 after 250 ms)") in out
+    assert "s3cret" not in out + err and "t0p" not in out + err
+    code, out, _ = check(tmp_path, '[queue]\nurl = "redis+cluster://:pw@n1:7000,n2:7001"\nkey_prefix = "team-a:"\n',
+                         capsys)
+    assert code == 0 and "queue: redis+cluster://:***@n1:7000,n2:7001 (Cluster, 2 startup nodes; keys in slot" in out
+    assert "of the hash tag {team-a}" in out
 
 
 def test_check_warns_when_no_scorer_is_configured(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

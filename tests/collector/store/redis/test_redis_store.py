@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
+import redis.asyncio as aioredis
 from repo_paths import INTEGRATION
 
 from collector._aio import cancel_and_wait
@@ -205,3 +207,42 @@ def test_serve_exits_2_when_redis_refuses_the_url(tmp_path: Path) -> None:
                           check=False, env=env, cwd=tmp_path)
     assert proc.returncode == 2, proc.stderr
     assert "queue.url: Redis refused" in proc.stderr and "Traceback" not in proc.stderr
+
+
+async def test_keys_under_the_untagged_names_of_earlier_versions_are_renamed_at_start(prefix: str) -> None:
+    """An upgrade keeps queued jobs, leases, idempotency keys and buffered traces (SPEC §9)."""
+    old = await _open(prefix)
+    jobs = [ScoreJob(RunRecord(trace_id=f"{n:032x}", span_id="cd" * 8), "q", "1") for n in range(3)]
+    await old.put(jobs)
+    leased = await old.take(1)
+    await old.append([TraceChunk(T1, "spans", b"run", 1, True, True)], now=time.time())
+    await old.shutdown()
+    tagged = old.keys.prefix
+    raw = aioredis.Redis.from_url(REDIS_URL)
+    names = [k.decode() async for k in raw.scan_iter(match="[{]" + prefix.rstrip(":") + "}:*")]
+    for name in names:  # the layout an earlier version wrote: no hash tag
+        await raw.rename(name, prefix + name[len(tagged):])
+    assert not await raw.exists(old.keys.jobs)
+    upgraded = await _open(prefix)
+    try:
+        assert await upgraded.put(jobs) == [False] * 3  # idempotency keys kept
+        assert len(await upgraded.take(10)) == 2  # the third is still leased to the old consumer
+        assert [c.data for c in await upgraded.load(T1)] == [b"run"]
+        await upgraded.settle(leased[0], Done(None))  # the old lease still holds: pending entries moved
+        assert (await upgraded.stats()).in_flight == 2
+        assert [k async for k in raw.scan_iter(match=prefix.replace("[", "\\[") + "*")] == []
+    finally:
+        await upgraded.shutdown()
+        await raw.aclose()
+
+
+async def test_an_append_no_replica_acknowledged_is_refused_retryably(prefix: str) -> None:
+    """``wait_replicas``: the shared test Redis has no replica, so WAIT answers 0 after its timeout."""
+    alone = await _open(prefix, wait_replicas=1, wait_timeout_ms=50)
+    try:
+        assert (await alone.client.info("replication"))["connected_slaves"] == 0
+        with pytest.raises(Unavailable, match="0 of 1 Redis replicas acknowledged"):
+            await alone.append([TraceChunk(T1, "spans", b"run", 1, True, True)], now=time.time())
+        assert [c.data for c in await alone.load(T1)] == [b"run"]  # written, not acknowledged: resent, absorbed
+    finally:
+        await alone.shutdown()

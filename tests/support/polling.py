@@ -1,0 +1,34 @@
+"""Waiting for a condition in async tests: poll with a deadline, never sleep a fixed time."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+
+WAIT_S = 30.0
+"""`wait_until`'s default bound: a failure detector (a score cycle takes a second or two,
+many more on a loaded machine), never a claim about speed."""
+
+
+async def wait_until(predicate: Callable[[], bool | Awaitable[bool]], timeout: float = WAIT_S,  # noqa: ASYNC109
+                     what: str = "condition") -> None:
+    """Poll ``predicate`` (a bool, or an awaitable of one) until it holds; fail after ``timeout`` seconds.
+
+    Example:
+        >>> asyncio.run(wait_until(lambda: True))
+        >>> asyncio.run(wait_until(lambda: False, timeout=0.05, what="never"))
+        Traceback (most recent call last):
+        ...
+        AssertionError: timed out after 0.05s waiting for never
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if not isinstance(value, bool):
+            value = await value
+        if value:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        await asyncio.sleep(0.02)
