@@ -9,11 +9,24 @@ provider reads its key from: a judge without its key is warned about (every call
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from collector.commands.report import report_config_error
 from collector.config import Config, load_config
 from collector.errors import ConfigError
 from collector.work.registry import RegisteredScorer, ScorerRegistry
+
+
+def scorer_judges(entries: list[RegisteredScorer]) -> list[tuple[RegisteredScorer, Any]]:
+    """Each (scorer, judge) pair of the scorers with prompt steps, their steps' judges included.
+
+    Example:
+        >>> scorer_judges([])
+        []
+    """
+    return [(entry, judge) for entry in entries
+            if entry.has_prompt_step and callable(getattr(entry.scorer, "get_judges", None))
+            for judge in entry.scorer.get_judges()]
 
 
 def judge_warnings(entries: list[RegisteredScorer]) -> list[str]:
@@ -25,19 +38,18 @@ def judge_warnings(entries: list[RegisteredScorer]) -> list[str]:
         >>> judge_warnings([])
         []
     """
-    judged = [e for e in entries if e.has_prompt_step and callable(getattr(e.scorer, "get_judges", None))]
+    judged = scorer_judges(entries)
     if not judged:
         return []
     from scorers._judge_credentials import missing_env
 
     warnings: list[str] = []
-    for entry in judged:
-        for judge in entry.scorer.get_judges():
-            names = missing_env(judge.model, judge.model_settings) if judge.model else ()
-            text = (f"warning: scorer {entry.scorer_id}: judge model {judge.model!r} needs "
-                    f"{', '.join(names)}, which the environment does not set: every judge call would fail")
-            if names and text not in warnings:
-                warnings.append(text)
+    for entry, judge in judged:
+        names = missing_env(judge.model, judge.model_settings) if judge.model else ()
+        text = (f"warning: scorer {entry.scorer_id}: judge model {judge.model!r} needs "
+                f"{', '.join(names)}, which the environment does not set: every judge call would fail")
+        if names and text not in warnings:
+            warnings.append(text)
     return warnings
 
 
@@ -53,26 +65,22 @@ def unpriced_judges(config: Config, entries: list[RegisteredScorer]) -> list[str
     budgets = config.judge.budgets
     if not budgets.enabled or config.judge.unpriced == "allow":
         return []
-    judged = [e for e in entries if e.has_prompt_step and callable(getattr(e.scorer, "get_judges", None))]
+    judged = [(e, j) for e, j in scorer_judges(entries) if j.model and budgets.limits(e.scorer_id, j.model)]
     if not judged:
         return []
     from scorers._judge_route import route_for
 
     problems: list[str] = []
-    for entry in judged:
-        for judge in entry.scorer.get_judges():
-            if not judge.model or not budgets.limits(entry.scorer_id, judge.model):
-                continue
-            try:
-                priced = route_for(judge.model, judge.model_settings).unit_prices() is not None
-            except Exception:  # litellm cannot resolve the provider: no price either
-                priced = False
-            text = (f"scorer {entry.scorer_id}: judge model {judge.model!r} has no known price, so its calls "
-                    f'cannot be held to [judge.budgets]; set [judge] unpriced = "allow" to call it anyway')
-            if not priced and text not in problems:
-                problems.append(text)
+    for entry, judge in judged:
+        try:
+            priced = route_for(judge.model, judge.model_settings).unit_prices() is not None
+        except Exception:  # litellm cannot resolve the provider: no price either
+            priced = False
+        text = (f"scorer {entry.scorer_id}: judge model {judge.model!r} has no known price, so its calls "
+                f'cannot be held to [judge.budgets]; set [judge] unpriced = "allow" to call it anyway')
+        if not priced and text not in problems:
+            problems.append(text)
     return problems
-
 
 
 def queue_shape(config: Config) -> str:
