@@ -30,7 +30,8 @@ REDIS_ONLY = pytest.mark.parametrize("make_store", ["redis"], indirect=True)
 def config_of(store: Any) -> Any:
     """The configuration a command beside ``store`` would load."""
     if isinstance(store, RedisStore):
-        return config_from_dict({"queue": {"url": REDIS_URL, "key_prefix": store.keys.prefix}}, env={})
+        url = getattr(store, "test_url", REDIS_URL)  # the Cluster's, for a store on the Cluster
+        return config_from_dict({"queue": {"url": url, "key_prefix": store.keys.configured}}, env={})
     return config_from_dict({"queue": {"url": f"sqlite:///{store.test_path}"}}, env={})
 
 
