@@ -7,7 +7,7 @@ slot per deployment) is SIGKILLed, its replica takes over once the Cluster agree
 primary failed (``cluster-node-timeout`` 1000 ms), and the daemon follows the slot to it
 (MOVED, CLUSTERDOWN meanwhile: 503 + Retry-After). Cluster replication is asynchronous
 (``wait_replicas`` is for Sentinel or one server), so the bound is the ``wait_replicas = 0``
-one: runs lost, if any, were accepted in the last second before the kill; the others are
+one: runs lost, if any, were accepted in the last seconds before the kill (`LAG_BOUND_S`); the others are
 scored exactly once and nothing is dead-lettered. The contract suite runs on a Cluster too
 (`tests/contract/conftest.py`).
 """
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 from redis_topology import ClusterGroup
-from test_redis_failover import failover_under_load
+from test_redis_failover import LAG_BOUND_S, failover_under_load
 
 from collector.store.redis.keys import RedisKeys
 
@@ -51,7 +51,7 @@ async def test_cluster_scores_through_a_replica_takeover(tmp_path: Path, cluster
     out = await failover_under_load(tmp_path, cluster.url(), prefix, 0, takeover)
     lost = out["accepted"] - out["scored"]
     assert out["scored"] <= out["accepted"] and out["total"] == len(out["scored"]), "a run scored twice"
-    assert lost <= out["late"], f"{len(lost - out['late'])} runs lost that were accepted over a second before the kill"
+    assert lost <= out["late"], f"{len(lost - out['late'])} runs lost that were accepted over {LAG_BOUND_S:g} s before the kill"
     assert out["dead"] == 0
     print(f"Cluster replica takeover: {len(out['scored'])} of {len(out['accepted'])} accepted runs scored once, "
           f"{len(lost)} lost (bound {len(out['late'])}), {len(out['refusals'])} refusals meanwhile")

@@ -39,6 +39,11 @@ from collector.store.redis.store import RedisStore
 SCORER = f"{ROOT / 'tests' / 'integration' / 'scorers_for_tests.py'}:answer_length"
 
 
+LAG_BOUND_S = 5.0
+"""A run lost with ``wait_replicas = 0`` was accepted at most this long before the primary died:
+the replica's lag, a second or less on a quiet machine, seconds on a loaded CI machine."""
+
+
 class Senders:
     """Agents sending runs until told to stop, each request resent until it is accepted."""
 
@@ -116,7 +121,7 @@ async def failover_under_load(tmp: Path, url: str, prefix: str, wait_replicas: i
                 pass
         total, scored = unique_scores(backend)
         dead = await client.xlen(keys.dead)
-        late = {t for at, ids in senders.accepted if killed_at - 1.0 <= at <= killed_at for t in ids}
+        late = {t for at, ids in senders.accepted if killed_at - LAG_BOUND_S <= at <= killed_at for t in ids}
         return {"accepted": accepted, "scored": scored, "total": total, "dead": dead, "late": late,
                 "refusals": senders.refusals, "sent": len(backend.scores())}
     finally:
@@ -165,7 +170,7 @@ async def test_sigkilled_primary_with_wait_replicas_0_loses_at_most_the_last_sec
     out = await failover_under_load(tmp_path, group.url(), _prefix(), 0, lambda: _kill_primary(group))
     lost = out["accepted"] - out["scored"]
     assert out["scored"] <= out["accepted"] and out["total"] == len(out["scored"])
-    assert lost <= out["late"], f"{len(lost - out['late'])} runs lost that were accepted over a second before the kill"
+    assert lost <= out["late"], f"{len(lost - out['late'])} runs lost that were accepted over {LAG_BOUND_S:g} s before the kill"
     assert out["dead"] == 0
     print(f"SIGKILL, wait_replicas=0: {len(lost)} of {len(out['accepted'])} accepted runs lost "
-          f"(bound: the {len(out['late'])} accepted in the last second before the kill)")
+          f"(bound: the {len(out['late'])} accepted in the last {LAG_BOUND_S:g} s before the kill)")
