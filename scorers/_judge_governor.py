@@ -257,3 +257,24 @@ def unavailable_reason(error: BaseException) -> str | None:
     if is_terminal_auth_error(error):
         return prefix + ("permission denied" if status == 403 else "authentication refused")
     return None
+
+
+def parked_cause(err: BaseException) -> JudgeParked | None:
+    """The `JudgeParked` (a judge call the governor refused) that ``err`` was raised from, if any:
+    a scorer wraps its step's error, so the refusal is found down the cause chain.
+
+    Example:
+        >>> parked = JudgeParked("budget_exhausted", "--max-usd reached", 0.0)
+        >>> from scorers.errors import ScorerRunError
+        >>> run_error = ScorerRunError("q", "analyze", [], cause=parked)
+        >>> parked_cause(run_error) is parked, parked_cause(ValueError("x")) is None
+        (True, True)
+    """
+    seen: set[int] = set()
+    cause: BaseException | None = err
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, JudgeParked):
+            return cause
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return None

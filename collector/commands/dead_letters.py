@@ -85,7 +85,8 @@ def unreachable(config: Config) -> tuple[type[Exception], ...]:
     return (OSError,)
 
 
-def _when(at: float) -> str:
+def when_utc(at: float) -> str:
+    """An epoch time as ``YYYY-MM-DD HH:MM:SS UTC`` (dead letters' and judges' listings)."""
     return datetime.fromtimestamp(at, tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
@@ -106,7 +107,7 @@ def _print_list(letters: Sequence[DeadLetter], fmt: str) -> None:
     for name in ("id", "failed at", "scorer", "trace / span", "error"):
         table.add_column(name, overflow="fold")
     for letter in letters:
-        table.add_row(letter.id, _when(letter.failed_at), letter.job.scorer_id,
+        table.add_row(letter.id, when_utc(letter.failed_at), letter.job.scorer_id,
                       f"{letter.job.run.trace_id}\n{letter.job.run.span_id}", letter.row()["error"][:300])
     Console().print(table)
 

@@ -15,18 +15,13 @@ import argparse
 import asyncio
 import json
 import sys
-from datetime import UTC, datetime
 from typing import Any
 
-from collector.commands.dead_letters import open_judge_ledger, unreachable
+from collector.commands.dead_letters import open_judge_ledger, unreachable, when_utc
 from collector.commands.report import report_config_error
 from collector.config import load_config
 from collector.errors import ConfigError
 from collector.work.governor import judge_report
-
-
-def _when(at: float) -> str:
-    return datetime.fromtimestamp(at, tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def print_report(report: dict[str, Any], fmt: str) -> None:
@@ -46,12 +41,12 @@ def print_report(report: dict[str, Any], fmt: str) -> None:
     for row in report["budgets"]:
         print(f"judge budget {row['scope']} ({row['window']}): spent {row['spent']:.6f}, reserved "
               f"{row['reserved']:.6f}, limit {row['limit']:g}, remaining {row['remaining']:.6f} USD; "
-              f"resets {_when(row['reset'])}")
+              f"resets {when_utc(row['reset'])}")
     if not report["breakers"]:
         print("circuit breakers: all closed")
     for row in report["breakers"]:
-        print(f"circuit breaker {row['model']} open since {_when(row['since'])}: {row['reason']}; "
-              f"next probe {_when(row['next_probe'])}")
+        print(f"circuit breaker {row['model']} open since {when_utc(row['since'])}: {row['reason']}; "
+              f"next probe {when_utc(row['next_probe'])}")
     print("parked jobs: " + ", ".join(f"{reason} {count}" for reason, count in report["parked"].items()))
 
 

@@ -74,14 +74,13 @@ from collector.commands.spend_cap import (
     SpendCap,
     governor_for_run,
     judge_governor,
-    parked_cause,
     unpriced_message,
     unpriced_models,
 )
 from collector.errors import ConfigError
 from collector.ids import run_id_for
 from collector.work.registry import load_judge_client, resolve_scorer
-from scorers._judge_governor import JudgeGovernor, govern_judge_calls
+from scorers._judge_governor import JudgeGovernor, govern_judge_calls, parked_cause
 from scorers.errors import ScorerRunError
 
 logger = logging.getLogger(__name__)

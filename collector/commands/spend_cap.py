@@ -30,7 +30,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from collector.commands.estimate import EstimatingGovernor
-from scorers._judge_governor import JudgeGovernor, JudgeParked, JudgeRequest, JudgeTicket
+from scorers._judge_governor import (
+    JudgeGovernor,
+    JudgeParked,
+    JudgeRequest,
+    JudgeTicket,
+)
 from scorers._judge_types import JudgeUsage
 
 REFUSED = "--max-usd reached"
@@ -224,26 +229,6 @@ def unpriced_message(models: Sequence[str]) -> str:
     """
     return (f"tracescore: --max-usd: no price in litellm for judge model {', '.join(models)}, so its spend "
             "cannot be counted; pass --allow-unpriced to score anyway (its calls count 0 USD)")
-
-
-def parked_cause(err: BaseException) -> JudgeParked | None:
-    """The `JudgeParked` (a judge call the governor refused) that ``err`` was raised from, if any.
-
-    Example:
-        >>> parked = JudgeParked("budget_exhausted", "--max-usd reached", 0.0)
-        >>> from scorers.errors import ScorerRunError
-        >>> run_error = ScorerRunError("q", "analyze", [], cause=parked)
-        >>> parked_cause(run_error) is parked, parked_cause(ValueError("x")) is None
-        (True, True)
-    """
-    seen: set[int] = set()
-    cause: BaseException | None = err
-    while cause is not None and id(cause) not in seen:
-        if isinstance(cause, JudgeParked):
-            return cause
-        seen.add(id(cause))
-        cause = cause.__cause__ or cause.__context__
-    return None
 
 
 def judge_governor(args: argparse.Namespace) -> EstimatingGovernor | SpendCap | None:

@@ -32,7 +32,7 @@ from collector.work.record import judge_summary, requests_sent, score_record, tr
 from collector.work.registry import RegisteredScorer, ScorerRegistry
 from collector.work.replies import StoredReplies
 from scorers._agent_types import ScorerRunInputForAgent, ScorerRunOutputForAgent
-from scorers._judge_governor import JudgeGovernor, JudgeParked, govern_judge_calls
+from scorers._judge_governor import JudgeGovernor, govern_judge_calls, parked_cause
 from scorers._reply_memo import remember_judge_replies
 
 logger = logging.getLogger(__name__)
@@ -42,16 +42,6 @@ HANDBACK_TIMEOUT_S = 5.0
 
 DEAD_LETTER_CHARS = 65536
 """A dead letter keeps this much of the failure's traceback and of the partial result's JSON."""
-
-
-def _parked(err: BaseException) -> JudgeParked | None:
-    """The `JudgeParked` a scorer failure comes from (the scorer wraps its step's error), or None."""
-    seen: BaseException | None = err
-    while seen is not None:
-        if isinstance(seen, JudgeParked):
-            return seen
-        seen = seen.__cause__
-    return None
 
 
 class JobTimeout(Exception):
@@ -332,7 +322,7 @@ class Worker:
 
     def _failed(self, leased: LeasedJob, entry: RegisteredScorer, err: Exception, start_ns: int) -> Settlement:
         job = leased.job
-        parked = _parked(err)
+        parked = parked_cause(err)
         if parked is not None:
             since = leased.parked_since if leased.parked_since is not None else time.time()
             if time.time() - since < self._max_park_s:
