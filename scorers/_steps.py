@@ -3,8 +3,9 @@
 Every user callable (step functions, ``create_prompt``, ``calculate_score``) is inspected
 once, when the step is defined: we record which of the injectable keywords it declares
 and whether it is a coroutine function. At run time it is called with exactly those
-keywords. Sync callables run on the event loop's default (bounded) executor so a slow
-step never blocks the loop; a sync callable that returns an awaitable has it awaited.
+keywords. A sync callable runs in the event loop's default (bounded) executor until it has
+shown it is quick, then on the loop itself (`scorers._sync_calls`), so a slow step never
+blocks the loop; a sync callable that returns an awaitable has it awaited.
 """
 
 from __future__ import annotations
@@ -13,13 +14,14 @@ import asyncio
 import functools
 import inspect
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from scorers._judge_types import Judge
 from scorers._run import StepName
+from scorers._sync_calls import SyncCallPlacement
 from scorers.errors import ScorerDefinitionError
 
 StepKind = Literal["function", "prompt"]
@@ -164,6 +166,10 @@ class InjectedCallable:
     keywords: tuple[str, ...]
     is_async: bool
     positional: bool = False
+    placement: SyncCallPlacement = field(init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "placement", SyncCallPlacement(_callable_name(self.fn)))
 
     async def call(self, available: Mapping[str, Any]) -> Any:
         if self.positional:
@@ -174,7 +180,7 @@ class InjectedCallable:
         try:
             if self.is_async:
                 return await self.fn(*args, **kwargs)
-            result = await asyncio.to_thread(self.fn, *args, **kwargs)
+            result = await self.placement.call(self.fn, *args, **kwargs)
             if inspect.isawaitable(result):
                 result = await result
             return result

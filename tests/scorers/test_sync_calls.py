@@ -1,0 +1,102 @@
+"""Where sync step functions run (scorers._sync_calls): in a thread until they have shown they
+are quick, then on the event loop; a slow one never stalls the loop's other work."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+
+import pytest
+
+from scorers import create_scorer
+from scorers._sync_calls import DEMOTE_AFTER_S, INLINE_LIMIT_S, PROBE_CALLS, SyncCallPlacement
+
+
+def _recording(threads: list[int], pause_s: list[float] | None = None):  # type: ignore[no-untyped-def]
+    def fn() -> int:
+        threads.append(threading.get_ident())
+        pause = pause_s.pop(0) if pause_s else 0.0
+        if pause:
+            time.sleep(pause)
+        return len(threads)
+    return fn
+
+
+async def test_a_quick_callable_moves_onto_the_loop_after_its_probes() -> None:
+    threads: list[int] = []
+    placement = SyncCallPlacement("quick")
+    results = [await placement.call(_recording(threads)) for _ in range(PROBE_CALLS + 2)]
+    assert results == list(range(1, PROBE_CALLS + 3))
+    loop_thread = threading.get_ident()
+    assert all(t != loop_thread for t in threads[:PROBE_CALLS])
+    assert threads[PROBE_CALLS:] == [loop_thread, loop_thread]
+
+
+async def test_a_slow_probe_keeps_the_callable_off_the_loop_for_good() -> None:
+    threads: list[int] = []
+    fn = _recording(threads, [0.0, 3 * INLINE_LIMIT_S])
+    placement = SyncCallPlacement("slow once")
+    for _ in range(PROBE_CALLS + 3):
+        await placement.call(fn)
+    assert not placement.on_loop
+    assert threading.get_ident() not in threads
+
+
+async def test_a_slow_call_on_the_loop_moves_it_back_to_a_thread_and_says_so(
+        caplog: pytest.LogCaptureFixture) -> None:
+    threads: list[int] = []
+    fn = _recording(threads, [0.0] * PROBE_CALLS + [2 * DEMOTE_AFTER_S])
+    placement = SyncCallPlacement("becomes slow")
+    with caplog.at_level(logging.WARNING, logger="scorers._sync_calls"):
+        for _ in range(PROBE_CALLS + 3):
+            await placement.call(fn)
+    loop_thread = threading.get_ident()
+    assert threads[PROBE_CALLS] == loop_thread  # the call that showed it slow ran on the loop
+    assert loop_thread not in threads[PROBE_CALLS + 1:]
+    (record,) = caplog.records
+    assert "becomes slow" in record.getMessage() and "worker thread" in record.getMessage()
+
+
+async def test_errors_come_out_of_either_place() -> None:
+    calls = 0
+
+    def flaky() -> None:
+        nonlocal calls
+        calls += 1
+        if calls in (2, PROBE_CALLS + 2):
+            raise ValueError(f"call {calls}")
+
+    placement = SyncCallPlacement("flaky")
+    raised = []
+    for _ in range(PROBE_CALLS + 3):
+        try:
+            await placement.call(flaky)
+        except ValueError as err:
+            raised.append(str(err))
+    assert raised == ["call 2", f"call {PROBE_CALLS + 2}"]
+    assert placement.on_loop  # failing calls are not probes, and a quick failure does not demote
+
+
+async def test_a_blocking_step_never_stalls_the_loop() -> None:
+    scorer = create_scorer(id="blocking", description="d", type="agent").generate_score(
+        lambda run: time.sleep(0.3) or 1.0)
+    gaps: list[float] = []
+
+    async def ticker(stop: asyncio.Event) -> None:
+        last = time.perf_counter()
+        while not stop.is_set():
+            await asyncio.sleep(0.002)
+            now = time.perf_counter()
+            gaps.append(now - last)
+            last = now
+
+    stop = asyncio.Event()
+    ticking = asyncio.create_task(ticker(stop))
+    for _ in range(PROBE_CALLS + 3):
+        result = await scorer.run(input={"input_messages": []}, output=[])
+        assert result.score == 1.0
+    stop.set()
+    await ticking
+    assert max(gaps) < 0.25  # each call sleeps 0.3 s: none of them ran on the loop
