@@ -10,7 +10,6 @@ blocks the loop; a sync callable that returns an awaitable has it awaited.
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import inspect
 from collections.abc import Callable, Mapping

@@ -7,11 +7,13 @@ the largest single cost of a function scorer in the daemon. Mastra runs every st
 one event loop; we do too, but only for callables that have shown they are quick, so a
 step that blocks (network, disk, a long computation) never stalls the loop's other jobs:
 
-* the first `PROBE_CALLS` calls run in a thread and are timed there (wall clock);
-* if each of them returned within `INLINE_LIMIT_S`, later calls run on the loop, still timed;
-* a call on the loop that takes longer than `DEMOTE_AFTER_S` moves the callable back to a
-  thread for good (logged once). So the loop is blocked at most once per callable by more
-  than `DEMOTE_AFTER_S`, by the call that showed it slow.
+* it runs in a thread, timed there (wall clock), until `PROBE_CALLS` calls in a row returned
+  within `INLINE_LIMIT_S` (a first call that imports or warms a cache does not count against
+  it, and a callable that blocks every time never gets there);
+* then it runs on the loop, still timed: `SLOW_CALLS_TO_DEMOTE` calls in a row over
+  `DEMOTE_AFTER_S` move it back to a thread for good (logged once). One slow call is not
+  enough, since a quick call can be preempted by the GIL's switch interval (5 ms). So a
+  callable that turns out to block stalls the loop at most that many times.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ logger = logging.getLogger(__name__)
 PROBE_CALLS = 3
 INLINE_LIMIT_S = 0.001
 DEMOTE_AFTER_S = 0.005
+SLOW_CALLS_TO_DEMOTE = 2
 
 
 class SyncCallPlacement:
@@ -34,22 +37,23 @@ class SyncCallPlacement:
 
     Example (a quick function moves onto the loop after its probes; a slow one stays off it):
         >>> import asyncio
-        >>> quick = SyncCallPlacement("quick")
-        >>> async def twice_each(placement, fn):
+        >>> async def calls_in_turn(placement, fn):
         ...     return [await placement.call(fn) for _ in range(PROBE_CALLS + 1)]
-        >>> asyncio.run(twice_each(quick, lambda: 1)), quick.on_loop
+        >>> quick = SyncCallPlacement("quick")
+        >>> asyncio.run(calls_in_turn(quick, lambda: 1)), quick.on_loop
         ([1, 1, 1, 1], True)
         >>> slow = SyncCallPlacement("slow")
-        >>> _ = asyncio.run(twice_each(slow, lambda: time.sleep(2 * INLINE_LIMIT_S)))
+        >>> _ = asyncio.run(calls_in_turn(slow, lambda: time.sleep(2 * INLINE_LIMIT_S)))
         >>> slow.on_loop
         False
     """
 
-    __slots__ = ("name", "_probed", "_on_loop", "_off_loop_for_good")
+    __slots__ = ("name", "_quick_in_a_row", "_slow_in_a_row", "_on_loop", "_off_loop_for_good")
 
     def __init__(self, name: str) -> None:
         self.name = name
-        self._probed = 0
+        self._quick_in_a_row = 0
+        self._slow_in_a_row = 0
         self._on_loop = False
         self._off_loop_for_good = False
 
@@ -65,9 +69,7 @@ class SyncCallPlacement:
             try:
                 return fn(*args, **kwargs)
             finally:
-                elapsed = time.perf_counter() - started
-                if elapsed > DEMOTE_AFTER_S:
-                    self._demote(elapsed)
+                self._timed_on_loop(time.perf_counter() - started)
         if self._off_loop_for_good:
             return await asyncio.to_thread(fn, *args, **kwargs)
         return await asyncio.to_thread(self._probe, fn, args, kwargs)
@@ -77,15 +79,19 @@ class SyncCallPlacement:
         started = time.perf_counter()
         result = fn(*args, **kwargs)
         if time.perf_counter() - started > INLINE_LIMIT_S:
-            self._off_loop_for_good = True
-        elif not self._off_loop_for_good:
-            self._probed += 1
-            self._on_loop = self._probed >= PROBE_CALLS
+            self._quick_in_a_row = 0
+        else:
+            self._quick_in_a_row += 1
+            if self._quick_in_a_row >= PROBE_CALLS and not self._off_loop_for_good:
+                self._on_loop, self._slow_in_a_row = True, 0
         return result
 
-    def _demote(self, elapsed: float) -> None:
-        if self._off_loop_for_good:
+    def _timed_on_loop(self, elapsed: float) -> None:
+        if elapsed <= DEMOTE_AFTER_S:
+            self._slow_in_a_row = 0
             return
-        self._on_loop, self._off_loop_for_good = False, True
-        logger.warning("scorer callable %s took %.1f ms on the event loop; its later calls run in a "
-                       "worker thread", self.name, elapsed * 1e3)
+        self._slow_in_a_row += 1
+        if self._slow_in_a_row >= SLOW_CALLS_TO_DEMOTE and not self._off_loop_for_good:
+            self._on_loop, self._off_loop_for_good = False, True
+            logger.warning("scorer callable %s took %.1f ms on the event loop %d times in a row; its "
+                           "later calls run in a worker thread", self.name, elapsed * 1e3, self._slow_in_a_row)

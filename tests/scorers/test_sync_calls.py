@@ -11,7 +11,13 @@ import time
 import pytest
 
 from scorers import create_scorer
-from scorers._sync_calls import DEMOTE_AFTER_S, INLINE_LIMIT_S, PROBE_CALLS, SyncCallPlacement
+from scorers._sync_calls import (
+    DEMOTE_AFTER_S,
+    INLINE_LIMIT_S,
+    PROBE_CALLS,
+    SLOW_CALLS_TO_DEMOTE,
+    SyncCallPlacement,
+)
 
 
 def _recording(threads: list[int], pause_s: list[float] | None = None):  # type: ignore[no-untyped-def]
@@ -34,27 +40,39 @@ async def test_a_quick_callable_moves_onto_the_loop_after_its_probes() -> None:
     assert threads[PROBE_CALLS:] == [loop_thread, loop_thread]
 
 
-async def test_a_slow_probe_keeps_the_callable_off_the_loop_for_good() -> None:
+async def test_a_slow_probe_starts_the_count_again() -> None:
     threads: list[int] = []
-    fn = _recording(threads, [0.0, 3 * INLINE_LIMIT_S])
+    fn = _recording(threads, [0.0, 3 * INLINE_LIMIT_S])  # the second call is slow, the rest quick
     placement = SyncCallPlacement("slow once")
     for _ in range(PROBE_CALLS + 3):
         await placement.call(fn)
-    assert not placement.on_loop
-    assert threading.get_ident() not in threads
+    loop_thread = threading.get_ident()
+    assert loop_thread not in threads[:PROBE_CALLS + 2]  # 1 quick, 1 slow, then PROBE_CALLS quick
+    assert threads[PROBE_CALLS + 2] == loop_thread
 
 
-async def test_a_slow_call_on_the_loop_moves_it_back_to_a_thread_and_says_so(
+async def test_a_callable_slow_every_time_never_runs_on_the_loop() -> None:
+    threads: list[int] = []
+    fn = _recording(threads, [2 * INLINE_LIMIT_S] * (PROBE_CALLS + 3))
+    placement = SyncCallPlacement("always slow")
+    for _ in range(PROBE_CALLS + 3):
+        await placement.call(fn)
+    assert not placement.on_loop and threading.get_ident() not in threads
+
+
+async def test_slow_calls_in_a_row_on_the_loop_move_it_back_to_a_thread_and_say_so(
         caplog: pytest.LogCaptureFixture) -> None:
     threads: list[int] = []
-    fn = _recording(threads, [0.0] * PROBE_CALLS + [2 * DEMOTE_AFTER_S])
+    slow = 2 * DEMOTE_AFTER_S
+    fn = _recording(threads, [0.0] * PROBE_CALLS + [slow, 0.0] + [slow] * SLOW_CALLS_TO_DEMOTE)
     placement = SyncCallPlacement("becomes slow")
     with caplog.at_level(logging.WARNING, logger="scorers._sync_calls"):
-        for _ in range(PROBE_CALLS + 3):
+        for _ in range(PROBE_CALLS + 2 + SLOW_CALLS_TO_DEMOTE + 2):
             await placement.call(fn)
     loop_thread = threading.get_ident()
-    assert threads[PROBE_CALLS] == loop_thread  # the call that showed it slow ran on the loop
-    assert loop_thread not in threads[PROBE_CALLS + 1:]
+    on_loop = PROBE_CALLS + 2 + SLOW_CALLS_TO_DEMOTE  # one slow call alone does not move it
+    assert threads[PROBE_CALLS:on_loop] == [loop_thread] * (on_loop - PROBE_CALLS)
+    assert loop_thread not in threads[on_loop:]
     (record,) = caplog.records
     assert "becomes slow" in record.getMessage() and "worker thread" in record.getMessage()
 
