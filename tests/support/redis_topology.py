@@ -176,7 +176,8 @@ class ClusterGroup:
     def __init__(self, root: Path) -> None:
         self.bus = [hold_port() for _ in range(6)]
         self.nodes = [Node(root, f"cluster-{i}", "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-                           "--cluster-node-timeout", "1000", "--cluster-replica-validity-factor", "0", "--cluster-port", str(bus.getsockname()[1]))
+                           "--cluster-node-timeout", "1000", "--cluster-replica-validity-factor", "0", "--cluster-port", str(bus.getsockname()[1]),
+                           "--repl-diskless-sync-delay", "0")
                       for i, bus in enumerate(self.bus)]
 
     def start(self) -> ClusterGroup:
@@ -188,7 +189,20 @@ class ClusterGroup:
                         "--cluster-replicas", "1", "--cluster-yes"],
                        check=True, capture_output=True, timeout=WAIT_S)
         poll(self.healthy, "cluster_state:ok on every node")
+        # A replica holds nothing until its first sync finishes: a takeover before that would
+        # lose everything written so far, whatever the replication lag.
+        poll(self.replicas_in_sync, "every replica's link to its primary up")
         return self
+
+    def replicas_in_sync(self) -> bool:
+        """Every live replica has finished its first sync with its primary."""
+        for node in self.nodes:
+            if node.proc is None or node.proc.poll() is not None:
+                continue
+            info = node.client().info("replication")
+            if info.get("role") == "slave" and info.get("master_link_status") != "up":
+                return False
+        return True
 
     def healthy(self) -> bool:
         """Every live node says the Cluster is ok and knows 3 primaries."""
