@@ -178,8 +178,6 @@ class QueueConfig(BaseModel):
                                           f"rediss+sentinel://, redis+cluster:// or rediss+cluster://, got {self.url!r}")
         if self.url.startswith("redis"):
             check_redis_url(self.url)
-            if self.wait_replicas and "+cluster://" in self.url:
-                raise KeyProblem("queue.wait_replicas", "not supported on a Redis Cluster yet: use 0, or Sentinel")
         elif self.wait_replicas:
             raise KeyProblem("queue.wait_replicas", "needs a Redis queue.url (a SQLite file has no replicas)")
         return self

@@ -5,11 +5,11 @@ A `tracescore serve` on ``redis+cluster://`` scores the runs two agents keep sen
 20 requests the primary serving the deployment's slot (`collector.store.redis.keys`: one
 slot per deployment) is SIGKILLed, its replica takes over once the Cluster agrees the
 primary failed (``cluster-node-timeout`` 1000 ms), and the daemon follows the slot to it
-(MOVED, CLUSTERDOWN meanwhile: 503 + Retry-After). Cluster replication is asynchronous
-(``wait_replicas`` is for Sentinel or one server), so the bound is the ``wait_replicas = 0``
-one: runs lost, if any, were accepted in the last seconds before the kill (`LAG_BOUND_S`); the others are
-scored exactly once and nothing is dead-lettered. The contract suite runs on a Cluster too
-(`tests/contract/conftest.py`).
+(MOVED, CLUSTERDOWN meanwhile: 503 + Retry-After). With ``wait_replicas = 0`` runs lost, if
+any, were accepted in the last seconds before the kill (`LAG_BOUND_S`); with ``wait_replicas =
+1`` (the request's writes and ``WAIT`` on one connection to the slot's primary) every
+accepted run is scored exactly once. Nothing is dead-lettered. The contract suite runs on a
+Cluster too (`tests/contract/conftest.py`).
 """
 
 from __future__ import annotations
@@ -20,10 +20,15 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+import redis
+from daemon_harness import wait_until
 from redis_topology import ClusterGroup
 from test_redis_failover import LAG_BOUND_S, failover_under_load
 
+from collector.errors import Unavailable
 from collector.store.redis.keys import RedisKeys
+from collector.store.redis.store import RedisStore
+from collector.types import TraceChunk
 
 
 @pytest.fixture
@@ -35,10 +40,10 @@ async def cluster(tmp_path: Path) -> AsyncIterator[ClusterGroup]:
         started.stop()
 
 
-@pytest.mark.long
-async def test_cluster_scores_through_a_replica_takeover(tmp_path: Path, cluster: ClusterGroup) -> None:
-    prefix = f"test-cluster-{uuid.uuid4().hex[:8]}:"
-    slot_key = RedisKeys(prefix).jobs
+def _takeover(cluster: ClusterGroup, slot_key: str, *, rejoin: bool = False):  # type: ignore[no-untyped-def]
+    """SIGKILL the primary serving ``slot_key``, wait for its replica to take over; ``rejoin``:
+    then start the killed node again, which rejoins as the new primary's replica (its
+    ``nodes.conf`` names the Cluster), and wait until it is in sync."""
     owner = cluster.owner(slot_key)
 
     async def takeover() -> float:
@@ -46,9 +51,53 @@ async def test_cluster_scores_through_a_replica_takeover(tmp_path: Path, cluster
         killed_at = time.monotonic()
         new = await cluster.wait_takeover(slot_key, owner)
         assert new.port != owner.port and len(cluster.primaries()) == 3
+        if rejoin:
+            owner.start()
+            await wait_until(lambda: owner.client().info("replication").get("master_port") == new.port
+                             and cluster.replicas_in_sync(), what="the killed node back as a replica in sync")
         return killed_at
+    return takeover
 
-    out = await failover_under_load(tmp_path, cluster.url(), prefix, 0, takeover)
+
+async def test_wait_replicas_counts_the_replica_of_the_slots_primary(cluster: ClusterGroup) -> None:
+    prefix = f"test-cluster-{uuid.uuid4().hex[:8]}:"
+    trace = uuid.uuid4().bytes
+    one = RedisStore(cluster.url(), key_prefix=prefix, wait_replicas=1, wait_timeout_ms=2000)
+    two = RedisStore(cluster.url(), key_prefix=prefix, wait_replicas=2, wait_timeout_ms=200)
+    try:
+        await one.start()
+        await two.start()
+        await one.append([TraceChunk(trace, "spans", b"run", 1, True, True)], now=time.time())
+        replica = next(n for n in cluster.nodes if n.client().execute_command("ROLE")[0] == b"slave"
+                       and n.client().info("replication")["master_port"] == cluster.owner(one.keys.jobs).port)
+        with redis.Redis(port=replica.port, single_connection_client=True) as on_replica:
+            on_replica.execute_command("READONLY")  # a Cluster replica answers MOVED without it
+            assert on_replica.exists(one.keys.chunks(trace.hex()))  # acknowledged: the replica has it
+        with pytest.raises(Unavailable, match="1 of 2 Redis replicas acknowledged"):  # one replica per primary
+            await two.append([TraceChunk(trace, "spans", b"more", 1, True)], now=time.time())
+        assert [c.data for c in await one.load(trace)] == [b"run", b"more"]  # written, resent, absorbed
+    finally:
+        await one.delete_all()
+        await one.shutdown()
+        await two.shutdown()
+
+
+@pytest.mark.long
+async def test_cluster_with_wait_replicas_1_scores_every_accepted_run_once_through_a_takeover(
+        tmp_path: Path, cluster: ClusterGroup) -> None:
+    prefix = f"test-cluster-{uuid.uuid4().hex[:8]}:"
+    takeover = _takeover(cluster, RedisKeys(prefix).jobs, rejoin=True)  # WAIT 1 needs a replica again
+    out = await failover_under_load(tmp_path, cluster.url(), prefix, 1, takeover)
+    assert out["scored"] == out["accepted"] and out["total"] == len(out["accepted"]) == 160
+    assert out["dead"] == 0
+    print(f"Cluster replica takeover, wait_replicas=1: {len(out['accepted'])} runs accepted and scored once, "
+          f"{len(out['refusals'])} refusals meanwhile, {out['sent'] - out['total']} score spans re-sent")
+
+
+@pytest.mark.long
+async def test_cluster_scores_through_a_replica_takeover(tmp_path: Path, cluster: ClusterGroup) -> None:
+    prefix = f"test-cluster-{uuid.uuid4().hex[:8]}:"
+    out = await failover_under_load(tmp_path, cluster.url(), prefix, 0, _takeover(cluster, RedisKeys(prefix).jobs))
     lost = out["accepted"] - out["scored"]
     assert out["scored"] <= out["accepted"] and out["total"] == len(out["scored"]), "a run scored twice"
     assert lost <= out["late"], f"{len(lost - out['late'])} runs lost that were accepted over {LAG_BOUND_S:g} s before the kill"

@@ -142,7 +142,7 @@ def connect(url: str, *, socket_timeout_s: float = 10.0, max_connections: int = 
 
 
 def is_cluster(client: aioredis.Redis) -> bool:
-    """Whether ``client`` talks to a Redis Cluster (no WAIT on a pinned connection, no SELECT).
+    """Whether ``client`` talks to a Redis Cluster (no SELECT; a pinned writer is one node's).
 
     Example:
         >>> is_cluster(connect("redis://127.0.0.1:6379/0")), is_cluster(connect("redis+cluster://127.0.0.1:7000"))

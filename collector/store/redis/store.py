@@ -33,6 +33,7 @@ from collector.store.redis.judge_ledger import RedisJudgeLedger
 from collector.store.redis.keys import GROUP, RedisKeys
 from collector.store.redis.migrate import migrate_untagged
 from collector.store.redis.outbox import RedisOutbox
+from collector.store.redis.pinned import pinned_writer
 from collector.store.redis.queue import RedisJobQueue
 from collector.store.redis.sessions import RedisSessions
 from collector.store.redis.sink_outbox import RedisSinkOutbox
@@ -110,9 +111,6 @@ class RedisStore(RedisSessions, RedisJudgeLedger):
     ) -> None:
         self.keys = RedisKeys(key_prefix)
         self.client = connect(url, socket_timeout_s=max(10.0, 2 * wait_timeout_ms / 1000))
-        if wait_replicas and is_cluster(self.client):
-            raise ConfigError("invalid configuration: queue.wait_replicas: not supported on a Redis Cluster yet "
-                              "(WAIT must run on the connection that wrote); use 0, or Sentinel")
         self._wait_replicas = wait_replicas
         self._wait_timeout_ms = wait_timeout_ms
         self._init_sessions(session_rules)
@@ -217,7 +215,7 @@ class RedisStore(RedisSessions, RedisJudgeLedger):
             return await self._append(chunks, now, forward, None)
         # WAIT counts the replicas holding the writes of its own connection: pin one.
         try:
-            async with self.client.client() as pinned:
+            async with pinned_writer(self.client, self.keys.jobs) as pinned:
                 result = await self._append(chunks, now, forward, pinned)
                 acked = int(await pinned.wait(self._wait_replicas, self._wait_timeout_ms))
         except UNREACHABLE as err:

@@ -40,7 +40,6 @@ def check(tmp_path: Path, text: str, capsys: pytest.CaptureFixture[str]) -> tupl
     ('[queue]\nurl = "redis+cluster://n1:7000/2"\n', "queue.url: not a valid Redis URL: a Cluster has only database 0"),
     ('[queue]\nurl = "redis+cluster://n1:7000?sentinel_password=x"\n', "applies to redis+sentinel:// URLs only"),
     ('[queue]\nurl = "redis+cluster://n1:7000?socket_timout=3"\n', "options Redis does not know: socket_timout"),
-    ('[queue]\nurl = "redis+cluster://n1:7000"\nwait_replicas = 1\n', "queue.wait_replicas: not supported on a Redis Cluster"),
     ('[queue]\nurl = "redis+sentinal://s1/primary/0"\n', "queue.url: must start with sqlite:///, redis://"),
 ])
 def test_check_rejects_what_would_fail_at_run_time(tmp_path: Path, capsys: pytest.CaptureFixture[str],

@@ -1,0 +1,91 @@
+"""One connection for a request's writes and the ``WAIT`` that follows them (``wait_replicas``).
+
+``WAIT n timeout`` counts the replicas that acknowledged the writes of *its own connection*,
+so the writes and the ``WAIT`` must share one. On one server or Sentinel that is a pinned
+client (`redis.asyncio.Redis.client`). A Cluster client picks a connection per command, so
+on a Cluster the writes go over one connection to the primary serving the deployment's
+slot (every key of a deployment is in that one slot, `collector.store.redis.keys`):
+`PinnedClusterNode` sends the scripts' ``EVALSHA`` and the ``WAIT`` on it. A slot that moved
+meanwhile (MOVED, ASK, TRYAGAIN: a failover under way) is a `ConnectionError` like any
+other outage: the request is refused retryably, and the Cluster client is asked to look up
+the slot's owner again before the next request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+import redis.asyncio as aioredis
+from redis.asyncio.cluster import ClusterNode, RedisCluster
+from redis.asyncio.connection import Connection
+from redis.exceptions import AskError, MovedError, SlotNotCoveredError, TryAgainError
+from redis.exceptions import ConnectionError as RedisConnectionError
+
+_MOVING = (MovedError, AskError, TryAgainError)
+
+
+class PinnedClusterNode:
+    """The few commands a pinned writer needs (``EVALSHA``, ``SCRIPT LOAD``, ``WAIT``), sent
+    over one connection to one Cluster node; enough for `redis.commands.core.AsyncScript`."""
+
+    def __init__(self, connection: Connection) -> None:
+        self._connection = connection
+        self.failed = False
+
+    async def _call(self, *args: Any) -> Any:
+        try:
+            await self._connection.send_command(*args)
+            return await self._connection.read_response()
+        except _MOVING as err:
+            self.failed = True
+            raise RedisConnectionError(f"the deployment's slot is moving ({err})") from err
+        except BaseException:
+            self.failed = True  # the reply may still be on its way: never reuse the connection
+            raise
+
+    async def evalsha(self, sha: str, numkeys: int, *keys_and_args: Any) -> Any:
+        return await self._call("EVALSHA", sha, numkeys, *keys_and_args)
+
+    async def script_load(self, script: str | bytes) -> str:
+        sha = await self._call("SCRIPT", "LOAD", script)
+        return sha.decode() if isinstance(sha, bytes) else str(sha)
+
+    async def wait(self, replicas: int, timeout_ms: int) -> int:
+        return int(await self._call("WAIT", replicas, timeout_ms))
+
+
+@contextlib.asynccontextmanager
+async def pinned_writer(client: aioredis.Redis, slot_key: str) -> AsyncIterator[Any]:
+    """A client whose commands (and a final ``wait``) share one connection: a pinned client
+    of ``client``, or on a Cluster a `PinnedClusterNode` on the primary serving ``slot_key``."""
+    if not isinstance(client, RedisCluster):
+        async with client.client() as pinned:
+            yield pinned
+        return
+    try:
+        node: ClusterNode | None = client.get_node_from_key(slot_key)
+    except SlotNotCoveredError as err:
+        raise RedisConnectionError(f"no Cluster node serves the deployment's slot ({err})") from err
+    if node is None:
+        raise RedisConnectionError("no Cluster node serves the deployment's slot")
+    connection = node.acquire_connection()
+    pinned = PinnedClusterNode(connection)
+    try:
+        yield pinned
+    finally:
+        if pinned.failed:
+            await connection.disconnect()
+        node.release(connection)
+        if pinned.failed:
+            await _look_up_slot_again(client, slot_key)
+
+
+async def _look_up_slot_again(client: RedisCluster, slot_key: str) -> None:
+    """Have the Cluster client route one read of the slot: following its MOVED (or refreshing
+    after a dead node) updates the slot's owner that the next request is pinned to."""
+    with contextlib.suppress(Exception):
+        async with asyncio.timeout(1.0):
+            await client.exists(slot_key)
