@@ -246,3 +246,22 @@ async def test_an_append_no_replica_acknowledged_is_refused_retryably(prefix: st
         assert [c.data for c in await alone.load(T1)] == [b"run"]  # written, not acknowledged: resent, absorbed
     finally:
         await alone.shutdown()
+
+
+async def test_wait_replicas_on_a_redis_that_refuses_wait_does_not_start(tmp_path: Path) -> None:
+    """Managed services may not offer ``WAIT``: with ``wait_replicas`` every request would fail,
+    so the store refuses to start, naming the setting."""
+    from redis_topology import Node  # tests/support: a redis-server of our own, WAIT renamed away
+
+    node = Node(tmp_path, "no-wait", "--rename-command", "WAIT", "").start()
+    store = RedisStore(f"redis://127.0.0.1:{node.port}/0", key_prefix="t:", wait_replicas=1)
+    try:
+        with pytest.raises(ConfigError, match=r"queue.wait_replicas: this Redis refuses WAIT \(.*unknown command"):
+            await store.start()
+        zero = RedisStore(f"redis://127.0.0.1:{node.port}/0", key_prefix="t:")
+        await zero.start()  # without wait_replicas WAIT is never sent
+        await zero.append([TraceChunk(T1, "spans", b"run", 1, True, True)], now=time.time())
+        await zero.shutdown()
+    finally:
+        await store.shutdown()
+        node.stop()
