@@ -46,7 +46,7 @@ def print_report(report: dict[str, Any], fmt: str) -> None:
         print("circuit breakers: all closed")
     for row in report["breakers"]:
         print(f"circuit breaker {row['model']} open since {when_utc(row['since'])}: {row['reason']}; "
-              f"next probe {when_utc(row['next_probe'])}")
+              f"next probe {when_utc(row['next_probe'])} (every {row['interval_s']:g} s)")
     print("parked jobs: " + ", ".join(f"{reason} {count}" for reason, count in report["parked"].items()))
 
 

@@ -280,7 +280,7 @@ async def judge_report(ledger: JudgeLedger, judge: JudgeConfig, now: float | Non
             rows.append({"scope": scope, "window": window, "spent": round(spent, 9), "reserved": round(reserved, 9),
                          "limit": limit, "remaining": round(max(0.0, limit - spent - reserved), 9), "reset": ends})
     breakers = [{"model": b.model, "key": b.key, "state": "open", "reason": b.reason, "since": b.since,
-                 "next_probe": b.next_probe} for b in await ledger.judge_breakers()]
+                 "next_probe": b.next_probe, "interval_s": b.interval_s} for b in await ledger.judge_breakers()]
     parked = await ledger.parked_jobs()
     return {"budgets": rows, "breakers": breakers,
             "parked": {reason: int(parked.get(reason, 0)) for reason in PARK_REASONS}}

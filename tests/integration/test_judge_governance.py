@@ -194,17 +194,20 @@ async def test_a_judge_answering_401_opens_the_breaker_parks_the_jobs_and_a_prob
         assert code == 0 and json.loads(out) == [], out
         assert not _scored(backend)
 
-        (breaker,) = (await _judges(receiver.config))["breakers"]
         provider.refusing = False  # the key is fixed at the provider
-        fixed, next_probe_in = time.monotonic(), max(0.0, breaker["next_probe"] - time.time())
+        fixed = time.monotonic()
+        # Read after the fix: a probe claimed just before it may still fail and double the
+        # interval, so the next probe is due within the later of the two.
+        (breaker,) = (await _judges(receiver.config))["breakers"]
+        next_probe_in = max(breaker["next_probe"] - time.time(), 2 * breaker["interval_s"], 0.0)
 
         async def breaker_closed() -> bool:
             return not (await _judges(receiver.config))["breakers"]
 
-        await wait_until(breaker_closed, timeout=60, what="the breaker closed")
-        took = time.monotonic() - fixed  # the probe was due within next_probe_in; each check is a CLI run
+        await wait_until(breaker_closed, timeout=next_probe_in + 60, what="the breaker closed")
+        took = time.monotonic() - fixed  # each check is a CLI run
         await wait_until(lambda: _scored(backend) == first | rest, timeout=60, what="every run scored")
-        print(f"breaker closed {took:.1f} s after the fix (its next probe was due in {next_probe_in:.1f} s); "
+        print(f"breaker closed {took:.1f} s after the fix (its next probe was due within {next_probe_in:.1f} s); "
               f"10 runs scored {time.monotonic() - fixed:.1f} s after it")
         assert took <= next_probe_in + 10, f"closed {took:.1f} s after the fix: more than one probe interval"
         assert len(provider.billed) == 10  # each run judged once after the fix
