@@ -21,8 +21,11 @@ from typing import Any
 import redis.asyncio as aioredis
 from redis.asyncio.cluster import ClusterNode, RedisCluster
 from redis.asyncio.connection import Connection
-from redis.exceptions import AskError, MovedError, SlotNotCoveredError, TryAgainError
+from redis.exceptions import AskError, MovedError, ResponseError, SlotNotCoveredError, TryAgainError
 from redis.exceptions import ConnectionError as RedisConnectionError
+
+from collector.errors import ConfigError
+from collector.store.redis.conn import UNREACHABLE
 
 _MOVING = (MovedError, AskError, TryAgainError)
 
@@ -81,6 +84,19 @@ async def pinned_writer(client: aioredis.Redis, slot_key: str) -> AsyncIterator[
         node.release(connection)
         if pinned.failed:
             await _look_up_slot_again(client, slot_key)
+
+
+async def refuse_without_wait(client: aioredis.Redis, slot_key: str) -> None:
+    """Raise `ConfigError` if this Redis (or managed service) refuses ``WAIT``: with
+    ``wait_replicas`` set every request would fail. Unreachable errors pass through."""
+    try:
+        async with pinned_writer(client, slot_key) as pinned:
+            await pinned.wait(0, 1)
+    except ResponseError as err:
+        if isinstance(err, UNREACHABLE):  # CLUSTERDOWN is a ResponseError too
+            raise
+        raise ConfigError(f"invalid configuration: queue.wait_replicas: this Redis refuses WAIT ({err}); "
+                          "use 0") from err
 
 
 async def _look_up_slot_again(client: RedisCluster, slot_key: str) -> None:

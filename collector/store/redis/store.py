@@ -33,7 +33,7 @@ from collector.store.redis.judge_ledger import RedisJudgeLedger
 from collector.store.redis.keys import GROUP, RedisKeys
 from collector.store.redis.migrate import migrate_untagged
 from collector.store.redis.outbox import RedisOutbox
-from collector.store.redis.pinned import pinned_writer
+from collector.store.redis.pinned import pinned_writer, refuse_without_wait
 from collector.store.redis.queue import RedisJobQueue
 from collector.store.redis.sessions import RedisSessions
 from collector.store.redis.sink_outbox import RedisSinkOutbox
@@ -146,7 +146,7 @@ class RedisStore(RedisSessions, RedisJudgeLedger):
             await self.queue.create_group()
             await self.refresh()
             if self._wait_replicas:
-                await self._check_wait()
+                await refuse_without_wait(self.client, self.keys.jobs)
         except (ReadOnlyError, OutOfMemoryError) as err:  # a failover or a full Redis: passes
             self.reachable = False
             logger.warning("redis refuses writes at start (components will retry): %s", err)
@@ -158,18 +158,6 @@ class RedisStore(RedisSessions, RedisJudgeLedger):
         except ResponseError as err:
             raise ConfigError(f"invalid configuration: queue.url: Redis refused: {err}") from err
         self._refresher = asyncio.create_task(self._refresh_loop(), name="tracescore-redis-depth")
-
-    async def _check_wait(self) -> None:
-        """Refuse to start if ``wait_replicas`` is set and this Redis (or managed service) refuses
-        ``WAIT``: every request would fail otherwise."""
-        try:
-            async with pinned_writer(self.client, self.keys.jobs) as pinned:
-                await pinned.wait(0, 1)
-        except ResponseError as err:
-            if isinstance(err, UNREACHABLE):
-                raise
-            raise ConfigError(f"invalid configuration: queue.wait_replicas: this Redis refuses WAIT ({err}); "
-                              "use 0") from err
 
     async def shutdown(self, timeout: float = 5.0) -> None:  # noqa: ASYNC109 (lifecycle contract)
         """Stop refreshing, leave the consumer group if idle, close the pool; safe twice.
