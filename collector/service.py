@@ -51,6 +51,7 @@ from collector.work.governor import JudgeGovernance, judge_report
 from collector.work.registry import ScorerRegistry, load_judge_client
 from collector.work.worker import Worker
 from scorers import set_judge_concurrency
+from scorers._sync_calls import allow_sync_calls_on_loop
 
 logger = logging.getLogger(__name__)
 
@@ -174,6 +175,7 @@ class Service:
             span_time=e.span_time, forwarded=self.store.forward_log if self.forwarding else None,
             destination=e.destination(),
         )
+        allow_sync_calls_on_loop(w.sync_steps == "adaptive")
         self.governance = JudgeGovernance(self.store, config.judge, w, self.metrics,
                                           reservation_ttl_s=w.job_timeout_s + 60)
         self.worker = Worker(

@@ -232,6 +232,8 @@ class WorkersConfig(BaseModel):
     judge_tpm_by_model: dict[str, Annotated[int, Field(ge=0)]] = Field(default_factory=dict)
     job_timeout_s: float = Field(default=240.0, gt=0)  # a run taking longer is retried (then failed)
     drain_timeout_s: float = Field(default=30.0, ge=0)  # SIGTERM: in-flight jobs finish this long
+    # Quick sync scorer steps run on the event loop ("adaptive", scorers._sync_calls), or always in a thread.
+    sync_steps: Literal["adaptive", "thread"] = "adaptive"
 
 
 class ExportConfig(BaseModel):

@@ -57,3 +57,16 @@ def test_the_store_gets_the_session_rules_of_the_config(tmp_path: Path) -> None:
     assert Service(_config(tmp_path), ScorerRegistry([])).store.session_rules == SessionRules()
     redis = config_from_dict({"queue": {"url": "redis://127.0.0.1:6379/0"}, "sessions": sessions}, env={})
     assert Service(redis, ScorerRegistry([])).store.session_rules == expected
+
+
+@pytest.mark.parametrize(("setting", "on_loop"), [("adaptive", True), ("thread", False)])
+def test_workers_sync_steps_decides_whether_quick_sync_steps_may_run_on_the_loop(
+        tmp_path: Path, setting: str, on_loop: bool) -> None:
+    from scorers import _sync_calls
+
+    config = config_from_dict({**_config(tmp_path).model_dump(), "workers": {"sync_steps": setting}}, env={})
+    try:
+        Service(config, ScorerRegistry([]))
+        assert _sync_calls._on_loop_allowed is on_loop
+    finally:
+        _sync_calls.allow_sync_calls_on_loop(True)

@@ -17,6 +17,7 @@ from scorers._sync_calls import (
     PROBE_CALLS,
     SLOW_CALLS_TO_DEMOTE,
     SyncCallPlacement,
+    allow_sync_calls_on_loop,
 )
 
 
@@ -118,3 +119,36 @@ async def test_a_blocking_step_never_stalls_the_loop() -> None:
     stop.set()
     await ticking
     assert max(gaps) < 0.25  # each call sleeps 0.3 s: none of them ran on the loop
+
+
+async def test_with_calls_on_the_loop_not_allowed_every_call_runs_in_a_thread() -> None:
+    threads: list[int] = []
+    placement = SyncCallPlacement("threaded")
+    allow_sync_calls_on_loop(False)
+    try:
+        for _ in range(PROBE_CALLS + 2):
+            await placement.call(_recording(threads))
+    finally:
+        allow_sync_calls_on_loop(True)
+    assert len(threads) == PROBE_CALLS + 2 and threading.get_ident() not in threads
+    assert not placement.on_loop  # nothing was probed meanwhile: allowed again, it probes first
+    for _ in range(PROBE_CALLS + 1):
+        await placement.call(_recording(threads))
+    assert threading.get_ident() not in threads[:-1] and threads[-1] == threading.get_ident()
+
+
+async def test_a_call_stalling_the_loop_is_named_in_the_log_and_moves_to_a_thread_at_once(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    from scorers import _sync_calls
+
+    monkeypatch.setattr(_sync_calls, "STALL_S", 0.2)
+    threads: list[int] = []
+    fn = _recording(threads, [0.0] * PROBE_CALLS + [1.6])  # the watch looks every second
+    placement = SyncCallPlacement("hangs once")
+    with caplog.at_level(logging.ERROR, logger="scorers._sync_calls"):
+        for _ in range(PROBE_CALLS + 2):
+            await placement.call(fn)
+    loop_thread = threading.get_ident()
+    assert threads[PROBE_CALLS] == loop_thread and threads[-1] != loop_thread  # one slow call was enough
+    stalled = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+    assert stalled and "hangs once has blocked its event loop" in stalled[0] and "sync_steps" in stalled[0]
