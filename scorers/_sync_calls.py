@@ -124,8 +124,8 @@ class SyncCallPlacement:
         self._slow_in_a_row += 1
         if (self._slow_in_a_row >= SLOW_CALLS_TO_DEMOTE or elapsed > STALL_S) and not self._off_loop_for_good:
             self._on_loop, self._off_loop_for_good = False, True
-            logger.warning("scorer callable %s took %.1f ms on the event loop %d times in a row; its "
-                           "later calls run in a worker thread", self.name, elapsed * 1e3, self._slow_in_a_row)
+            logger.warning("scorer callable %s took %.1f ms on the event loop (slow calls in a row: %d); "
+                           "its later calls run in a worker thread", self.name, elapsed * 1e3, self._slow_in_a_row)
 
 
 def _start_watch() -> None:
