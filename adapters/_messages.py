@@ -224,6 +224,34 @@ def _file_part(raw: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _typed_part(part: dict[str, Any]) -> tuple[dict[str, Any], Any]:
+    """An untyped content part (Gemini / Google ADK parts, Bedrock Converse blocks) as the part
+    and type it stands for; others come back with type None.
+
+    Example:
+        >>> _typed_part({"functionCall": {"name": "w", "args": {"city": "Paris"}}})
+        ({'name': 'w', 'args': {'city': 'Paris'}, 'arguments': {'city': 'Paris'}}, 'tool_call')
+        >>> _typed_part({"text": "plain"})
+        ({'text': 'plain'}, None)
+    """
+    gemini_call = next((part[k] for k in _GEMINI_CALL if isinstance(part.get(k), dict)), None)
+    if gemini_call is not None:
+        return {**gemini_call, "arguments": gemini_call.get("args")}, "tool_call"
+    gemini_result = next((part[k] for k in _GEMINI_RESULT if isinstance(part.get(k), dict)), None)
+    if gemini_result is not None:
+        return gemini_result, "tool_result"
+    if part.get("thought") is True and isinstance(part.get("text"), str):
+        return {"text": part["text"]}, "reasoning"
+    if isinstance(part.get("toolUse"), dict):
+        return {**part["toolUse"], "arguments": part["toolUse"].get("input")}, "tool_call"
+    if isinstance(part.get("toolResult"), dict):
+        return part["toolResult"], "tool_result"
+    if isinstance(part.get("reasoningContent"), dict):
+        reasoning = part["reasoningContent"].get("reasoningText")
+        return {"text": reasoning.get("text") if isinstance(reasoning, dict) else ""}, "reasoning"
+    return part, None
+
+
 def _parse_one(raw: Any, out: list[Msg]) -> None:
     if not isinstance(raw, dict):
         return
@@ -254,22 +282,8 @@ def _parse_one(raw: Any, out: list[Msg]) -> None:
             if not isinstance(part, dict):
                 continue
             ptype = part.get("type")
-            gemini_call = next((part[k] for k in _GEMINI_CALL if isinstance(part.get(k), dict)), None)
-            gemini_result = next((part[k] for k in _GEMINI_RESULT if isinstance(part.get(k), dict)), None)
-            if ptype is None and gemini_call is not None:  # Gemini / Google ADK parts
-                part, ptype = {**gemini_call, "arguments": gemini_call.get("args")}, "tool_call"
-            elif ptype is None and gemini_result is not None:
-                part, ptype = gemini_result, "tool_result"
-            elif ptype is None and part.get("thought") is True and isinstance(part.get("text"), str):
-                part, ptype = {"text": part["text"]}, "reasoning"
-            elif ptype is None and isinstance(part.get("toolUse"), dict):  # Bedrock Converse blocks
-                part, ptype = {**part["toolUse"], "arguments": part["toolUse"].get("input")}, "tool_call"
-            elif ptype is None and isinstance(part.get("toolResult"), dict):
-                part, ptype = part["toolResult"], "tool_result"
-            elif ptype is None and isinstance(part.get("reasoningContent"), dict):
-                reasoning = part["reasoningContent"].get("reasoningText")
-                part = {"text": reasoning.get("text") if isinstance(reasoning, dict) else ""}
-                ptype = "reasoning"
+            if ptype is None:  # untyped parts: Gemini / Google ADK, Bedrock Converse blocks
+                part, ptype = _typed_part(part)
             if ptype in _CALL_TYPES:
                 call = _call_from(part)
                 if call is not None:
