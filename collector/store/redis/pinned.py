@@ -45,6 +45,8 @@ class PinnedClusterNode:
         except _MOVING as err:
             self.failed = True
             raise RedisConnectionError(f"the deployment's slot is moving ({err})") from err
+        except ResponseError:  # a whole error reply was read (NOSCRIPT, OOM...): the connection is fine
+            raise
         except BaseException:
             self.failed = True  # the reply may still be on its way: never reuse the connection
             raise
