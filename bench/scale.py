@@ -51,6 +51,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Sp
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from collector.store.redis.conn import slot_primary  # noqa: E402
 from collector.store.redis.store import RedisStore  # noqa: E402
 
 SCORER = '''
@@ -147,12 +148,9 @@ async def redis_pid(url: str, prefix: str) -> int:
     is in one slot); it must run on this machine for its CPU to be read."""
     store = RedisStore(url, key_prefix=prefix)
     client: Any = store.client
-    where: dict[str, Any] = {}
-    if url.startswith(("redis+cluster://", "rediss+cluster://")):
-        await client.initialize()
-        where["target_nodes"] = client.get_node_from_key(store.keys.jobs)
     try:
-        info = await client.info("server", **where)
+        node = await slot_primary(client, store.keys.jobs)
+        info = await client.info("server", **({} if node is None else {"target_nodes": node}))
     finally:
         await store.shutdown()
     return int(info["process_id"])

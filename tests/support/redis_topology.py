@@ -194,11 +194,13 @@ class ClusterGroup:
         poll(self.replicas_in_sync, "every replica's link to its primary up")
         return self
 
+    def live(self) -> list[Node]:
+        """The nodes running now (a killed one is left out until it is started again)."""
+        return [n for n in self.nodes if n.proc is not None and n.proc.poll() is None]
+
     def replicas_in_sync(self) -> bool:
         """Every live replica has finished its first sync with its primary."""
-        for node in self.nodes:
-            if node.proc is None or node.proc.poll() is not None:
-                continue
+        for node in self.live():
             info = node.client().info("replication")
             if info.get("role") == "slave" and info.get("master_link_status") != "up":
                 return False
@@ -206,9 +208,7 @@ class ClusterGroup:
 
     def healthy(self) -> bool:
         """Every live node says the Cluster is ok and knows 3 primaries."""
-        for node in self.nodes:
-            if node.proc is None or node.proc.poll() is not None:
-                continue
+        for node in self.live():
             text = node.client().execute_command("CLUSTER INFO")
             info = text if isinstance(text, dict) else dict(
                 line.split(":", 1) for line in text.decode().splitlines() if ":" in line)
@@ -222,9 +222,7 @@ class ClusterGroup:
 
     def owner(self, key: str) -> Node:
         """The primary serving ``key``'s slot now."""
-        for node in self.nodes:
-            if node.proc is None or node.proc.poll() is not None:
-                continue
+        for node in self.live():
             slot = int(node.client().execute_command("CLUSTER", "KEYSLOT", key))
             for start, end, primary, *_ in node.client().execute_command("CLUSTER", "SLOTS"):
                 if start <= slot <= end:
@@ -233,8 +231,7 @@ class ClusterGroup:
 
     def primaries(self) -> list[Node]:
         """The nodes that are primaries now."""
-        return [n for n in self.nodes if n.proc is not None and n.proc.poll() is None
-                and n.client().execute_command("ROLE")[0] == b"master"]
+        return [n for n in self.live() if n.client().execute_command("ROLE")[0] == b"master"]
 
     async def wait_takeover(self, key: str, old: Node) -> Node:
         """Wait until another node serves ``key``'s slot and the Cluster is ok again."""

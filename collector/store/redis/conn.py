@@ -151,6 +151,21 @@ def is_cluster(client: aioredis.Redis) -> bool:
     return isinstance(client, RedisCluster)
 
 
+async def slot_primary(client: aioredis.Redis, key: str) -> ClusterNode | None:
+    """On a Cluster, the primary serving ``key``'s slot (the slot map is read first if the
+    client has none yet); None for one server or Sentinel. Raises `SlotNotCoveredError`
+    when no node serves the slot.
+
+    Example:
+        >>> asyncio.run(slot_primary(connect("redis://127.0.0.1:6379/0"), "{tracescore}:jobs")) is None
+        True
+    """
+    if not isinstance(client, RedisCluster):
+        return None
+    await client.initialize()  # a no-op once the slot map is known
+    return client.get_node_from_key(key)
+
+
 class Coalescer(Generic[K, V]):
     """Batches concurrent single-item calls into one call per loop turn (one Redis pipeline).
 

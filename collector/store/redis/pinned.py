@@ -19,13 +19,13 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import redis.asyncio as aioredis
-from redis.asyncio.cluster import ClusterNode, RedisCluster
+from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.connection import Connection
 from redis.exceptions import AskError, MovedError, ResponseError, SlotNotCoveredError, TryAgainError
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from collector.errors import ConfigError
-from collector.store.redis.conn import UNREACHABLE
+from collector.store.redis.conn import UNREACHABLE, slot_primary
 
 _MOVING = (MovedError, AskError, TryAgainError)
 
@@ -71,7 +71,7 @@ async def pinned_writer(client: aioredis.Redis, slot_key: str) -> AsyncIterator[
             yield pinned
         return
     try:
-        node: ClusterNode | None = client.get_node_from_key(slot_key)
+        node = await slot_primary(client, slot_key)
     except SlotNotCoveredError as err:
         raise RedisConnectionError(f"no Cluster node serves the deployment's slot ({err})") from err
     if node is None:

@@ -27,7 +27,7 @@ from collector._aio import cancel_and_wait
 from collector.errors import ConfigError, Unavailable, UnreadableTrace
 from collector.store.interface import SessionRules
 from collector.store.redis.buffer import RedisTraceBuffer
-from collector.store.redis.conn import UNREACHABLE, connect, is_cluster
+from collector.store.redis.conn import UNREACHABLE, connect, slot_primary
 from collector.store.redis.forward import RedisForwardLog
 from collector.store.redis.judge_ledger import RedisJudgeLedger
 from collector.store.redis.keys import GROUP, RedisKeys
@@ -367,11 +367,8 @@ class RedisStore(RedisSessions, RedisJudgeLedger):
         """
         deleted = 0
         batch: list[bytes] = []
-        where: dict[str, Any] = {}
-        if is_cluster(self.client):
-            cluster: Any = self.client
-            await cluster.initialize()  # the slot map (a no-op once known)
-            where["target_nodes"] = cluster.get_node_from_key(self.keys.jobs)
+        node = await slot_primary(self.client, self.keys.jobs)
+        where: dict[str, Any] = {} if node is None else {"target_nodes": node}
         async for key in self.client.scan_iter(match=self.keys.pattern, count=1000, **where):
             batch.append(key)
             if len(batch) >= 500:
