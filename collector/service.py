@@ -45,6 +45,7 @@ from collector.receive.memory import BodyBudget
 from collector.status.reporter import StatusReporter
 from collector.store.interface import SessionRules
 from collector.store.redis.status import RedisStatusBoard
+from collector.store.redis.partitioned import PartitionedRedisStore, open_redis_store
 from collector.store.redis.store import RedisStore
 from collector.store.sqlite.store import SqliteStore
 from collector.work.governor import JudgeGovernance, judge_report
@@ -143,10 +144,10 @@ class Service:
         # Received spans pass through the store's forward log to the export endpoint, unless
         # that endpoint is this daemon's own receiver: they would come back for ever.
         self.forwarding = bool(e.endpoint and e.forward_spans)
-        self.store: SqliteStore | RedisStore
+        self.store: SqliteStore | RedisStore | PartitionedRedisStore
         if q.kind == "redis":
-            self.store = RedisStore(
-                q.url, key_prefix=q.key_prefix, decision_wait=a.decision_wait,
+            self.store = open_redis_store(
+                q.url, partitions=q.partitions, key_prefix=q.key_prefix, decision_wait=a.decision_wait,
                 rootless_wait=a.rootless_wait, max_traces=a.max_traces,
                 max_spans_per_trace=a.max_spans_per_trace, max_trace_age=a.max_trace_age,
                 visibility_timeout_s=q.visibility_timeout_s, max_attempts=q.max_attempts,
@@ -187,7 +188,7 @@ class Service:
             poll_s=0.01 if q.kind == "redis" else 0.5,  # a Redis take waits on the stream
         )
         self.forwarder = Forwarder(e, self.store.forward_log, self.metrics) if self.forwarding else None
-        board = RedisStatusBoard(self.store.client, self.store.keys) if isinstance(self.store, RedisStore) else None
+        board = None if isinstance(self.store, SqliteStore) else RedisStatusBoard(self.store.client, self.store.keys)
         store_name = (f"{q.display_url} {q.key_prefix}" if q.kind == "redis"
                       else f"sqlite:{q.sqlite_path}@{socket.gethostname()}")
         self.status = StatusReporter(self.metrics, self.store.stats, role=role, store=store_name, board=board,

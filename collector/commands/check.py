@@ -95,6 +95,8 @@ def queue_shape(config: Config) -> str:
         " (Sentinel primary 'primary' via 2 sentinels; success after 1 replica acknowledged, else 503 after 1000 ms)"
         >>> queue_shape(config_from_dict({"queue": {"url": "redis+cluster://n1:7000"}}, env={}))
         ' (Cluster, 1 startup node; keys in slot 14042 of the hash tag {tracescore}; no replica wait: a failover may lose the last writes)'
+        >>> queue_shape(config_from_dict({"queue": {"url": "redis+cluster://n1:7000", "partitions": 3}}, env={}))
+        ' (Cluster, 1 startup node; work in 3 partitions, slots 2770, 7584, 13459 (tags {tracescore|p0|3}, {tracescore|p1|1}, {tracescore|p2|2}); no replica wait: a failover may lose the last writes)'
     """
     q = config.queue
     if q.kind != "redis":
@@ -107,14 +109,17 @@ def queue_shape(config: Config) -> str:
     elif target.mode == "cluster":
         from redis.crc import key_slot  # only a Cluster URL needs it
 
-        from collector.store.redis.keys import RedisKeys
+        from collector.store.redis.partitioned_admin import partition_keys
 
-        keys = RedisKeys(q.key_prefix)
-        tag = keys.prefix[keys.prefix.index("{"):keys.prefix.index("}") + 1]
+        tagged = partition_keys(q.key_prefix, q.partitions)
+        tags = [keys.prefix[keys.prefix.index("{"):keys.prefix.index("}") + 1] for keys in tagged]
+        slots = [str(key_slot(keys.jobs.encode())) for keys in tagged]
         nodes = f"{len(target.nodes)} startup node{'s' if len(target.nodes) > 1 else ''}"
-        shape = f"Cluster, {nodes}; keys in slot {key_slot(keys.jobs.encode())} of the hash tag {tag}"
+        where = (f"keys in slot {slots[0]} of the hash tag {tags[0]}" if q.partitions == 1 else
+                 f"work in {q.partitions} partitions, slots {', '.join(slots)} (tags {', '.join(tags)})")
+        shape = f"Cluster, {nodes}; {where}"
     else:
-        shape = "one server"
+        shape = "one server" + (f", {q.partitions} partitions" if q.partitions > 1 else "")
     wait = (f"success after {q.wait_replicas} replica{'s' if q.wait_replicas > 1 else ''} acknowledged, "
             f"else 503 after {q.wait_timeout_ms} ms" if q.wait_replicas
             else "no replica wait: a failover may lose the last writes")

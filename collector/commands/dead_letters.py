@@ -44,7 +44,10 @@ def open_dead_letters(config: Config) -> DeadLetterAdmin:
         from collector.store.redis.conn import connect
         from collector.store.redis.dead_letters import RedisDeadLetters
         from collector.store.redis.keys import RedisKeys
+        from collector.store.redis.partitioned_admin import PartitionedDeadLetters
 
+        if q.partitions > 1:
+            return PartitionedDeadLetters(connect(q.url), q.key_prefix, q.partitions, idempotency_ttl_s=q.retention_s)
         return RedisDeadLetters(connect(q.url), RedisKeys(q.key_prefix), idempotency_ttl_s=q.retention_s)
     return SqliteDeadLetters(q.sqlite_path)
 
@@ -64,7 +67,10 @@ def open_judge_ledger(config: Config) -> JudgeLedgerAdmin:
         from collector.store.redis.conn import connect
         from collector.store.redis.judge_ledger import RedisJudgeAdmin
         from collector.store.redis.keys import RedisKeys
+        from collector.store.redis.partitioned_admin import PartitionedJudgeAdmin
 
+        if q.partitions > 1:
+            return PartitionedJudgeAdmin(connect(q.url), q.key_prefix, q.partitions)
         return RedisJudgeAdmin(connect(q.url), RedisKeys(q.key_prefix))
     return SqliteJudgeAdmin(q.sqlite_path)
 

@@ -170,6 +170,7 @@ class QueueConfig(BaseModel):
     key_prefix: str = Field(default="tracescore:", min_length=1)  # redis: keys of this deployment
     wait_replicas: int = Field(default=0, ge=0)  # redis: replicas that acknowledge (WAIT) before success
     wait_timeout_ms: int = Field(default=1000, gt=0)  # redis: how long WAIT waits; then 503 + Retry-After
+    partitions: int = Field(default=1, ge=1, le=64)  # redis: key sets (hash slots) the work is spread over
 
     @model_validator(mode="after")
     def _scheme(self) -> QueueConfig:
@@ -180,6 +181,8 @@ class QueueConfig(BaseModel):
             check_redis_url(self.url)
         elif self.wait_replicas:
             raise KeyProblem("queue.wait_replicas", "needs a Redis queue.url (a SQLite file has no replicas)")
+        elif self.partitions > 1:
+            raise KeyProblem("queue.partitions", "needs a Redis queue.url (a SQLite file is one partition)")
         return self
 
     @property

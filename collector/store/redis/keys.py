@@ -39,6 +39,8 @@ Layout (``P`` is the prefix)::
     P forward:sent      string     the last position the export endpoint accepted
     P forward:bytes     string     bytes of the requests in the stream
     P forward:leader    string     the receiver that forwards (a lease, PX)
+    P partitions        string     the deployment's partition count when above 1
+                                   (`collector.store.redis.partitions`; absent: 1)
     P sessions:due      zset       open sessions (scope) by wake time: due time, or claim end
     P sessions:unforced zset       open sessions not forced out yet, by opening time (max_open)
     P sessions:scored   zset       scored sessions by the time they are forgotten
@@ -366,6 +368,11 @@ class RedisKeys(JudgeKeys):
     def turns_prefix(self) -> str:
         """The prefix of a session's turns hash (scripts append its scope)."""
         return self.prefix + "turns:"
+
+    @property
+    def partitions(self) -> str:
+        """The deployment's partition count (string; absent: one partition, these keys)."""
+        return self.prefix + "partitions"
 
     @property
     def pattern(self) -> str:

@@ -81,6 +81,8 @@ class RedisStore(RedisSessions, RedisJudgeLedger):
         wait_replicas: replicas that must acknowledge an `append`'s writes (``WAIT``) before it
             returns; fewer within ``wait_timeout_ms`` raise `Unavailable` (the client resends).
         wait_timeout_ms: how long `append` waits for them.
+        client: a client to share (a partition of `collector.store.redis.partitioned`); not
+            closed by `shutdown`. By default the store opens its own on ``url``.
 
     Example:
         >>> import asyncio, uuid
@@ -107,10 +109,11 @@ class RedisStore(RedisSessions, RedisJudgeLedger):
         idempotency_ttl_s: float = 7 * 86400.0, export_lease_s: float = 60.0, refresh_s: float = 0.25,
         block_ms: int = 500, sinks: Sequence[str] = (), forward: bool = False,
         max_forward_bytes: int = 1 << 30, retry_after_s: float = 5.0, session_rules: SessionRules | None = None,
-        wait_replicas: int = 0, wait_timeout_ms: int = 1000,
+        wait_replicas: int = 0, wait_timeout_ms: int = 1000, client: aioredis.Redis | None = None,
     ) -> None:
         self.keys = RedisKeys(key_prefix)
-        self.client = connect(url, socket_timeout_s=max(10.0, 2 * wait_timeout_ms / 1000))
+        self._owns_client = client is None
+        self.client = connect(url, socket_timeout_s=max(10.0, 2 * wait_timeout_ms / 1000)) if client is None else client
         self._wait_replicas = wait_replicas
         self._wait_timeout_ms = wait_timeout_ms
         self._init_sessions(session_rules)
@@ -175,7 +178,8 @@ class RedisStore(RedisSessions, RedisJudgeLedger):
                     await self.queue.forget_consumer()
             except TimeoutError:
                 pass
-        await self.client.aclose()
+        if self._owns_client:
+            await self.client.aclose()
 
     async def refresh(self) -> int:
         """Read the depth from Redis now: jobs waiting, in flight or delayed, unexported records
@@ -277,9 +281,9 @@ class RedisStore(RedisSessions, RedisJudgeLedger):
         """Queue jobs idempotently (see `RedisJobQueue.put`)."""
         return await self.queue.put(jobs)
 
-    async def take(self, limit: int) -> list[LeasedJob]:
-        """Lease up to ``limit`` jobs (see `RedisJobQueue.take`)."""
-        return await self.queue.take(limit)
+    async def take(self, limit: int, wait: bool = True) -> list[LeasedJob]:
+        """Lease up to ``limit`` jobs (see `RedisJobQueue.take`; ``wait``: on the stream when none is queued)."""
+        return await self.queue.take(limit, wait)
 
     async def renew(self, leased: Sequence[LeasedJob]) -> int:
         """Renew the leases of running jobs (see `RedisJobQueue.renew`)."""

@@ -1,0 +1,392 @@
+"""`PartitionedRedisStore`: one deployment's store spread over N key partitions (a Redis Cluster
+whose one slot per deployment would be a hot spot), and `open_redis_store`, which picks it.
+
+Each partition is a whole `collector.store.redis.store.RedisStore` under its own hash tag
+(`collector.store.redis.partitions`: names, and what goes where), all on one client. This
+store routes every call: a trace's chunks, loads and decisions to its trace's partition; a
+job's put, settlement and judge replies to its key's; a conversation's turns to its scope's.
+Calls that gather (`take`, `due`, `pending`, `take_due_sessions`) ask every partition, a
+different one first each time. The deployment's own keys (``home``) keep the forward log,
+the judge ledger and the status board. Each partition's scripts touch its one slot, so the
+guarantees of `RedisStore` hold per partition unchanged: exactly-once effect by idempotency
+keys, leases, atomic settlements, ``wait_replicas`` (each partition's writes wait for its own
+primary's replicas). The bounds that are counts (``max_traces``, sessions' ``max_open``)
+are divided among the partitions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
+
+from collector._aio import cancel_and_wait
+from collector.errors import UnreadableTrace
+from collector.session_types import DueSession, SessionTurn
+from collector.store.interface import SESSION_COUNTS, ForwardLog, SessionRules
+from collector.store.redis.judge_ledger import RedisJudgeLedger
+from collector.store.redis.partitioned_admin import PartitionedSinkOutbox, parked_in, settle_partition_count
+from collector.store.redis.partitions import PartitionMap, partition_prefix
+from collector.store.redis.store import RedisStore
+from collector.types import (
+    AppendResult,
+    LeasedJob,
+    OutboxItem,
+    Retry,
+    ScoreJob,
+    Settlement,
+    StoreStats,
+    TraceChunk,
+)
+
+logger = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+def open_redis_store(url: str, *, partitions: int = 1, **options: Any) -> RedisStore | PartitionedRedisStore:
+    """The Redis store of a deployment: a `RedisStore` on its own keys with one partition,
+    else a `PartitionedRedisStore` (``options`` are `RedisStore`'s).
+
+    Example:
+        >>> type(open_redis_store("redis://127.0.0.1:6379/0")).__name__
+        'RedisStore'
+        >>> open_redis_store("redis://127.0.0.1:6379/0", partitions=3, key_prefix="ts:").partitions[2].keys.jobs
+        '{ts|p2|7}:jobs'
+    """
+    if partitions == 1:
+        return RedisStore(url, **options)
+    return PartitionedRedisStore(url, partitions=partitions, **options)
+
+
+class PartitionedRedisStore(RedisJudgeLedger):
+    """The store of a deployment over ``partitions`` key partitions (see the module).
+
+    Args:
+        url: the Redis URL (`RedisStore`).
+        partitions: how many (2 to `collector.store.redis.partitions.MAX_PARTITIONS`).
+        key_prefix: the deployment's prefix: its own keys, and the stem of each partition's tag.
+        options: `RedisStore`'s other arguments, for every partition.
+
+    Example:
+        >>> import asyncio, uuid
+        >>> from collector.types import Done, RunRecord, ScoreJob
+        >>> async def demo():
+        ...     store = PartitionedRedisStore("redis://127.0.0.1:6379/0", partitions=3,
+        ...                                   key_prefix=f"doctest-{uuid.uuid4().hex}:", block_ms=0)
+        ...     await store.start()
+        ...     jobs = [ScoreJob(RunRecord(trace_id=f"{n:032x}", span_id="cd" * 8), "quality", "1") for n in range(9)]
+        ...     first = await store.put(jobs + jobs[:1])  # each in its key's partition; the 10th a duplicate
+        ...     leased = await store.take(9)  # from every partition
+        ...     await asyncio.gather(*(store.settle(job, Done(None)) for job in leased))
+        ...     again = await store.put(jobs)
+        ...     await store.delete_all()
+        ...     await store.shutdown()
+        ...     return first.count(True), len(leased), any(again)
+        >>> asyncio.run(demo())
+        (9, 9, False)
+    """
+
+    def __init__(self, url: str, *, partitions: int, key_prefix: str = "tracescore:",
+                 max_traces: int = 100_000, session_rules: SessionRules | None = None,
+                 forward: bool = False, sinks: Sequence[str] = (), **options: Any) -> None:
+        if partitions < 2:
+            raise ValueError(f"a partitioned store needs 2 partitions or more, got {partitions}")
+        rules = session_rules or SessionRules()
+        share = -(-rules.max_open // partitions)
+        part_rules = dataclasses.replace(rules, max_open=share)
+        self.session_rules = rules
+        self.home = RedisStore(url, key_prefix=key_prefix, forward=forward, session_rules=rules, **options)
+        self.client, self.keys = self.home.client, self.home.keys
+        self.partitions = [
+            RedisStore(url, key_prefix=partition_prefix(key_prefix, i, partitions), client=self.client,
+                       max_traces=-(-max_traces // partitions), session_rules=part_rules, sinks=sinks, **options)
+            for i in range(partitions)]
+        self._map = PartitionMap(partitions)
+        self._sinks = tuple(sinks)
+        self._configured = key_prefix
+        self._turn = 0
+        self._takes: list[asyncio.Task[list[LeasedJob]] | None] = [None] * partitions
+
+    # ---------------------------------------------------------------- routing helpers
+    def _rotation(self) -> list[int]:
+        """Every partition, starting one further each call (so none is always asked last)."""
+        count = len(self.partitions)
+        self._turn = (self._turn + 1) % count
+        return [(self._turn + step) % count for step in range(count)]
+
+    def _of_trace(self, trace_id: bytes) -> RedisStore:
+        return self.partitions[self._map.of_trace(trace_id)]
+
+    def _of_key(self, key: str) -> RedisStore:
+        return self.partitions[self._map.of_key(key)]
+
+    async def _each(self, call: Callable[[RedisStore], Awaitable[T]]) -> list[T]:
+        return list(await asyncio.gather(*(call(part) for part in self.partitions)))
+
+    async def _grouped(self, items: Sequence[T], of: Callable[[T], int],
+                       call: Callable[[RedisStore, list[T]], Awaitable[Any]]) -> None:
+        groups = self._map.group(items, of)
+        await asyncio.gather(*(call(self.partitions[p], some) for p, some in groups.items()))
+
+    # ---------------------------------------------------------------------- lifecycle
+    @property
+    def forward_log(self) -> ForwardLog:
+        """The deployment's forward log (one order for every partition)."""
+        return self.home.forward_log
+
+    @property
+    def reachable(self) -> bool:
+        """Whether the last refresh of every partition reached Redis."""
+        return self.home.reachable and all(part.reachable for part in self.partitions)
+
+    async def start(self) -> None:
+        """Start the deployment's own keys, check the partition count, start every partition."""
+        await self.home.start()
+        await settle_partition_count(self.client, self._configured, len(self.partitions), self._sinks)
+        await self._each(lambda part: part.start())
+
+    async def shutdown(self, timeout: float = 5.0) -> None:  # noqa: ASYNC109 (lifecycle contract)
+        """Stop reading jobs (jobs read but not handed out go back at once), close every partition."""
+        await self._hand_back_reads()
+        await self._each(lambda part: part.shutdown(timeout))
+        await self.home.shutdown(timeout)
+
+    async def refresh(self) -> int:
+        """Read every partition's depth from Redis now (see `RedisStore.refresh`)."""
+        return sum(await self._each(lambda part: part.refresh()))
+
+    async def delete_all(self) -> int:
+        """Delete every key of the deployment, in every partition (tests and teardown)."""
+        return sum(await self._each(lambda part: part.delete_all())) + await self.home.delete_all()
+
+    # -------------------------------------------------------------------- trace buffer
+    async def append(self, chunks: Sequence[TraceChunk], now: float | None = None, *,
+                     forward: tuple[str, bytes] | None = None) -> AppendResult:
+        """Add the request to the forward log first, then each trace's chunks to its partition."""
+        if forward is not None:
+            await self.home.append([], now, forward=forward)
+        groups = self._map.group(chunks, lambda chunk: self._map.of_trace(chunk.trace_id))
+        results = await asyncio.gather(*(self.partitions[p].append(some, now) for p, some in groups.items()))
+        return AppendResult(evicted_traces=sum(r.evicted_traces for r in results),
+                            dropped_spans=sum(r.dropped_spans for r in results))
+
+    async def due(self, limit: int, now: float | None = None) -> tuple[list[bytes], int]:
+        """Claim up to ``limit`` traces ready for a decision, from each partition in turn."""
+        claimed: list[bytes] = []
+        expired = 0
+        for index in self._rotation():
+            if len(claimed) >= limit:
+                break
+            ids, lost = await self.partitions[index].due(limit - len(claimed), now)
+            claimed += ids
+            expired += lost
+        return claimed, expired
+
+    async def next_due(self) -> float | None:
+        """The earliest time any partition may have a trace due."""
+        times = [t for t in await self._each(lambda part: part.next_due()) if t is not None]
+        return min(times) if times else None
+
+    async def load(self, trace_id: bytes) -> list[TraceChunk]:
+        """A trace's chunks, from its partition."""
+        return await self._of_trace(trace_id).load(trace_id)
+
+    async def load_many(self, trace_ids: Sequence[bytes]) -> list[list[TraceChunk] | UnreadableTrace]:
+        """`load` for several traces: one round trip per partition, answers in the order asked."""
+        groups = self._map.group(range(len(trace_ids)), lambda n: self._map.of_trace(trace_ids[n]))
+        found = await asyncio.gather(*(self.partitions[p].load_many([trace_ids[n] for n in some])
+                                       for p, some in groups.items()))
+        out: list[list[TraceChunk] | UnreadableTrace] = [[] for _ in trace_ids]
+        for some, loaded in zip(groups.values(), found, strict=True):
+            for n, chunks in zip(some, loaded, strict=True):
+                out[n] = chunks
+        return out
+
+    async def finish(self, trace_id: bytes) -> None:
+        """Mark a trace decided, in its partition."""
+        await self._of_trace(trace_id).finish(trace_id)
+
+    async def finish_many(self, trace_ids: Sequence[bytes]) -> None:
+        """Mark several traces decided: one script call per partition."""
+        await self._grouped(trace_ids, self._map.of_trace, lambda part, some: part.finish_many(some))
+
+    async def discard(self, trace_id: bytes, error: str) -> None:
+        """Dead-letter an unreadable trace, in its partition."""
+        await self._of_trace(trace_id).discard(trace_id, error)
+
+    # ----------------------------------------------------------------------- job queue
+    def depth(self) -> int:
+        """Jobs, unexported records and undecided traces of every partition, as last refreshed."""
+        return sum(part.depth() for part in self.partitions)
+
+    async def put(self, jobs: Sequence[ScoreJob]) -> list[bool]:
+        """Queue each job in its key's partition; a flag per job, in order (False: a duplicate)."""
+        groups = self._map.group(range(len(jobs)), lambda n: self._map.of_key(jobs[n].key))
+        flags = await asyncio.gather(*(self.partitions[p].put([jobs[n] for n in some]) for p, some in groups.items()))
+        out = [False] * len(jobs)
+        for some, got in zip(groups.values(), flags, strict=True):
+            for n, flag in zip(some, got, strict=True):
+                out[n] = flag
+        return out
+
+    async def take(self, limit: int) -> list[LeasedJob]:
+        """Lease up to ``limit`` jobs: what every partition has queued now (each in turn, a
+        different one first each call); when none has any, wait on all of them at once.
+
+        A waiting read stays in flight after the call that started it returned (it returns as
+        soon as its partition has a job, and the next call collects it), so a job in any
+        partition is handed out at once; the jobs it brings may pass ``limit`` by less than
+        one share of it per partition. A read that failed is logged; it raises only when
+        nothing was read.
+        """
+        taken, failure = self._collect_reads()
+        for index in self._rotation():
+            if len(taken) >= limit:
+                break
+            if self._takes[index] is None:  # a waiting read there gets its jobs first
+                taken += await self.partitions[index].take(limit - len(taken), wait=False)
+        if taken:
+            return taken
+        share = max(1, -(-limit // len(self.partitions)))
+        for index, part in enumerate(self.partitions):
+            if self._takes[index] is None:
+                self._takes[index] = asyncio.create_task(part.take(share), name=f"tracescore-take-p{index}")
+        await asyncio.wait([t for t in self._takes if t is not None], return_when=asyncio.FIRST_COMPLETED)
+        taken, later = self._collect_reads()
+        failure = failure or later
+        if failure is not None and not taken:
+            raise failure
+        return taken
+
+    def _collect_reads(self) -> tuple[list[LeasedJob], BaseException | None]:
+        """The jobs of the waiting reads that finished, and the error of one that failed."""
+        taken: list[LeasedJob] = []
+        failure: BaseException | None = None
+        for index, task in enumerate(self._takes):
+            if task is None or not task.done():
+                continue
+            self._takes[index] = None
+            if task.cancelled():
+                continue
+            if (error := task.exception()) is not None:
+                logger.error("taking jobs from partition %d failed", index, exc_info=error)
+                failure = error
+                continue
+            taken += task.result()
+        return taken, failure
+
+    async def _hand_back_reads(self) -> None:
+        """Stop the reads in flight; jobs a finished read leased go back to their queue at once."""
+        reads = [t for t in self._takes if t is not None]
+        self._takes = [None] * len(self.partitions)
+        unfinished = [t for t in reads if not t.done()]
+        await cancel_and_wait(unfinished)
+        for task in reads:
+            if task.done() and not task.cancelled() and task.exception() is None:
+                for leased in task.result():
+                    try:
+                        await self._of_key(leased.job.key).settle(leased, Retry(0.0, "worker shut down"))
+                    except Exception:
+                        logger.warning("handing job %s back failed; it returns after its lease",
+                                       leased.job.key, exc_info=True)
+
+    async def renew(self, leased: Sequence[LeasedJob]) -> int:
+        """Renew leases in each job's partition; returns how many are still held."""
+        groups = self._map.group(leased, lambda job: self._map.of_key(job.job.key))
+        return sum(await asyncio.gather(*(self.partitions[p].renew(some) for p, some in groups.items())))
+
+    async def settle(self, leased: LeasedJob, outcome: Settlement) -> None:
+        """Settle a job in its partition (with its outbox record, atomically)."""
+        await self._of_key(leased.job.key).settle(leased, outcome)
+
+    async def prune(self, older_than_s: float, now: float | None = None) -> int:
+        """Drop old dead letters in every partition; returns how many."""
+        return sum(await self._each(lambda part: part.prune(older_than_s, now)))
+
+    async def dead_letters(self) -> list[dict[str, object]]:
+        """Every partition's dead letters (as `RedisStore.dead_letters`)."""
+        return [letter for letters in await self._each(lambda part: part.dead_letters()) for letter in letters]
+
+    async def stats(self) -> StoreStats:
+        """The gauges' counts, summed over the partitions; the forward log's from the deployment's keys."""
+        parts = await self._each(lambda part: part.stats())
+        forward = await self.home.stats()
+        return StoreStats(
+            queued=sum(s.queued for s in parts), in_flight=sum(s.in_flight for s in parts),
+            dead=sum(s.dead for s in parts), outbox=sum(s.outbox for s in parts),
+            traces=sum(s.traces for s in parts), forward_requests=forward.forward_requests,
+            forward_bytes=forward.forward_bytes)
+
+    # ------------------------------------------------------------------- judge replies
+    async def judge_replies(self, job_key: str) -> dict[str, str]:
+        """The judge replies kept for a job, in its partition."""
+        return await self._of_key(job_key).judge_replies(job_key)
+
+    async def keep_judge_reply(self, job_key: str, request_key: str, reply: str) -> None:
+        """Keep a judge reply in the job's partition."""
+        await self._of_key(job_key).keep_judge_reply(job_key, request_key, reply)
+
+    async def parked_jobs(self) -> dict[str, int]:
+        """Jobs parked now, per reason, in every partition."""
+        return await parked_in(self.client, [part.keys for part in self.partitions])
+
+    # -------------------------------------------------------------------------- outbox
+    async def pending(self, limit: int, within_s: float = 0.0) -> list[OutboxItem]:
+        """Lease records for export from each partition in turn; ids carry their partition."""
+        taken: list[OutboxItem] = []
+        for index in self._rotation():
+            if len(taken) >= limit:
+                break
+            for item in await self.partitions[index].pending(limit - len(taken), within_s):
+                taken.append(dataclasses.replace(item, item_id=self._map.item_id(index, item.item_id)))
+        return taken
+
+    async def release(self, item_ids: Sequence[int]) -> None:
+        """Delete exported records, in their partitions."""
+        await self._grouped([self._map.split_item(i) for i in item_ids], lambda pair: pair[0],
+                            lambda part, pairs: part.release([local for _, local in pairs]))
+
+    async def defer(self, item_ids: Sequence[int], delay_s: float) -> None:
+        """Postpone records whose export failed, in their partitions."""
+        await self._grouped([self._map.split_item(i) for i in item_ids], lambda pair: pair[0],
+                            lambda part, pairs: part.defer([local for _, local in pairs], delay_s))
+
+    def sink_outbox(self, sink: str) -> PartitionedSinkOutbox:
+        """One configured sink's outbox over every partition."""
+        return PartitionedSinkOutbox([part.sink_outbox(sink) for part in self.partitions])
+
+    # ------------------------------------------------------------------------ sessions
+    async def note_turns(self, turns: Sequence[SessionTurn], now: float) -> None:
+        """Record turns, each in its session's partition."""
+        await self._grouped(turns, lambda turn: self._map.of_key(turn.scope),
+                            lambda part, some: part.note_turns(some, now))
+
+    async def take_due_sessions(self, now: float, limit: int, lease_s: float) -> list[DueSession]:
+        """Claim due sessions from each partition in turn, earliest first within each."""
+        taken: list[DueSession] = []
+        for index in self._rotation():
+            if len(taken) >= limit:
+                break
+            taken += await self.partitions[index].take_due_sessions(now, limit - len(taken), lease_s)
+        return taken
+
+    async def sessions_scored(self, due: Sequence[DueSession], now: float) -> None:
+        """Mark claimed sessions scored, in their partitions."""
+        await self._grouped(due, lambda session: self._map.of_key(session.scope),
+                            lambda part, some: part.sessions_scored(some, now))
+
+    async def next_session_due(self) -> float | None:
+        """When the earliest open session of any partition is due."""
+        times = [t for t in await self._each(lambda part: part.next_session_due()) if t is not None]
+        return min(times) if times else None
+
+    async def session_counts(self) -> dict[str, int]:
+        """The sessions' counts, summed over the partitions."""
+        found = dict.fromkeys(SESSION_COUNTS, 0)
+        for counts in await self._each(lambda part: part.session_counts()):
+            for name, value in counts.items():
+                found[name] = found.get(name, 0) + value
+        return found
+
