@@ -12,6 +12,8 @@ from test_queue_contract import StoreFactory, job, record, take_until
 from collector.store.interface import DeadLetterAdmin
 from collector.store.redis.conn import connect
 from collector.store.redis.dead_letters import RedisDeadLetters
+from collector.store.redis.partitioned import PartitionedRedisStore
+from collector.store.redis.partitioned_admin import PartitionedDeadLetters
 from collector.store.redis.store import RedisStore
 from collector.store.sqlite.dead_letters import SqliteDeadLetters
 from collector.types import Dead, Done
@@ -20,6 +22,9 @@ TRACEBACK = 'Traceback (most recent call last):\n  File "s.py", line 3, in score
 
 
 def admin_for(store: Any) -> DeadLetterAdmin:
+    if isinstance(store, PartitionedRedisStore):
+        return PartitionedDeadLetters(connect(store.test_url), store.keys.configured, len(store.partitions),
+                                      idempotency_ttl_s=3600)
     if isinstance(store, RedisStore):
         return RedisDeadLetters(connect(store.test_url), store.keys, idempotency_ttl_s=3600)
     return SqliteDeadLetters(store.test_path)

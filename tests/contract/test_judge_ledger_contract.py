@@ -18,6 +18,7 @@ from collector.commands.dead_letters import open_judge_ledger
 from collector.config import config_from_dict
 from collector.judge_types import Breaker, BudgetUse, Park
 from collector.store.judge_interface import WINDOW_RETENTION_S, JudgeLedgerAdmin
+from collector.store.redis.partitioned import PartitionedRedisStore
 from collector.store.redis.store import RedisStore
 from collector.types import RunRecord, ScoreJob
 
@@ -29,9 +30,11 @@ REDIS_ONLY = pytest.mark.parametrize("make_store", ["redis"], indirect=True)
 
 def config_of(store: Any) -> Any:
     """The configuration a command beside ``store`` would load."""
-    if isinstance(store, RedisStore):
+    if isinstance(store, RedisStore | PartitionedRedisStore):
         url = getattr(store, "test_url", REDIS_URL)  # the Cluster's, for a store on the Cluster
-        return config_from_dict({"queue": {"url": url, "key_prefix": store.keys.configured}}, env={})
+        partitions = len(store.partitions) if isinstance(store, PartitionedRedisStore) else 1
+        return config_from_dict({"queue": {"url": url, "key_prefix": store.keys.configured,
+                                           "partitions": partitions}}, env={})
     return config_from_dict({"queue": {"url": f"sqlite:///{store.test_path}"}}, env={})
 
 

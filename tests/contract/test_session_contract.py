@@ -8,15 +8,24 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import pytest
+
 from collector.session_types import DueSession, SessionTurn
 from collector.store.interface import SessionRules
-from collector.store.redis.store import RedisStore
+from collector.store.redis.partitioned import PartitionedRedisStore, open_redis_store
 from collector.store.sqlite.store import SqliteStore
 from collector.types import RunRecord
 
 StoreFactory = Callable[..., Awaitable[Any]]
 T0 = 1_000.0
 RULES = SessionRules(idle_s=10.0, max_age_s=100.0, max_turns=50, max_revisions=3, max_open=100, retain_s=500.0)
+
+
+# ``max_open`` is a bound per partition on a partitioned store (each keeps its share of it),
+# tested there in tests/collector/store/redis/test_partitioned_store.py.
+WHOLE_MAX_OPEN = pytest.mark.parametrize(
+    "make_store", ["sqlite", "redis", pytest.param("redis-cluster", marks=pytest.mark.xdist_group("redis-cluster"))],
+    indirect=True)
 
 
 def rules(**changes: Any) -> SessionRules:
@@ -81,6 +90,7 @@ class TestWhenASessionIsDue:
         (due,) = await take(store, T0 + 1)
         assert (due.reason, due.partial, len(due.turns)) == ("max_turns", True, 3)
 
+    @WHOLE_MAX_OPEN
     async def test_max_open_forces_the_oldest_and_counts_it(self, make_store: StoreFactory) -> None:
         store = await make_store(session_rules=rules(max_open=2))
         for n, name in enumerate(("a", "b", "c")):
@@ -99,6 +109,7 @@ class TestWhenASessionIsDue:
         counts = await store.session_counts()
         assert (counts["forced_total"], counts["open"], counts["scored"]) == (2, 3, 1)
 
+    @WHOLE_MAX_OPEN
     async def test_an_earlier_reason_holds_when_more_turns_come(self, make_store: StoreFactory) -> None:
         store = await make_store(session_rules=rules(max_open=1))
         await store.note_turns([turn(1, ended=True)], T0)
@@ -113,6 +124,7 @@ class TestWhenASessionIsDue:
         (forced,) = await take(store, T0 + 5)
         assert (forced.session_id, forced.reason, forced.partial) == ("b", "forced", True)
 
+    @WHOLE_MAX_OPEN
     async def test_forcing_out_a_claimed_session_keeps_its_claim(self, make_store: StoreFactory) -> None:
         store = await make_store(session_rules=rules(max_open=1))
         await store.note_turns([turn(1)], T0)
@@ -241,7 +253,9 @@ async def _reopen(store: Any) -> Any:
     if isinstance(store, SqliteStore):
         again: Any = SqliteStore(store.test_path, session_rules=RULES)
     else:
-        again = RedisStore(store.test_url, key_prefix=store.keys.prefix, block_ms=0, session_rules=RULES)
+        partitions = len(store.partitions) if isinstance(store, PartitionedRedisStore) else 1
+        again = open_redis_store(store.test_url, partitions=partitions, key_prefix=store.keys.prefix, block_ms=0,
+                                 session_rules=RULES)
         again.test_url = store.test_url
     await again.start()
     return again

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
@@ -364,13 +365,20 @@ class PartitionedRedisStore(RedisJudgeLedger):
                             lambda part, some: part.note_turns(some, now))
 
     async def take_due_sessions(self, now: float, limit: int, lease_s: float) -> list[DueSession]:
-        """Claim due sessions from each partition in turn, earliest first within each."""
-        taken: list[DueSession] = []
-        for index in self._rotation():
-            if len(taken) >= limit:
-                break
-            taken += await self.partitions[index].take_due_sessions(now, limit - len(taken), lease_s)
-        return taken
+        """Claim the ``limit`` earliest due sessions of all partitions, earliest first: their wake
+        times are read first, then each partition claims as many as it holds of them (every
+        partition is called, as its claim also forgets sessions past ``retain_s``)."""
+        async with self.client.pipeline(transaction=False) as pipe:
+            for part in self.partitions:
+                pipe.zrangebyscore(part.keys.sessions_due, "-inf", repr(now), start=0, num=limit, withscores=True)
+            woken = await pipe.execute()
+        earliest = sorted((float(at), index, scope.decode() if isinstance(scope, bytes) else scope)
+                          for index, rows in enumerate(woken) for scope, at in rows)[:limit]
+        wanted = Counter(index for _, index, _ in earliest)
+        claimed = await asyncio.gather(*(part.take_due_sessions(now, wanted[index], lease_s)
+                                         for index, part in enumerate(self.partitions)))
+        order = {scope: at for at, _, scope in earliest}
+        return sorted((d for some in claimed for d in some), key=lambda d: order.get(d.scope, now))
 
     async def sessions_scored(self, due: Sequence[DueSession], now: float) -> None:
         """Mark claimed sessions scored, in their partitions."""
