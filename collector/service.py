@@ -44,8 +44,8 @@ from collector.receive.limits import AcceptErrorFilter, connection_cap, raise_op
 from collector.receive.memory import BodyBudget
 from collector.status.reporter import StatusReporter
 from collector.store.interface import SessionRules
-from collector.store.redis.status import RedisStatusBoard
 from collector.store.redis.partitioned import PartitionedRedisStore, open_redis_store
+from collector.store.redis.status import RedisStatusBoard
 from collector.store.redis.store import RedisStore
 from collector.store.sqlite.store import SqliteStore
 from collector.work.governor import JudgeGovernance, judge_report

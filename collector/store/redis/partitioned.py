@@ -19,16 +19,22 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from collections import Counter
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from typing import Any, TypeVar
+
+from redis.exceptions import OutOfMemoryError, ReadOnlyError
 
 from collector._aio import cancel_and_wait
 from collector.errors import UnreadableTrace
-from collector.session_types import DueSession, SessionTurn
-from collector.store.interface import SESSION_COUNTS, ForwardLog, SessionRules
+from collector.store.interface import ForwardLog, SessionRules
+from collector.store.redis.conn import UNREACHABLE
 from collector.store.redis.judge_ledger import RedisJudgeLedger
-from collector.store.redis.partitioned_admin import PartitionedSinkOutbox, parked_in, settle_partition_count
+from collector.store.redis.partitioned_admin import (
+    PartitionedSinkOutbox,
+    parked_in,
+    settle_partition_count,
+)
+from collector.store.redis.partitioned_sessions import PartitionedSessions
 from collector.store.redis.partitions import PartitionMap, partition_prefix
 from collector.store.redis.store import RedisStore
 from collector.types import (
@@ -43,6 +49,7 @@ from collector.types import (
 )
 
 logger = logging.getLogger(__name__)
+_UNAVAILABLE: tuple[type[Exception], ...] = (*UNREACHABLE, ReadOnlyError, OutOfMemoryError)
 T = TypeVar("T")
 
 
@@ -61,7 +68,7 @@ def open_redis_store(url: str, *, partitions: int = 1, **options: Any) -> RedisS
     return PartitionedRedisStore(url, partitions=partitions, **options)
 
 
-class PartitionedRedisStore(RedisJudgeLedger):
+class PartitionedRedisStore(PartitionedSessions, RedisJudgeLedger):
     """The store of a deployment over ``partitions`` key partitions (see the module).
 
     Args:
@@ -98,11 +105,13 @@ class PartitionedRedisStore(RedisJudgeLedger):
         share = -(-rules.max_open // partitions)
         part_rules = dataclasses.replace(rules, max_open=share)
         self.session_rules = rules
-        self.home = RedisStore(url, key_prefix=key_prefix, forward=forward, session_rules=rules, **options)
+        self.home = RedisStore(url, key_prefix=key_prefix, forward=forward, session_rules=rules,
+                               check_partitions=False, **options)
         self.client, self.keys = self.home.client, self.home.keys
         self.partitions = [
             RedisStore(url, key_prefix=partition_prefix(key_prefix, i, partitions), client=self.client,
-                       max_traces=-(-max_traces // partitions), session_rules=part_rules, sinks=sinks, **options)
+                       max_traces=-(-max_traces // partitions), session_rules=part_rules, sinks=sinks,
+                       check_partitions=False, **options)
             for i in range(partitions)]
         self._map = PartitionMap(partitions)
         self._sinks = tuple(sinks)
@@ -123,14 +132,6 @@ class PartitionedRedisStore(RedisJudgeLedger):
     def _of_key(self, key: str) -> RedisStore:
         return self.partitions[self._map.of_key(key)]
 
-    async def _each(self, call: Callable[[RedisStore], Awaitable[T]]) -> list[T]:
-        return list(await asyncio.gather(*(call(part) for part in self.partitions)))
-
-    async def _grouped(self, items: Sequence[T], of: Callable[[T], int],
-                       call: Callable[[RedisStore, list[T]], Awaitable[Any]]) -> None:
-        groups = self._map.group(items, of)
-        await asyncio.gather(*(call(self.partitions[p], some) for p, some in groups.items()))
-
     # ---------------------------------------------------------------------- lifecycle
     @property
     def forward_log(self) -> ForwardLog:
@@ -143,9 +144,15 @@ class PartitionedRedisStore(RedisJudgeLedger):
         return self.home.reachable and all(part.reachable for part in self.partitions)
 
     async def start(self) -> None:
-        """Start the deployment's own keys, check the partition count, start every partition."""
+        """Check (and record) the partition count, start the deployment's own keys and every partition.
+
+        An unreachable Redis is not fatal (as for `RedisStore.start`); the count is then not checked.
+        """
+        try:
+            await settle_partition_count(self.client, self._configured, len(self.partitions), self._sinks)
+        except _UNAVAILABLE as err:
+            logger.warning("redis unavailable at start: the partition count was not checked: %s", err)
         await self.home.start()
-        await settle_partition_count(self.client, self._configured, len(self.partitions), self._sinks)
         await self._each(lambda part: part.start())
 
     async def shutdown(self, timeout: float = 5.0) -> None:  # noqa: ASYNC109 (lifecycle contract)
@@ -357,44 +364,3 @@ class PartitionedRedisStore(RedisJudgeLedger):
     def sink_outbox(self, sink: str) -> PartitionedSinkOutbox:
         """One configured sink's outbox over every partition."""
         return PartitionedSinkOutbox([part.sink_outbox(sink) for part in self.partitions])
-
-    # ------------------------------------------------------------------------ sessions
-    async def note_turns(self, turns: Sequence[SessionTurn], now: float) -> None:
-        """Record turns, each in its session's partition."""
-        await self._grouped(turns, lambda turn: self._map.of_key(turn.scope),
-                            lambda part, some: part.note_turns(some, now))
-
-    async def take_due_sessions(self, now: float, limit: int, lease_s: float) -> list[DueSession]:
-        """Claim the ``limit`` earliest due sessions of all partitions, earliest first: their wake
-        times are read first, then each partition claims as many as it holds of them (every
-        partition is called, as its claim also forgets sessions past ``retain_s``)."""
-        async with self.client.pipeline(transaction=False) as pipe:
-            for part in self.partitions:
-                pipe.zrangebyscore(part.keys.sessions_due, "-inf", repr(now), start=0, num=limit, withscores=True)
-            woken = await pipe.execute()
-        earliest = sorted((float(at), index, scope.decode() if isinstance(scope, bytes) else scope)
-                          for index, rows in enumerate(woken) for scope, at in rows)[:limit]
-        wanted = Counter(index for _, index, _ in earliest)
-        claimed = await asyncio.gather(*(part.take_due_sessions(now, wanted[index], lease_s)
-                                         for index, part in enumerate(self.partitions)))
-        order = {scope: at for at, _, scope in earliest}
-        return sorted((d for some in claimed for d in some), key=lambda d: order.get(d.scope, now))
-
-    async def sessions_scored(self, due: Sequence[DueSession], now: float) -> None:
-        """Mark claimed sessions scored, in their partitions."""
-        await self._grouped(due, lambda session: self._map.of_key(session.scope),
-                            lambda part, some: part.sessions_scored(some, now))
-
-    async def next_session_due(self) -> float | None:
-        """When the earliest open session of any partition is due."""
-        times = [t for t in await self._each(lambda part: part.next_session_due()) if t is not None]
-        return min(times) if times else None
-
-    async def session_counts(self) -> dict[str, int]:
-        """The sessions' counts, summed over the partitions."""
-        found = dict.fromkeys(SESSION_COUNTS, 0)
-        for counts in await self._each(lambda part: part.session_counts()):
-            for name, value in counts.items():
-                found[name] = found.get(name, 0) + value
-        return found
-

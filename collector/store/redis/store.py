@@ -33,6 +33,7 @@ from collector.store.redis.judge_ledger import RedisJudgeLedger
 from collector.store.redis.keys import GROUP, RedisKeys
 from collector.store.redis.migrate import migrate_untagged
 from collector.store.redis.outbox import RedisOutbox
+from collector.store.redis.partitioned_admin import settle_partition_count
 from collector.store.redis.pinned import pinned_writer, refuse_without_wait
 from collector.store.redis.queue import RedisJobQueue
 from collector.store.redis.sessions import RedisSessions
@@ -83,6 +84,9 @@ class RedisStore(RedisSessions, RedisJudgeLedger):
         wait_timeout_ms: how long `append` waits for them.
         client: a client to share (a partition of `collector.store.redis.partitioned`); not
             closed by `shutdown`. By default the store opens its own on ``url``.
+        check_partitions: at start, refuse a deployment recorded with more partitions that
+            still hold work (`collector.store.redis.partitioned_admin.settle_partition_count`);
+            off for the key sets of a `PartitionedRedisStore`, which checks for them.
 
     Example:
         >>> import asyncio, uuid
@@ -110,11 +114,13 @@ class RedisStore(RedisSessions, RedisJudgeLedger):
         block_ms: int = 500, sinks: Sequence[str] = (), forward: bool = False,
         max_forward_bytes: int = 1 << 30, retry_after_s: float = 5.0, session_rules: SessionRules | None = None,
         wait_replicas: int = 0, wait_timeout_ms: int = 1000, client: aioredis.Redis | None = None,
+        check_partitions: bool = True,
     ) -> None:
         self.keys = RedisKeys(key_prefix)
         self._owns_client = client is None
         self.client = connect(url, socket_timeout_s=max(10.0, 2 * wait_timeout_ms / 1000)) if client is None else client
         self._wait_replicas = wait_replicas
+        self._check_partitions = check_partitions
         self._wait_timeout_ms = wait_timeout_ms
         self._init_sessions(session_rules)
         self.forward_log = RedisForwardLog(self.client, self.keys, max_bytes=max_forward_bytes,
@@ -146,6 +152,8 @@ class RedisStore(RedisSessions, RedisJudgeLedger):
         self._started = True
         try:
             await migrate_untagged(self.client, self.keys)
+            if self._check_partitions:
+                await settle_partition_count(self.client, self.keys.configured, 1, self._sinks)
             await self.queue.create_group()
             await self.refresh()
             if self._wait_replicas:
