@@ -11,7 +11,14 @@ timestamps every score span it receives. The client posts R runs (agent traces:
 * latency per run from "run span received" (the receiver's 200 for the request holding
   it: the spans are stored then) to "score exported" (the backend received the score
   span), p50 and p99. It includes ``decision_wait`` (printed) and export batching;
-* CPU per run of each process (ms), from /proc.
+* CPU per run of each process (ms), from /proc. On Redis this includes the server holding
+  the deployment's keys ("redis"); with ``--partitions N`` on a Cluster, every primary
+  serving one of its partitions or its own keys, each (``redis@PORT``) and their sum
+  (``redis-sum``); on one server, still one "redis" figure.
+
+``--partitions N`` (Redis only) runs every daemon with ``[queue] partitions = N``: the
+deployment's work spread over N key sets, each in its own hash slot (on a 3-primary Cluster,
+3 partitions land one per primary).
 
 ``--compare REV`` runs every round on a worktree of REV too (checked out in a temporary
 folder, removed afterwards; same virtualenv), interleaved round by round, and prints the
@@ -20,6 +27,7 @@ ratio of this tree's figures to REV's: the medians of ``--rounds`` rounds.
     .venv/bin/python bench/scale.py --runs 4000 --workers 1 2 --compare 38ea31d
     .venv/bin/python bench/scale.py --store sqlite --workers 1 --compare 38ea31d
     .venv/bin/python bench/scale.py --redis-url redis+cluster://127.0.0.1:7000,127.0.0.1:7001
+    .venv/bin/python bench/scale.py --redis-url redis+cluster://127.0.0.1:7000,127.0.0.1:7001 --partitions 3
 
 Every process (client, receiver, workers, Redis) shares this machine's cores, so the
 2-worker figure is bounded by the CPUs left, not by the queue.
@@ -52,6 +60,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Sp
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from collector.store.redis.conn import slot_primary  # noqa: E402
+from collector.store.redis.partitioned import PartitionedRedisStore, open_redis_store  # noqa: E402
 from collector.store.redis.store import RedisStore  # noqa: E402
 
 SCORER = '''
@@ -142,26 +151,39 @@ async def wait_ready(session: aiohttp.ClientSession, port: int, proc: asyncio.su
     raise SystemExit("a daemon process was not ready after 60 s")
 
 
-async def redis_pid(url: str, prefix: str) -> int:
-    """The process id of the Redis server holding the deployment's keys: on a Cluster
-    (``redis+cluster://``), the primary serving their hash slot (every key of a deployment
-    is in one slot); it must run on this machine for its CPU to be read."""
-    store = RedisStore(url, key_prefix=prefix)
+async def redis_pids(url: str, prefix: str, partitions: int) -> dict[str, int]:
+    """The Redis servers holding the deployment's keys, by name: the process id of each
+    (they must run on this machine for their CPU to be read).
+
+    On one server (or Sentinel) that is the one server, ``redis``. On a Cluster
+    (``redis+cluster://``), the primary serving each hash slot the deployment uses: its own
+    keys' slot and, with ``partitions`` above 1, every partition's; one primary is named
+    ``redis`` as on one server, several ``redis@PORT`` (distinct processes, by port).
+    """
+    store = open_redis_store(url, partitions=partitions, key_prefix=prefix)
     client: Any = store.client
+    holders: list[RedisStore] = ([store.home, *store.partitions] if isinstance(store, PartitionedRedisStore)
+                                 else [store])
+    found: dict[int, int | None] = {}  # pid -> the primary's port (None: not a Cluster)
     try:
-        node = await slot_primary(client, store.keys.jobs)
-        info = await client.info("server", **({} if node is None else {"target_nodes": node}))
+        for holder in holders:
+            node = await slot_primary(client, holder.keys.jobs)
+            info = await client.info("server", **({} if node is None else {"target_nodes": node}))
+            found.setdefault(int(info["process_id"]), None if node is None else int(node.port))
     finally:
         await store.shutdown()
-    return int(info["process_id"])
+    if len(found) == 1:
+        return {"redis": next(iter(found))}
+    return {f"redis@{port}": pid for pid, port in sorted(found.items(), key=lambda item: item[1] or 0)}
 
 
 def write_config(folder: Path, name: str, store: str, redis_url: str, prefix: str, backend_port: int,
-                 decision_wait: float, concurrency: int) -> tuple[Path, int]:
-    """A daemon's config file: HTTP receiver on a free port, the store, export to the backend."""
+                 decision_wait: float, concurrency: int, partitions: int = 1) -> tuple[Path, int]:
+    """A daemon's config file: HTTP receiver on a free port, the store (on Redis, over
+    ``partitions`` key partitions), export to the backend."""
     port = free_port()
     path = folder / f"{name}.toml"
-    queue = (f'url = "{redis_url}"\nkey_prefix = "{prefix}"\n' if store == "redis"
+    queue = (f'url = "{redis_url}"\nkey_prefix = "{prefix}"\npartitions = {partitions}\n' if store == "redis"
              else f'url = "sqlite:///{folder / (prefix.rstrip(":") + ".db")}"\n')
     path.write_text(
         f'[receiver]\ngrpc_endpoint = ""\nhttp_endpoint = "127.0.0.1:{port}"\n'
@@ -190,7 +212,7 @@ async def run_round(args: argparse.Namespace, tree: Path, python: str, workers: 
              else [("receiver", "receiver")] + [(f"worker{i}", "worker") for i in range(workers)])
     for name, role in roles:
         config, port = write_config(folder, name, args.store, args.redis_url, prefix, backend_port,
-                                    args.decision_wait, args.concurrency)
+                                    args.decision_wait, args.concurrency, args.partitions)
         role_args = ["--role", role] if role != "all" else []
         with (folder / f"{name}.log").open("wb") as log:
             command = ["-m", "collector.cli", "serve", "--config", str(config), *role_args]
@@ -226,10 +248,10 @@ async def run_round(args: argparse.Namespace, tree: Path, python: str, workers: 
                     else:
                         raise SystemExit("a request was refused 100 times")
 
-            pids = [proc.pid for proc in procs]
-            if args.store == "redis":  # the Redis server's CPU is part of the cost too (last)
-                pids.append(await redis_pid(args.redis_url, prefix))
-            cpu0 = [cpu_seconds(pid) for pid in pids]
+            pids = {name: proc.pid for (name, _), proc in zip(roles, procs, strict=True)}
+            if args.store == "redis":  # the Redis servers' CPU is part of the cost too (last)
+                pids.update(await redis_pids(args.redis_url, prefix, args.partitions))
+            cpu0 = {name: cpu_seconds(pid) for name, pid in pids.items()}
             started = time.perf_counter()
             await asyncio.gather(*(client() for _ in range(args.concurrency_clients)))
             ingest_s = time.perf_counter() - started
@@ -238,7 +260,7 @@ async def run_round(args: argparse.Namespace, tree: Path, python: str, workers: 
                 if time.monotonic() > deadline:
                     raise SystemExit(f"only {len(backend.arrived)} of {runs} runs scored within 600 s")
                 await asyncio.sleep(0.01)
-            cpu = [cpu_seconds(pid) - start_cpu for pid, start_cpu in zip(pids, cpu0, strict=True)]
+            cpu = {name: cpu_seconds(pid) - cpu0[name] for name, pid in pids.items()}
     finally:
         for proc in procs:
             if proc.returncode is None:
@@ -246,7 +268,7 @@ async def run_round(args: argparse.Namespace, tree: Path, python: str, workers: 
         await asyncio.gather(*(proc.wait() for proc in procs))
         await server.stop(0.5)
         if args.store == "redis":
-            store = RedisStore(args.redis_url, key_prefix=prefix)
+            store = open_redis_store(args.redis_url, partitions=args.partitions, key_prefix=prefix)
             await store.delete_all()
             await store.shutdown()
     last = max(backend.arrived.values())
@@ -256,7 +278,8 @@ async def run_round(args: argparse.Namespace, tree: Path, python: str, workers: 
         "p50_ms": statistics.median(latencies) * 1e3,
         "p99_ms": latencies[max(0, int(len(latencies) * 0.99) - 1)] * 1e3,
         "resent": backend.received - len(backend.arrived),
-        "cpu_ms": [c * 1e3 / runs for c in cpu],  # per run, per process (receiver, workers, redis-server)
+        # per run, per process by name (receiver, workers, then the Redis server(s))
+        "cpu_ms": {name: c * 1e3 / runs for name, c in cpu.items()},
     }
 
 
@@ -266,15 +289,20 @@ def median_of(rounds: list[dict[str, Any]]) -> dict[str, Any]:
                                                                    "ingest_s")}
     out["runs"] = rounds[0]["runs"]
     out["resent"] = max(r["resent"] for r in rounds)
-    out["cpu_ms"] = [statistics.median(r["cpu_ms"][i] for r in rounds) for i in range(len(rounds[0]["cpu_ms"]))]
+    # Each process over the rounds it ran in: which Cluster primaries serve a deployment's
+    # slots may change from round to round (a fresh key prefix each), so their sum is kept too.
+    names = list(dict.fromkeys(name for r in rounds for name in r["cpu_ms"]))
+    out["cpu_ms"] = {name: statistics.median(r["cpu_ms"][name] for r in rounds if name in r["cpu_ms"])
+                     for name in names}
+    if sum(name.startswith("redis@") for name in names) > 1:
+        out["cpu_ms"]["redis-sum"] = statistics.median(
+            sum(c for name, c in r["cpu_ms"].items() if name.startswith("redis@")) for r in rounds)
     return out
 
 
 def describe(r: dict[str, Any], store: str) -> str:
     """One line of figures: throughput, latency, CPU per run per process."""
-    names = (["serve"] if store == "sqlite"
-             else ["receiver"] + [f"worker{i}" for i in range(len(r["cpu_ms"]) - 2)] + ["redis"])
-    cpu = " ".join(f"{n} {c:.2f}" for n, c in zip(names, r["cpu_ms"], strict=True))
+    cpu = " ".join(f"{name} {c:.2f}" for name, c in r["cpu_ms"].items())
     return (f"{r['runs_per_s']:6.0f} runs/s ({r['runs']} runs in {r['total_s']:.2f} s)  received->exported "
             f"p50 {r['p50_ms']:.0f} ms p99 {r['p99_ms']:.0f} ms  re-sent {r['resent']}  CPU ms/run {cpu}")
 
@@ -321,7 +349,7 @@ async def compare(args: argparse.Namespace, trees: dict[str, tuple[Path, str]], 
         print(f"    {name:>10}: {describe(r, args.store)}")
     if len(trees) == 2:
         here, old = medians["this tree"], medians[next(n for n in trees if n != "this tree")]
-        w = 0 if args.store == "sqlite" else 1  # the (first) worker's CPU
+        w = "serve" if args.store == "sqlite" else "worker0"  # the (first) worker's CPU
         print(f"    {'ratio':>10}: runs/s x{here['runs_per_s'] / old['runs_per_s']:.2f}  p99 "
               f"x{here['p99_ms'] / old['p99_ms']:.2f}  worker CPU/run x{here['cpu_ms'][w] / old['cpu_ms'][w]:.2f}"
               f"  (p99 - decision_wait: {here['p99_ms'] - args.decision_wait * 1e3:.0f} ms here, "
@@ -338,6 +366,8 @@ async def main() -> None:
     parser.add_argument("--concurrency", type=int, default=64, help="jobs in flight per worker process")
     parser.add_argument("--decision-wait", type=float, default=0.2)
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2], help="worker processes (Redis only)")
+    parser.add_argument("--partitions", type=int, default=1,
+                        help="[queue] partitions of every daemon, and of the store the bench opens (Redis only)")
     parser.add_argument("--rates", type=float, nargs="*", default=[300.0, 1000.0],
                         help="runs/s offered in the latency rounds (below capacity)")
     parser.add_argument("--rate-seconds", type=float, default=8.0)
@@ -351,6 +381,8 @@ async def main() -> None:
     args = parser.parse_args()
     if args.store == "sqlite":
         args.workers = [1]
+        if args.partitions != 1:
+            parser.error("--partitions needs --store redis")
     folder = Path(tempfile.mkdtemp(prefix="tracescore-scale-"))
     (folder / "bench_scorers.py").write_text(SCORER)
     trees = {"this tree": (ROOT, sys.executable)}
@@ -362,6 +394,7 @@ async def main() -> None:
               f"{args.concurrency_clients} clients; decision_wait {args.decision_wait} s; worker concurrency "
               f"{args.concurrency}; {os.cpu_count()} CPUs shared by every process; {args.rounds} round(s), "
               f"{args.compare or 'no'} comparison ({args.compare_env} virtualenv); "
+              f"{f'{args.partitions} partitions; ' if args.partitions != 1 else ''}"
               f"medians; process logs in {folder}")
         for workers in args.workers:
             what = "serve (one process)" if args.store == "sqlite" else f"{workers} worker(s)"

@@ -24,8 +24,9 @@ from collector.judge_types import Breaker, Park
 from collector.session_types import SessionTurn
 from collector.store.redis.dead_letters import RedisDeadLetters
 from collector.store.redis.keys import RedisKeys
+from collector.store.redis.partitioned import PartitionedRedisStore, open_redis_store
+from collector.store.redis.partitioned_admin import PartitionedDeadLetters
 from collector.store.redis.status import RedisStatusBoard
-from collector.store.redis.store import RedisStore
 from collector.types import Dead, Done, Retry, RunRecord, ScoreJob, ScoreRecord, TraceChunk
 
 REDIS_URL = os.environ.get("TRACESCORE_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
@@ -136,10 +137,11 @@ def recorder(monkeypatch: pytest.MonkeyPatch) -> Iterator[Recorder]:
     yield seen
 
 
-@pytest.fixture
-async def store() -> AsyncIterator[RedisStore]:
-    opened = RedisStore(REDIS_URL, key_prefix=f"test-slots-{uuid.uuid4().hex[:12]}:", block_ms=0,
-                        sinks=["phoenix"], forward=True, visibility_timeout_s=0.05, max_attempts=1)
+@pytest.fixture(params=[1, 3], ids=["one-partition", "3-partitions"])
+async def store(request: pytest.FixtureRequest) -> AsyncIterator[Any]:
+    """The store, with its keys in one partition and in three (`collector.store.redis.partitioned`)."""
+    opened = open_redis_store(REDIS_URL, partitions=request.param, key_prefix=f"test-slots-{uuid.uuid4().hex[:12]}:",
+                              block_ms=0, sinks=["phoenix"], forward=True, visibility_timeout_s=0.05, max_attempts=1)
     await opened.client.ping()  # fail loudly when Redis is missing
     await opened.start()
     yield opened
@@ -155,7 +157,12 @@ def _record(job: ScoreJob) -> ScoreRecord:
     return ScoreRecord(job.key, job.run.trace_id, job.run.span_id, "ef" * 8, "q", "q", "1", score=1.0)
 
 
-async def _every_operation(store: RedisStore) -> None:
+def _key_sets(store: Any) -> list[RedisKeys]:
+    """The deployment's own keys, then each partition's (none beyond them with one partition)."""
+    return [store.keys, *(part.keys for part in getattr(store, "partitions", []))]
+
+
+async def _every_operation(store: Any) -> None:
     """Each operation of the store (and its dead letters, status board, key migration) once or more."""
     trace = b"\x07" * 16
     await store.append([TraceChunk(trace, "spans", b"run", 1, True, True)], now=10.0, forward=("traces", b"req"))
@@ -209,26 +216,33 @@ async def _every_operation(store: RedisStore) -> None:
     await store.stats()
     await store.refresh()
     await store.prune(3600.0)
-    await store.queue.prune_consumers()
+    for part in getattr(store, "partitions", [store]):
+        await part.queue.prune_consumers()
     board = RedisStatusBoard(store.client, store.keys)
     await board.publish("r1", "{}")
     await board.read()
-    letters = RedisDeadLetters(store.client, store.keys, idempotency_ttl_s=60.0)
+    letters: Any = (PartitionedDeadLetters(store.client, store.keys.configured, len(store.partitions),
+                                           idempotency_ttl_s=60.0) if isinstance(store, PartitionedRedisStore)
+                    else RedisDeadLetters(store.client, store.keys, idempotency_ttl_s=60.0))
     found = await letters.letters()
     assert found, "no dead letter to replay"
     await letters.replay([found[0].id])
     await letters.purge(None)
 
 
-async def test_every_script_and_transaction_keeps_to_one_slot(store: RedisStore, recorder: Recorder) -> None:
+async def test_every_script_and_transaction_keeps_to_one_slot(store: Any, recorder: Recorder) -> None:
     await _every_operation(store)
     scripts = [call for call in recorder.calls if _text(call[0][0]).upper() == "EVALSHA" or len(call) > 1]
     assert len([c for c in scripts if _text(c[0][0]).upper() == "EVALSHA"]) >= 20, "the scenario ran few scripts"
     assert any(len(call) > 1 for call in scripts), "no MULTI was recorded"
     assert slot_mixes(recorder.calls) == []
-    strays = sorted({key for key in recorder.keys() if not key.startswith(store.keys.prefix)})
-    assert strays == [], f"keys outside the deployment's hash tag {store.keys.prefix}: {strays}"
-    assert {key_slot(key.encode()) for key in recorder.keys()} == {key_slot(store.keys.jobs.encode())}
+    prefixes = tuple(keys.prefix for keys in _key_sets(store))
+    strays = sorted({key for key in recorder.keys() if not key.startswith(prefixes)})
+    assert strays == [], f"keys outside the deployment's hash tags {prefixes}: {strays}"
+    used = {key_slot(key.encode()) for key in recorder.keys()}
+    assert used == {key_slot(keys.jobs.encode()) for keys in _key_sets(store)}  # every partition's slot, no other
+    if isinstance(store, PartitionedRedisStore):  # each partition's slot in its own third of the slots
+        assert [key_slot(part.keys.jobs.encode()) * 3 // 16384 for part in store.partitions] == [0, 1, 2]
 
 
 def test_a_mix_of_slots_is_caught() -> None:
