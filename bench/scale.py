@@ -180,11 +180,14 @@ async def redis_pids(url: str, prefix: str, partitions: int) -> dict[str, int]:
 def write_config(folder: Path, name: str, store: str, redis_url: str, prefix: str, backend_port: int,
                  decision_wait: float, concurrency: int, partitions: int = 1) -> tuple[Path, int]:
     """A daemon's config file: HTTP receiver on a free port, the store (on Redis, over
-    ``partitions`` key partitions), export to the backend."""
+    ``partitions`` key partitions), export to the backend. ``partitions = 1`` is left out (the
+    default), so a ``--compare`` revision older than the setting still reads the file."""
     port = free_port()
     path = folder / f"{name}.toml"
-    queue = (f'url = "{redis_url}"\nkey_prefix = "{prefix}"\npartitions = {partitions}\n' if store == "redis"
+    queue = (f'url = "{redis_url}"\nkey_prefix = "{prefix}"\n' if store == "redis"
              else f'url = "sqlite:///{folder / (prefix.rstrip(":") + ".db")}"\n')
+    if partitions != 1:
+        queue += f"partitions = {partitions}\n"
     path.write_text(
         f'[receiver]\ngrpc_endpoint = ""\nhttp_endpoint = "127.0.0.1:{port}"\n'
         f'[assembly]\ndecision_wait = {decision_wait}\n'
