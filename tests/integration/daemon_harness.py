@@ -266,11 +266,11 @@ class HttpCaptureBackend(CaptureBackend):
             self._runner = None
 
 
-async def delete_redis_keys(url: str, prefix: str) -> None:
-    """Delete every key a test's Redis deployment (``prefix``) wrote."""
-    from collector.store.redis.store import RedisStore
+async def delete_redis_keys(url: str, prefix: str, partitions: int = 1) -> None:
+    """Delete every key a test's Redis deployment (``prefix``, of ``partitions``) wrote."""
+    from collector.store.redis.partitioned import open_redis_store
 
-    cleaner = RedisStore(url, key_prefix=prefix)
+    cleaner = open_redis_store(url, key_prefix=prefix, partitions=partitions)
     try:
         await cleaner.delete_all()
     finally:

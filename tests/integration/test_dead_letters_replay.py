@@ -1,4 +1,4 @@
-"""Dead letters end to end, on both stores: a scorer that raises is dead-lettered with its
+"""Dead letters end to end, on both stores (and on Redis in 3 partitions): a scorer that raises is dead-lettered with its
 traceback (logged at -v, kept in the record, shown by `dead-letters show`), the scorer is
 fixed and the daemon restarted, `dead-letters replay` re-queues the job under its own key,
 and the run is scored exactly once, in a new evaluation span that supersedes the failure's."""
@@ -43,18 +43,19 @@ fragile = create_scorer(id="fragile", description="answer count", type="agent", 
 FIXED = BROKEN.replace("total = 0", "total = 1")
 
 
-@pytest.fixture(params=["sqlite", "redis"])
+@pytest.fixture(params=["sqlite", "redis", "redis-partitioned"])
 async def daemon(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[tuple[ServeProcess, CaptureBackend]]:
     backend = await CaptureBackend().start()
     prefix = f"test-{uuid.uuid4().hex[:12]}:"
     url = f"sqlite:///{tmp_path / 'queue.db'}" if request.param == "sqlite" else REDIS_URL
+    partitions = 3 if request.param == "redis-partitioned" else 1
     http_port = free_port()
     (tmp_path / "fragile_scorers.py").write_text(BROKEN)
     config = tmp_path / "tracescore.toml"
     config.write_text(
         f'[receiver]\ngrpc_endpoint = ""\nhttp_endpoint = "127.0.0.1:{http_port}"\n'
         f'[assembly]\ndecision_wait = 0.3\n'
-        f'[queue]\nurl = "{url}"\nkey_prefix = "{prefix}"\n'
+        f'[queue]\nurl = "{url}"\nkey_prefix = "{prefix}"\npartitions = {partitions}\n'
         f'[export]\nendpoint = "{backend.endpoint}"\nforward_spans = false\ntimeout_s = 2.0\nmax_backoff_s = 0.5\n'
         f'[[scorers]]\nref = "{tmp_path / "fragile_scorers.py"}:fragile"\n'
     )
@@ -62,8 +63,8 @@ async def daemon(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterato
     yield daemon, backend
     await daemon.kill()
     await backend.stop()
-    if request.param == "redis":
-        await delete_redis_keys(REDIS_URL, prefix)
+    if request.param != "sqlite":
+        await delete_redis_keys(REDIS_URL, prefix, partitions)
 
 
 async def test_dead_letter_keeps_the_traceback_and_replays_once_fixed(
