@@ -32,8 +32,8 @@ from daemon_harness import CaptureBackend, wait_until
 from redis_topology import Node, SentinelGroup
 from test_redis_faults import PROTOBUF, ROOT, Proc, agent_bodies, unique_scores
 
-from collector.store.redis.conn import connect
 from collector.store.redis.keys import RedisKeys
+from collector.store.redis.partitioned import PartitionedRedisStore, open_redis_store
 from collector.store.redis.store import RedisStore
 
 SCORER = f"{ROOT / 'tests' / 'integration' / 'scorers_for_tests.py'}:answer_length"
@@ -84,17 +84,25 @@ async def group(tmp_path: Path) -> AsyncIterator[SentinelGroup]:
         started.stop()
 
 
+def key_sets(store: RedisStore | PartitionedRedisStore) -> list[RedisKeys]:
+    """Every key set of a deployment's store: its own keys (``RedisKeys(prefix)``), then each
+    partition's (`PartitionedRedisStore.partitions`) when it has more than one."""
+    parts = store.partitions if isinstance(store, PartitionedRedisStore) else []
+    return [store.keys, *(part.keys for part in parts)]
+
+
 async def failover_under_load(tmp: Path, url: str, prefix: str, wait_replicas: int,
-                              fail: Callable[[], Awaitable[float]]) -> dict[str, Any]:
-    """Run a daemon on ``url``, send 80 requests (2 runs each) from two agents, call ``fail``
-    (it returns when the primary was lost) after the 20th is accepted; wait until everything
-    accepted is scored (``wait_replicas`` > 0) or the queue drained (0: a run may be lost)."""
+                              fail: Callable[[], Awaitable[float]], *, partitions: int = 1) -> dict[str, Any]:
+    """Run a daemon on ``url`` (its work in ``partitions`` key partitions), send 80 requests
+    (2 runs each) from two agents, call ``fail`` (it returns when the primary was lost) after
+    the 20th is accepted; wait until everything accepted is scored (``wait_replicas`` > 0) or
+    the queue drained (0: a run may be lost), in the deployment's own keys and every partition's."""
     backend = await CaptureBackend().start()
     queue = {"url": url, "key_prefix": prefix, "visibility_timeout_s": 3.0,
-             "wait_replicas": wait_replicas, "wait_timeout_ms": 500}
+             "wait_replicas": wait_replicas, "wait_timeout_ms": 500, "partitions": partitions}
     daemon = Proc(tmp, "daemon", "all", queue, backend.endpoint, SCORER)
-    client = connect(url)
-    keys = RedisKeys(prefix)
+    inspector = open_redis_store(url, partitions=partitions, key_prefix=prefix)  # never started: keys, client
+    client, keys = inspector.client, key_sets(inspector)
     try:
         await daemon.start()
         senders = Senders(daemon.url, agent_bodies(160, 2))
@@ -107,8 +115,11 @@ async def failover_under_load(tmp: Path, url: str, prefix: str, wait_replicas: i
 
         async def drained() -> bool:
             try:
-                return (await client.xlen(keys.jobs) == 0 and await client.zcard(keys.outbox) == 0
-                        and await client.zcard(keys.decide) == 0 and unique_scores(backend)[1] >= accepted)
+                for k in keys:
+                    if (await client.xlen(k.jobs) or await client.zcard(k.outbox)
+                            or await client.zcard(k.decide)):
+                        return False
+                return unique_scores(backend)[1] >= accepted
             except Exception:
                 return False
 
@@ -120,15 +131,15 @@ async def failover_under_load(tmp: Path, url: str, prefix: str, wait_replicas: i
             except AssertionError:
                 pass
         total, scored = unique_scores(backend)
-        dead = await client.xlen(keys.dead)
+        dead = sum([await client.xlen(k.dead) for k in keys])
         late = {t for at, ids in senders.accepted if killed_at - LAG_BOUND_S <= at <= killed_at for t in ids}
         return {"accepted": accepted, "scored": scored, "total": total, "dead": dead, "late": late,
                 "refusals": senders.refusals, "sent": len(backend.scores())}
     finally:
         await daemon.stop()
         await backend.stop()
-        await client.aclose()
-        cleaner = RedisStore(url, key_prefix=prefix)  # a fresh client: the topology of now
+        await inspector.shutdown()
+        cleaner = open_redis_store(url, partitions=partitions, key_prefix=prefix)  # a fresh client: the topology of now
         await cleaner.delete_all()
         await cleaner.shutdown()
 

@@ -1,4 +1,5 @@
-"""End to end on the Redis queue: receiver and worker roles wired by `Service`, one process."""
+"""End to end on the Redis queue: receiver and worker roles wired by `Service`, one process;
+with the deployment's keys in one partition and in three (`queue.partitions`)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from collector.config import config_from_dict
 from collector.errors import ConfigError
 from collector.service import Service
-from collector.store.redis.store import RedisStore
+from collector.store.redis.partitioned import open_redis_store
 from collector.work.registry import ScorerRegistry
 
 PROTOBUF = {"Content-Type": "application/x-protobuf"}
@@ -68,30 +69,35 @@ SCORERS = Path(__file__).parent / "scorers_for_tests.py"
 REDIS_URL = os.environ.get("TRACESCORE_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 
 
-def _config(prefix: str, backend: str, url: str = REDIS_URL, decision_wait: float = 0.2) -> dict:
+def _config(deployment: tuple[str, CaptureBackend, int], url: str = REDIS_URL, decision_wait: float = 0.2) -> dict:
+    prefix, backend, partitions = deployment
     return {
         "receiver": {"grpc_endpoint": "127.0.0.1:0", "http_endpoint": "127.0.0.1:0"},
         "assembly": {"decision_wait": decision_wait},
-        "queue": {"url": url, "key_prefix": prefix},
-        "export": {"endpoint": backend, "timeout_s": 2.0, "max_backoff_s": 0.5},
+        "queue": {"url": url, "key_prefix": prefix, "partitions": partitions},
+        "export": {"endpoint": backend.endpoint, "timeout_s": 2.0, "max_backoff_s": 0.5},
         "scorers": [{"ref": f"{SCORERS}:answer_length"}],
     }
 
 
-@pytest.fixture
-async def setup() -> AsyncIterator[tuple[str, CaptureBackend]]:
+Deployment = tuple[str, CaptureBackend, int]
+
+
+@pytest.fixture(params=[1, 3], ids=["one-partition", "3-partitions"])
+async def setup(request: pytest.FixtureRequest) -> AsyncIterator[Deployment]:
+    """(key prefix, score backend, partitions) of a test's deployment."""
     prefix = f"test-{uuid.uuid4().hex[:12]}:"
     backend = await CaptureBackend().start()
-    yield prefix, backend
+    yield prefix, backend, request.param
     await backend.stop()
-    cleaner = RedisStore(REDIS_URL, key_prefix=prefix)
+    cleaner = open_redis_store(REDIS_URL, key_prefix=prefix, partitions=request.param)
     await cleaner.delete_all()
     await cleaner.shutdown()
 
 
-async def test_receiver_and_worker_roles_score_through_redis(setup: tuple[str, CaptureBackend]) -> None:
-    prefix, backend = setup
-    receiver, worker = await _services(_config(prefix, backend.endpoint), "receiver", "worker")
+async def test_receiver_and_worker_roles_score_through_redis(setup: Deployment) -> None:
+    backend = setup[1]
+    receiver, worker = await _services(_config(setup), "receiver", "worker")
     try:
         assert receiver.http is not None and worker.http is not None
         assert worker.grpc is None and receiver.worker._task is None  # roles start only their parts
@@ -120,13 +126,13 @@ def test_split_roles_need_a_shared_queue(tmp_path: Path) -> None:
 
 
 async def test_spans_of_one_trace_at_two_receivers_are_scored_as_one_run(
-    setup: tuple[str, CaptureBackend],
+    setup: Deployment,
 ) -> None:
-    prefix, backend = setup
+    backend = setup[1]
     memory = InMemorySpanExporter()
     trace_id, agent_span = await asyncio.to_thread(emit_agent_trace, memory)
     chat, root = memory.get_finished_spans()  # the child ends (and is exported) first
-    a, b, worker = await _services(_config(prefix, backend.endpoint), "receiver", "receiver", "worker")
+    a, b, worker = await _services(_config(setup), "receiver", "receiver", "worker")
     try:
         await _post(a, encode_spans([chat]).SerializeToString())  # behind a load balancer:
         await _post(b, encode_spans([root]).SerializeToString())  # the root reaches another replica
@@ -139,13 +145,13 @@ async def test_spans_of_one_trace_at_two_receivers_are_scored_as_one_run(
         await _shutdown(a, b, worker)
 
 
-async def test_a_pending_decision_survives_its_receiver(setup: tuple[str, CaptureBackend]) -> None:
-    prefix, backend = setup
+async def test_a_pending_decision_survives_its_receiver(setup: Deployment) -> None:
+    backend = setup[1]
     memory = InMemorySpanExporter()
     trace_id, _ = await asyncio.to_thread(emit_agent_trace, memory)
     # The decision is due 5 s after the spans came: the first receiver is gone well before,
     # however slowly a busy machine shuts it down (with 1 s, a slow shutdown could decide it).
-    data = _config(prefix, backend.endpoint, decision_wait=5.0)
+    data = _config(setup, decision_wait=5.0)
     (first,) = await _services(data, "receiver")
     await _post(first, encode_spans(memory.get_finished_spans()).SerializeToString())
     await first.shutdown()  # gone before the decision was due
@@ -159,12 +165,11 @@ async def test_a_pending_decision_survives_its_receiver(setup: tuple[str, Captur
         await _shutdown(second, worker)
 
 
-async def test_readyz_says_not_ready_while_redis_cannot_be_reached(setup: tuple[str, CaptureBackend]) -> None:
+async def test_readyz_says_not_ready_while_redis_cannot_be_reached(setup: Deployment) -> None:
     """SPEC: /readyz is 200 once receivers, queue and exporter are up. A receiver whose Redis is
     away refuses every request, so it must not take traffic from a load balancer meanwhile."""
-    prefix, backend = setup
-    (away,) = await _services(_config(prefix, backend.endpoint, url="redis://127.0.0.1:1/0"), "receiver")
-    (up,) = await _services(_config(prefix, backend.endpoint), "receiver")
+    (away,) = await _services(_config(setup, url="redis://127.0.0.1:1/0"), "receiver")
+    (up,) = await _services(_config(setup), "receiver")
     try:
         async with aiohttp.ClientSession() as session:
             for service, status in ((away, 503), (up, 200)):
