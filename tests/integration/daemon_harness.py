@@ -25,6 +25,8 @@ from polling import WAIT_S as WAIT_S  # tests/support; re-exported: the tests im
 from polling import wait_until as wait_until
 from ports import hold_port  # tests/support
 
+from collector.store.redis.partitioned import open_redis_store
+
 INPUT = [
     {"role": "system", "parts": [{"type": "text", "content": "You are a terse assistant."}]},
     {"role": "user", "parts": [{"type": "text", "content": "What is the capital of France?"}]},
@@ -268,8 +270,6 @@ class HttpCaptureBackend(CaptureBackend):
 
 async def delete_redis_keys(url: str, prefix: str, partitions: int = 1) -> None:
     """Delete every key a test's Redis deployment (``prefix``, of ``partitions``) wrote."""
-    from collector.store.redis.partitioned import open_redis_store
-
     cleaner = open_redis_store(url, key_prefix=prefix, partitions=partitions)
     try:
         await cleaner.delete_all()

@@ -33,7 +33,7 @@ answered = create_scorer(id="answered", description="the run has an answer", typ
 
 
 def _config(tmp_path: Path, backend: CaptureBackend, url: str, prefix: str, http_port: int, grpc_port: int = 0,
-            name: str = "tracescore", idle_s: float = 1.5) -> Path:
+            name: str = "tracescore", idle_s: float = 1.5, partitions: int = 1) -> Path:
     (tmp_path / "convo_scorers.py").write_text(SCORERS)
     grpc = f'"127.0.0.1:{grpc_port}"' if grpc_port else '""'
     config = tmp_path / f"{name}.toml"
@@ -42,6 +42,7 @@ def _config(tmp_path: Path, backend: CaptureBackend, url: str, prefix: str, http
         '[assembly]\ndecision_wait = 0.3\nrootless_wait = 1.0\n'
         f'[sessions]\nidle_s = {idle_s}\n'
         f'[queue]\nurl = "{url}"\nkey_prefix = "{prefix}"\nvisibility_timeout_s = 5\n'
+        + (f'partitions = {partitions}\n' if partitions > 1 else "") +
         f'[export]\nendpoint = "{backend.endpoint}"\nforward_spans = false\ntimeout_s = 2.0\nmax_backoff_s = 0.5\n'
         f'[[scorers]]\nref = "{tmp_path / "convo_scorers.py"}:user_turns"\n'
         f'[[scorers]]\nref = "{tmp_path / "convo_scorers.py"}:answered"\n'
@@ -59,19 +60,21 @@ def _session_scores(backend: CaptureBackend, session_id: str) -> list[CapturedSp
     return [s for s in backend.scores() if s.attributes.get("session.id") == session_id]
 
 
-@pytest.fixture(params=["sqlite", "redis"])
+@pytest.fixture(params=["sqlite", "redis", "redis-partitioned"])
 async def one_daemon(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[tuple[ServeProcess, CaptureBackend]]:
     backend = await CaptureBackend().start()
     prefix = f"test-{uuid.uuid4().hex[:12]}:"
     url = f"sqlite:///{tmp_path / 'queue.db'}" if request.param == "sqlite" else REDIS_URL
+    partitions = 3 if request.param == "redis-partitioned" else 1
     http_port = free_port()
-    serve = ServeProcess(_config(tmp_path, backend, url, prefix, http_port), tmp_path / "daemon.log", http_port)
+    serve = ServeProcess(_config(tmp_path, backend, url, prefix, http_port, partitions=partitions),
+                         tmp_path / "daemon.log", http_port)
     await serve.start()
     yield serve, backend
     await serve.kill()
     await backend.stop()
-    if request.param == "redis":
-        await delete_redis_keys(REDIS_URL, prefix)
+    if request.param != "sqlite":
+        await delete_redis_keys(REDIS_URL, prefix, partitions)
 
 
 async def test_an_ended_session_is_scored_once_on_its_last_turn_and_a_late_turn_scores_it_again(

@@ -8,8 +8,13 @@ primary failed (``cluster-node-timeout`` 1000 ms), and the daemon follows the sl
 (MOVED, CLUSTERDOWN meanwhile: 503 + Retry-After). With ``wait_replicas = 0`` runs lost, if
 any, were accepted in the last seconds before the kill (`LAG_BOUND_S`); with ``wait_replicas =
 1`` (the request's writes and ``WAIT`` on one connection to the slot's primary) every
-accepted run is scored exactly once. Nothing is dead-lettered. The contract suite runs on a
-Cluster too (`tests/contract/conftest.py`).
+accepted run is scored exactly once. Nothing is dead-lettered.
+
+With ``[queue] partitions = 3`` the deployment's work lies in 3 slots, one per primary
+(`collector.store.redis.partitions`): the runs are scored once each and every primary runs
+a share of the deployment's scripts; a takeover of the primary serving one partition's slot
+(``wait_replicas = 1``) loses and duplicates nothing. The contract suite runs on a Cluster
+too (`tests/contract/conftest.py`).
 """
 
 from __future__ import annotations
@@ -22,11 +27,12 @@ from pathlib import Path
 import pytest
 import redis
 from daemon_harness import wait_until
-from redis_topology import ClusterGroup
-from test_redis_failover import LAG_BOUND_S, failover_under_load
+from redis_topology import ClusterGroup, Node
+from test_redis_failover import LAG_BOUND_S, failover_under_load, key_sets
 
 from collector.errors import Unavailable
 from collector.store.redis.keys import RedisKeys
+from collector.store.redis.partitioned import open_redis_store
 from collector.store.redis.store import RedisStore
 from collector.types import TraceChunk
 
@@ -104,3 +110,67 @@ async def test_cluster_scores_through_a_replica_takeover(tmp_path: Path, cluster
     assert out["dead"] == 0
     print(f"Cluster replica takeover: {len(out['scored'])} of {len(out['accepted'])} accepted runs scored once, "
           f"{len(lost)} lost (bound {len(out['late'])}), {len(out['refusals'])} refusals meanwhile")
+
+
+MIN_SHARE = 0.15
+"""The least share of the deployment's script calls each of the 3 primaries must run with 3
+partitions (a third each when the runs spread evenly; all on one primary without partitions)."""
+
+
+async def _partition_keys(url: str, prefix: str, partitions: int) -> list[RedisKeys]:
+    """The key set of each partition of the deployment ``prefix`` (as its store names them)."""
+    store = open_redis_store(url, partitions=partitions, key_prefix=prefix)
+    try:
+        return key_sets(store)[1:]
+    finally:
+        await store.shutdown()
+
+
+def _script_calls(node: Node) -> int:
+    """The EVALSHA calls ``node`` served since it started (``INFO commandstats``): every store
+    operation on a trace, a job or a score record is one of the backend's Lua scripts."""
+    with node.client() as client:
+        return int(client.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0))
+
+
+async def _at_once() -> float:
+    """No fault: the runs go on as they are."""
+    return time.monotonic()
+
+
+async def test_cluster_with_3_partitions_spreads_one_deployment_over_the_3_primaries(
+        tmp_path: Path, cluster: ClusterGroup) -> None:
+    prefix = f"test-cluster-{uuid.uuid4().hex[:8]}:"
+    parts = await _partition_keys(cluster.url(), prefix, 3)
+    owners = [cluster.owner(keys.jobs) for keys in parts]
+    primaries = cluster.primaries()
+    assert sorted(n.port for n in owners) == sorted(n.port for n in primaries), "not one partition per primary"
+    before = {n.port: _script_calls(n) for n in primaries}
+    out = await failover_under_load(tmp_path, cluster.url(), prefix, 0, _at_once, partitions=3)
+    calls = {n.port: _script_calls(n) - before[n.port] for n in primaries}
+    assert out["scored"] == out["accepted"] and out["total"] == len(out["accepted"]) == 160
+    assert out["dead"] == 0
+    total = sum(calls.values())
+    home = cluster.owner(RedisKeys(prefix).jobs).port
+    figures = ", ".join(f"primary :{n.port} (partition {i}{', home keys' if n.port == home else ''}): "
+                        f"{calls[n.port]} ({calls[n.port] / total:.0%})" for i, n in enumerate(owners))
+    print(f"Cluster, 3 partitions: {len(out['accepted'])} runs scored once; EVALSHA calls per primary: {figures}")
+    for n in owners:
+        assert calls[n.port] >= MIN_SHARE * total, f"primary :{n.port} ran too little of the work: {figures}"
+
+
+@pytest.mark.long
+async def test_cluster_with_3_partitions_and_wait_replicas_1_scores_every_accepted_run_once_through_one_partitions_takeover(
+        tmp_path: Path, cluster: ClusterGroup) -> None:
+    prefix = f"test-cluster-{uuid.uuid4().hex[:8]}:"
+    parts = await _partition_keys(cluster.url(), prefix, 3)
+    home = cluster.owner(RedisKeys(prefix).jobs)
+    # a partition whose primary does not also serve the deployment's own keys: only its slot moves
+    index, victim = next((i, keys) for i, keys in enumerate(parts) if cluster.owner(keys.jobs).port != home.port)
+    takeover = _takeover(cluster, victim.jobs, rejoin=True)  # WAIT 1 needs a replica again
+    out = await failover_under_load(tmp_path, cluster.url(), prefix, 1, takeover, partitions=3)
+    assert out["scored"] == out["accepted"] and out["total"] == len(out["accepted"]) == 160
+    assert out["dead"] == 0
+    print(f"Cluster, 3 partitions, partition {index}'s primary taken over, wait_replicas=1: "
+          f"{len(out['accepted'])} runs accepted and scored once, {len(out['refusals'])} refusals meanwhile, "
+          f"{out['sent'] - out['total']} score spans re-sent")
