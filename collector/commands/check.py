@@ -112,7 +112,7 @@ def queue_shape(config: Config) -> str:
         from collector.store.redis.partitioned_admin import partition_keys
 
         tagged = partition_keys(q.key_prefix, q.partitions)
-        tags = [keys.prefix[keys.prefix.index("{"):keys.prefix.index("}") + 1] for keys in tagged]
+        tags = [keys.hash_tag for keys in tagged]
         slots = [str(key_slot(keys.jobs.encode())) for keys in tagged]
         nodes = f"{len(target.nodes)} startup node{'s' if len(target.nodes) > 1 else ''}"
         where = (f"keys in slot {slots[0]} of the hash tag {tags[0]}" if q.partitions == 1 else

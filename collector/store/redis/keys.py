@@ -109,6 +109,18 @@ class RedisKeys(JudgeKeys):
         object.__setattr__(self, "prefix", hash_tagged(self.configured))
 
     @property
+    def hash_tag(self) -> str:
+        """The Cluster hash tag every key of the deployment carries (braces included).
+
+        Example:
+            >>> RedisKeys("ts:").hash_tag, RedisKeys("{team}:prod:").hash_tag
+            ('{ts}', '{team}')
+        """
+        found = _TAG.search(self.prefix)
+        assert found is not None  # `hash_tagged` always leaves one
+        return found.group()
+
+    @property
     def jobs(self) -> str:
         """The job stream.
 

@@ -18,7 +18,6 @@ partition (outbox items, dead letters) carry their partition (`PartitionMap.item
 
 from __future__ import annotations
 
-import re
 import zlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -26,12 +25,11 @@ from typing import TypeVar
 
 from redis.crc import REDIS_CLUSTER_HASH_SLOTS, key_slot
 
-from collector.store.redis.keys import hash_tagged
+from collector.store.redis.keys import RedisKeys, hash_tagged
 
 MAX_PARTITIONS = 64
 """The most partitions a deployment may have (``queue.partitions``)."""
 
-_TAG = re.compile(r"\{[^}]+\}")
 T = TypeVar("T")
 
 
@@ -50,15 +48,14 @@ def partition_prefix(configured: str, index: int, count: int) -> str:
         '{ts|p1|2}:prod:'
     """
     tagged = hash_tagged(configured)
-    found = _TAG.search(tagged)
-    assert found is not None  # hash_tagged always leaves one
-    inner = found.group()[1:-1]
+    tag = RedisKeys(configured).hash_tag
+    inner = tag[1:-1]
     width = REDIS_CLUSTER_HASH_SLOTS / count
     low, high = index * width + width / 4, (index + 1) * width - width / 4
     suffix = 0
     while not low <= key_slot(f"{inner}|p{index}|{suffix}".encode()) < high:
         suffix += 1
-    return f"{tagged[:found.start()]}{{{inner}|p{index}|{suffix}}}{tagged[found.end():]}"
+    return tagged.replace(tag, f"{{{inner}|p{index}|{suffix}}}", 1)
 
 
 @dataclass(frozen=True)
