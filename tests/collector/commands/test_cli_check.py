@@ -62,6 +62,23 @@ def test_check_shows_redis_urls_without_their_passwords(tmp_path: Path, capsys: 
     assert "of the hash tag {team-a}" in out
 
 
+def test_check_shows_where_each_partition_lands(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = check(tmp_path, '[queue]\nurl = "redis+cluster://n1:7000"\nkey_prefix = "team-a:"\npartitions = 3\n',
+                           capsys)
+    assert code == 0, err
+    line = next(x for x in out.splitlines() if x.strip().startswith("queue:"))
+    slots = [int(s) for s in line.split("slots ")[1].split(" (")[0].split(", ")]
+    assert [slot * 3 // 16384 for slot in slots] == [0, 1, 2]  # one per primary of a 3-primary Cluster
+    assert "work in 3 partitions" in line and "{team-a|p0|" in line and "{team-a|p2|" in line
+    code, out, err = check(tmp_path, '[queue]\nurl = "redis://r:6379/0"\npartitions = 2\n', capsys)
+    assert code == 0 and "(one server, 2 partitions;" in out
+    for bad, problem in (("partitions = 3", "queue.partitions: needs a Redis queue.url"),
+                         ('url = "redis://r/0"\npartitions = 0', "queue.partitions"),
+                         ('url = "redis://r/0"\npartitions = 65', "queue.partitions")):
+        code, out, err = check(tmp_path, f"[queue]\n{bad}\n", capsys)
+        assert code == 2 and problem in err, (bad, err)
+
+
 def test_check_warns_when_no_scorer_is_configured(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = check(tmp_path, '[export]\nendpoint = "http://127.0.0.1:14317"\n', capsys)
     assert code == 0 and "warning: no scorer configured" in out
