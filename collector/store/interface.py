@@ -8,7 +8,8 @@
 * `Outbox` (export): results settled with a record wait here until a backend took them.
 * `SinkOutbox` (export's native sinks): the same records, once per configured sink.
 * `Store`: all of the above plus the lifecycle, gauges, retention and dead letters that
-  `collector.service` uses; `SqliteStore` and `RedisStore` are the two backends.
+  `collector.service` uses; `SqliteStore` and `RedisStore` are the two backends (and
+  `PartitionedRedisStore`, several `RedisStore` key sets as one).
 * `ForwardLog` (export's `collector.export.forward.Forwarder`): received requests kept, in
   order, until the export endpoint accepted them; written in the same step as the trace
   buffer (``forward=`` on `TraceBuffer.append` and `RequestBuffer.append_request`).
