@@ -28,10 +28,12 @@ from typing import Any
 
 import aiohttp
 import pytest
+import redis.asyncio as aioredis
 from daemon_harness import CaptureBackend, wait_until
 from redis_topology import Node, SentinelGroup
 from test_redis_faults import PROTOBUF, ROOT, Proc, agent_bodies, unique_scores
 
+from collector.store.redis.conn import slot_primary
 from collector.store.redis.keys import RedisKeys
 from collector.store.redis.partitioned import PartitionedRedisStore, open_redis_store
 from collector.store.redis.store import RedisStore
@@ -91,12 +93,24 @@ def key_sets(store: RedisStore | PartitionedRedisStore) -> list[RedisKeys]:
     return [store.keys, *(part.keys for part in parts)]
 
 
+async def job_keys(client: aioredis.Redis, keys: RedisKeys) -> set[str]:
+    """The keys of the jobs a key set has an idempotency key for (every job queued there;
+    kept, with a TTL, after it is done)."""
+    node = await slot_primary(client, keys.jobs)
+    where: dict[str, Any] = {} if node is None else {"target_nodes": node}
+    return {key.decode().removeprefix(keys.idem_prefix)
+            async for key in client.scan_iter(match=f"{keys.idem_prefix}*", count=1000, **where)}
+
+
 async def failover_under_load(tmp: Path, url: str, prefix: str, wait_replicas: int,
                               fail: Callable[[], Awaitable[float]], *, partitions: int = 1) -> dict[str, Any]:
     """Run a daemon on ``url`` (its work in ``partitions`` key partitions), send 80 requests
     (2 runs each) from two agents, call ``fail`` (it returns when the primary was lost) after
     the 20th is accepted; wait until everything accepted is scored (``wait_replicas`` > 0) or
-    the queue drained (0: a run may be lost), in the deployment's own keys and every partition's."""
+    the queue drained (0: a run may be lost), in the deployment's own keys and every partition's.
+
+    Returns the runs accepted and scored, ``decided`` (the traces each key set, as `key_sets`
+    lists them, holds decided) and ``jobs`` (the job keys each one queued), among others."""
     backend = await CaptureBackend().start()
     queue = {"url": url, "key_prefix": prefix, "visibility_timeout_s": 3.0,
              "wait_replicas": wait_replicas, "wait_timeout_ms": 500, "partitions": partitions}
@@ -132,9 +146,11 @@ async def failover_under_load(tmp: Path, url: str, prefix: str, wait_replicas: i
                 pass
         total, scored = unique_scores(backend)
         dead = sum([await client.xlen(k.dead) for k in keys])
+        decided = [{t.decode() for t in await client.zrange(k.traces_decided, 0, -1)} for k in keys]
+        jobs = [await job_keys(client, k) for k in keys]
         late = {t for at, ids in senders.accepted if killed_at - LAG_BOUND_S <= at <= killed_at for t in ids}
         return {"accepted": accepted, "scored": scored, "total": total, "dead": dead, "late": late,
-                "refusals": senders.refusals, "sent": len(backend.scores())}
+                "refusals": senders.refusals, "sent": len(backend.scores()), "decided": decided, "jobs": jobs}
     finally:
         await daemon.stop()
         await backend.stop()
