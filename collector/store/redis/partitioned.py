@@ -49,6 +49,9 @@ from collector.types import (
 )
 
 logger = logging.getLogger(__name__)
+GATHER_S = 0.002
+"""After the first read of a `PartitionedRedisStore.take` answers, how long the others may
+still answer to be handed out with it (a read that answers later is handed out next time)."""
 _UNAVAILABLE: tuple[type[Exception], ...] = (*UNREACHABLE, ReadOnlyError, OutOfMemoryError)
 T = TypeVar("T")
 
@@ -86,7 +89,9 @@ class PartitionedRedisStore(PartitionedSessions, RedisJudgeLedger):
         ...     await store.start()
         ...     jobs = [ScoreJob(RunRecord(trace_id=f"{n:032x}", span_id="cd" * 8), "quality", "1") for n in range(9)]
         ...     first = await store.put(jobs + jobs[:1])  # each in its key's partition; the 10th a duplicate
-        ...     leased = await store.take(9)  # from every partition
+        ...     leased = await store.take(9)  # a share of 9 from each partition at once
+        ...     while len(leased) < 9:  # the rest of a partition holding more than its share
+        ...         leased += await store.take(9 - len(leased))
         ...     await asyncio.gather(*(store.settle(job, Done(None)) for job in leased))
         ...     again = await store.put(jobs)
         ...     await store.delete_all()
@@ -240,30 +245,27 @@ class PartitionedRedisStore(PartitionedSessions, RedisJudgeLedger):
         return out
 
     async def take(self, limit: int) -> list[LeasedJob]:
-        """Lease up to ``limit`` jobs: what every partition has queued now (each in turn, a
-        different one first each call); when none has any, wait on all of them at once.
+        """Lease up to about ``limit`` jobs from whichever partitions have them first.
 
-        A waiting read stays in flight after the call that started it returned (it returns as
-        soon as its partition has a job, and the next call collects it), so a job in any
-        partition is handed out at once; the jobs it brings may pass ``limit`` by less than
-        one share of it per partition. A read that failed is logged; it raises only when
-        nothing was read.
+        Each partition has one read in flight at most, asking for its share of ``limit`` and
+        waiting (``block_ms``) on its stream when it has none; this returns what every read
+        that finished brought (reads answering within `GATHER_S` of the first are taken
+        together) and leaves the others reading for the next call, so a job in any partition
+        is handed out at once, with one read per partition. The jobs may pass ``limit`` by less
+        than a share per partition; jobs a read brought are renewed with the caller's (`renew`)
+        until a call hands them out. A read that failed is logged; it raises only when nothing
+        was read.
         """
-        taken, failure = self._collect_reads()
-        for index in self._rotation():
-            if len(taken) >= limit:
-                break
-            if self._takes[index] is None:  # a waiting read there gets its jobs first
-                taken += await self.partitions[index].take(limit - len(taken), wait=False)
-        if taken:
-            return taken
         share = max(1, -(-limit // len(self.partitions)))
-        for index, part in enumerate(self.partitions):
+        for index in self._rotation():
             if self._takes[index] is None:
-                self._takes[index] = asyncio.create_task(part.take(share), name=f"tracescore-take-p{index}")
-        await asyncio.wait([t for t in self._takes if t is not None], return_when=asyncio.FIRST_COMPLETED)
-        taken, later = self._collect_reads()
-        failure = failure or later
+                self._takes[index] = asyncio.create_task(self.partitions[index].take(share),
+                                                         name=f"tracescore-take-p{index}")
+        reads = [t for t in self._takes if t is not None]
+        done, waiting = await asyncio.wait(reads, return_when=asyncio.FIRST_COMPLETED)
+        if waiting:
+            await asyncio.wait(waiting, timeout=GATHER_S)
+        taken, failure = self._collect_reads()
         if failure is not None and not taken:
             raise failure
         return taken
@@ -301,9 +303,17 @@ class PartitionedRedisStore(PartitionedSessions, RedisJudgeLedger):
                                        leased.job.key, exc_info=True)
 
     async def renew(self, leased: Sequence[LeasedJob]) -> int:
-        """Renew leases in each job's partition; returns how many are still held."""
+        """Renew leases in each job's partition, and those of jobs a finished read holds for the
+        next `take` (a worker with no free slot takes none meanwhile); returns how many of
+        ``leased`` are still held."""
+        held = [job for task in self._takes if task is not None and task.done() and not task.cancelled()
+                and task.exception() is None for job in task.result()]
         groups = self._map.group(leased, lambda job: self._map.of_key(job.job.key))
-        return sum(await asyncio.gather(*(self.partitions[p].renew(some) for p, some in groups.items())))
+        waiting = self._map.group(held, lambda job: self._map.of_key(job.job.key))
+        kept, _ = await asyncio.gather(
+            asyncio.gather(*(self.partitions[p].renew(some) for p, some in groups.items())),
+            asyncio.gather(*(self.partitions[p].renew(some) for p, some in waiting.items())))
+        return sum(kept)
 
     async def settle(self, leased: LeasedJob, outcome: Settlement) -> None:
         """Settle a job in its partition (with its outbox record, atomically)."""

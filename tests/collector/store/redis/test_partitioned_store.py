@@ -126,6 +126,28 @@ async def test_jobs_read_by_a_stopping_store_are_handed_back_at_once(open_store:
     await client.aclose()
 
 
+async def test_jobs_a_finished_read_holds_keep_their_leases_until_handed_out(open_store: Opener) -> None:
+    store = await open_store(3, block_ms=5000, visibility_timeout_s=1.0)
+    await store.put([job_in(0)])
+    (running,) = await store.take(4)  # reads wait on partitions 1 and 2 now
+    await store.put([job_in(1)])  # partition 1's read leases it; no take hands it out yet
+    client = connect(REDIS_URL)
+    try:
+        deadline = time.monotonic() + 10
+        while (await client.xpending(store.partitions[1].keys.jobs, GROUP))["pending"] == 0:
+            assert time.monotonic() < deadline, "the waiting read never leased the job"
+            await asyncio.sleep(0.02)
+    finally:
+        await client.aclose()
+    other = await open_store(3, block_ms=0, visibility_timeout_s=1.0)
+    for _ in range(8):  # 2.4 s: the lease (1 s) would have run out twice without renewals
+        assert await store.renew([running]) == 1  # the worker's heartbeat (only its running job)
+        assert await other.take(4) == []  # nothing to take over
+        await asyncio.sleep(0.3)
+    (held,) = await store.take(4)
+    assert held.job == job_in(1) and held.attempt == 1
+
+
 async def test_max_open_is_shared_out_among_the_partitions(open_store: Opener) -> None:
     store = await open_store(3, block_ms=0, session_rules=SessionRules(idle_s=60, max_open=3))
     parts = PartitionMap(3)
