@@ -203,14 +203,13 @@ class RedisJobQueue:
         self.depth_cache += sum(flags)
         return flags
 
-    async def take(self, limit: int, wait: bool = True) -> list[LeasedJob]:
-        """Lease up to ``limit`` jobs: due retries, jobs of dead workers, then new entries
-        (``wait``: up to ``block_ms`` for one when there is none).
+    async def take(self, limit: int) -> list[LeasedJob]:
+        """Lease up to ``limit`` jobs: due retries, jobs of dead workers, then new entries.
 
         While Redis is unreachable this waits with backoff and returns no jobs.
         """
         try:
-            taken = await self._take(limit, wait)
+            taken = await self._take(limit)
         except UNREACHABLE as err:
             await self._take_backoff.wait(err)
             return []
@@ -223,7 +222,7 @@ class RedisJobQueue:
         self._take_backoff.reset()
         return taken
 
-    async def _take(self, limit: int, wait: bool) -> list[LeasedJob]:
+    async def _take(self, limit: int) -> list[LeasedJob]:
         now = time.time()
         if time.monotonic() - self._last_promote >= 0.05:  # retries are due at 50 ms granularity
             self._last_promote = time.monotonic()
@@ -251,7 +250,7 @@ class RedisJobQueue:
         try:
             reply: Any = await self._r.xreadgroup(
                 GROUP, self.consumer, {self._k.jobs: ">"}, count=limit - len(taken),
-                block=None if taken or not wait or self._block_ms <= 0 else self._block_ms,
+                block=None if taken or self._block_ms <= 0 else self._block_ms,
             )
         except UNREACHABLE:
             if taken:

@@ -289,9 +289,9 @@ class RedisStore(RedisSessions, RedisJudgeLedger):
         """Queue jobs idempotently (see `RedisJobQueue.put`)."""
         return await self.queue.put(jobs)
 
-    async def take(self, limit: int, wait: bool = True) -> list[LeasedJob]:
-        """Lease up to ``limit`` jobs (see `RedisJobQueue.take`; ``wait``: on the stream when none is queued)."""
-        return await self.queue.take(limit, wait)
+    async def take(self, limit: int) -> list[LeasedJob]:
+        """Lease up to ``limit`` jobs (see `RedisJobQueue.take`)."""
+        return await self.queue.take(limit)
 
     async def renew(self, leased: Sequence[LeasedJob]) -> int:
         """Renew the leases of running jobs (see `RedisJobQueue.renew`)."""
