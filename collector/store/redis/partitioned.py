@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import time
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
@@ -123,6 +124,7 @@ class PartitionedRedisStore(PartitionedSessions, RedisJudgeLedger):
         self._configured = key_prefix
         self._turn = 0
         self._takes: list[asyncio.Task[list[LeasedJob]] | None] = [None] * partitions
+        self._block_ms = int(options.get("block_ms", 500))
 
     # ---------------------------------------------------------------- routing helpers
     def _rotation(self) -> list[int]:
@@ -248,36 +250,54 @@ class PartitionedRedisStore(PartitionedSessions, RedisJudgeLedger):
         """Lease up to about ``limit`` jobs from whichever partitions have them first.
 
         Each partition has one read in flight at most, asking for its share of ``limit`` and
-        waiting (``block_ms``) on its stream when it has none; this returns what every read
-        that finished brought (reads answering within `GATHER_S` of the first are taken
-        together) and leaves the others reading for the next call, so a job in any partition
-        is handed out at once, with one read per partition. The jobs may pass ``limit`` by less
-        than a share per partition; jobs a read brought are renewed with the caller's (`renew`)
+        waiting (``block_ms``) on its stream when it has none; a read that answered empty is
+        started again. This returns once reads brought jobs (with what the others bring within
+        `GATHER_S`), or nothing after ``block_ms`` (at once, with ``block_ms`` 0, when every
+        partition answered empty). Reads still waiting stay in flight for the next call, so a
+        job in any partition is handed out at once. The jobs may pass ``limit`` by less than a
+        share per partition; those a read brought are renewed with the caller's (`renew`)
         until a call hands them out. A read that failed is logged; it raises only when nothing
         was read.
         """
         share = max(1, -(-limit // len(self.partitions)))
-        for index in self._rotation():
-            if self._takes[index] is None:
-                self._takes[index] = asyncio.create_task(self.partitions[index].take(share),
-                                                         name=f"tracescore-take-p{index}")
-        reads = [t for t in self._takes if t is not None]
-        done, waiting = await asyncio.wait(reads, return_when=asyncio.FIRST_COMPLETED)
+        blocking = self._block_ms > 0
+        until = time.monotonic() + self._block_ms / 1000
+        answered: set[int] = set()  # partitions that answered empty (without blocking: not asked again)
+        while True:
+            for index in self._rotation():
+                if self._takes[index] is None and (blocking or index not in answered):
+                    self._takes[index] = asyncio.create_task(self.partitions[index].take(share),
+                                                             name=f"tracescore-take-p{index}")
+            reads = [t for t in self._takes if t is not None]
+            if not reads:
+                return []  # without blocking: every partition answered empty
+            left = max(0.0, until - time.monotonic()) if blocking else None
+            await asyncio.wait(reads, return_when=asyncio.FIRST_COMPLETED, timeout=left)
+            taken, failure, finished = self._collect_reads()
+            answered |= finished
+            if taken or failure is not None:
+                break
+            if blocking and time.monotonic() >= until:
+                return []
+        waiting = [t for t in self._takes if t is not None]
         if waiting:
             await asyncio.wait(waiting, timeout=GATHER_S)
-        taken, failure = self._collect_reads()
+            more, later, _ = self._collect_reads()
+            taken, failure = taken + more, failure or later
         if failure is not None and not taken:
             raise failure
         return taken
 
-    def _collect_reads(self) -> tuple[list[LeasedJob], BaseException | None]:
-        """The jobs of the waiting reads that finished, and the error of one that failed."""
+    def _collect_reads(self) -> tuple[list[LeasedJob], BaseException | None, set[int]]:
+        """The jobs of the reads that finished, the error of one that failed, and their partitions."""
         taken: list[LeasedJob] = []
         failure: BaseException | None = None
+        finished: set[int] = set()
         for index, task in enumerate(self._takes):
             if task is None or not task.done():
                 continue
             self._takes[index] = None
+            finished.add(index)
             if task.cancelled():
                 continue
             if (error := task.exception()) is not None:
@@ -285,7 +305,7 @@ class PartitionedRedisStore(PartitionedSessions, RedisJudgeLedger):
                 failure = error
                 continue
             taken += task.result()
-        return taken, failure
+        return taken, failure, finished
 
     async def _hand_back_reads(self) -> None:
         """Stop the reads in flight; jobs a finished read leased go back to their queue at once."""
