@@ -20,7 +20,7 @@ import asyncio
 import dataclasses
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 from redis.exceptions import OutOfMemoryError, ReadOnlyError
@@ -32,11 +32,12 @@ from collector.store.redis.conn import UNREACHABLE
 from collector.store.redis.judge_ledger import RedisJudgeLedger
 from collector.store.redis.partitioned_admin import (
     PartitionedSinkOutbox,
+    lease_in_turn,
     parked_in,
     settle_partition_count,
 )
 from collector.store.redis.partitioned_sessions import PartitionedSessions
-from collector.store.redis.partitions import PartitionMap, partition_prefix
+from collector.store.redis.partitions import PartitionMap, Rotation, partition_prefix
 from collector.store.redis.store import RedisStore
 from collector.types import (
     AppendResult,
@@ -55,6 +56,7 @@ GATHER_S = 0.002
 still answer to be handed out with it (a read that answers later is handed out next time)."""
 _UNAVAILABLE: tuple[type[Exception], ...] = (*UNREACHABLE, ReadOnlyError, OutOfMemoryError)
 T = TypeVar("T")
+R = TypeVar("R")
 
 
 def open_redis_store(url: str, *, partitions: int = 1, **options: Any) -> RedisStore | PartitionedRedisStore:
@@ -122,16 +124,22 @@ class PartitionedRedisStore(PartitionedSessions, RedisJudgeLedger):
         self._map = PartitionMap(partitions)
         self._sinks = tuple(sinks)
         self._configured = key_prefix
-        self._turn = 0
+        self._turns = Rotation(partitions)
         self._takes: list[asyncio.Task[list[LeasedJob]] | None] = [None] * partitions
         self._block_ms = int(options.get("block_ms", 500))
 
     # ---------------------------------------------------------------- routing helpers
-    def _rotation(self) -> list[int]:
-        """Every partition, starting one further each call (so none is always asked last)."""
-        count = len(self.partitions)
-        self._turn = (self._turn + 1) % count
-        return [(self._turn + step) % count for step in range(count)]
+    async def _scattered(self, items: Sequence[T], of: Callable[[T], int],
+                         call: Callable[[RedisStore, list[T]], Awaitable[Sequence[R]]], missing: R) -> list[R]:
+        """``call`` each partition with its share of ``items`` (``of`` names an item's), at once;
+        the answers back in the order of ``items`` (``missing`` where none came)."""
+        groups = self._map.group(range(len(items)), lambda n: of(items[n]))
+        found = await asyncio.gather(*(call(self.partitions[p], [items[n] for n in some]) for p, some in groups.items()))
+        out = [missing] * len(items)
+        for some, answers in zip(groups.values(), found, strict=True):
+            for n, answer in zip(some, answers, strict=True):
+                out[n] = answer
+        return out
 
     def _of_trace(self, trace_id: bytes) -> RedisStore:
         return self.partitions[self._map.of_trace(trace_id)]
@@ -191,7 +199,7 @@ class PartitionedRedisStore(PartitionedSessions, RedisJudgeLedger):
         """Claim up to ``limit`` traces ready for a decision, from each partition in turn."""
         claimed: list[bytes] = []
         expired = 0
-        for index in self._rotation():
+        for index in self._turns.next():
             if len(claimed) >= limit:
                 break
             ids, lost = await self.partitions[index].due(limit - len(claimed), now)
@@ -210,14 +218,8 @@ class PartitionedRedisStore(PartitionedSessions, RedisJudgeLedger):
 
     async def load_many(self, trace_ids: Sequence[bytes]) -> list[list[TraceChunk] | UnreadableTrace]:
         """`load` for several traces: one round trip per partition, answers in the order asked."""
-        groups = self._map.group(range(len(trace_ids)), lambda n: self._map.of_trace(trace_ids[n]))
-        found = await asyncio.gather(*(self.partitions[p].load_many([trace_ids[n] for n in some])
-                                       for p, some in groups.items()))
-        out: list[list[TraceChunk] | UnreadableTrace] = [[] for _ in trace_ids]
-        for some, loaded in zip(groups.values(), found, strict=True):
-            for n, chunks in zip(some, loaded, strict=True):
-                out[n] = chunks
-        return out
+        nothing: list[TraceChunk] | UnreadableTrace = []  # every trace asked gets its own answer
+        return await self._scattered(trace_ids, self._map.of_trace, lambda part, some: part.load_many(some), nothing)
 
     async def finish(self, trace_id: bytes) -> None:
         """Mark a trace decided, in its partition."""
@@ -238,13 +240,8 @@ class PartitionedRedisStore(PartitionedSessions, RedisJudgeLedger):
 
     async def put(self, jobs: Sequence[ScoreJob]) -> list[bool]:
         """Queue each job in its key's partition; a flag per job, in order (False: a duplicate)."""
-        groups = self._map.group(range(len(jobs)), lambda n: self._map.of_key(jobs[n].key))
-        flags = await asyncio.gather(*(self.partitions[p].put([jobs[n] for n in some]) for p, some in groups.items()))
-        out = [False] * len(jobs)
-        for some, got in zip(groups.values(), flags, strict=True):
-            for n, flag in zip(some, got, strict=True):
-                out[n] = flag
-        return out
+        return await self._scattered(jobs, lambda job: self._map.of_key(job.key),
+                                     lambda part, some: part.put(some), False)
 
     async def take(self, limit: int) -> list[LeasedJob]:
         """Lease up to about ``limit`` jobs from whichever partitions have them first.
@@ -264,7 +261,7 @@ class PartitionedRedisStore(PartitionedSessions, RedisJudgeLedger):
         until = time.monotonic() + self._block_ms / 1000
         answered: set[int] = set()  # partitions that answered empty (without blocking: not asked again)
         while True:
-            for index in self._rotation():
+            for index in self._turns.next():
                 if self._takes[index] is None and (blocking or index not in answered):
                     self._takes[index] = asyncio.create_task(self.partitions[index].take(share),
                                                              name=f"tracescore-take-p{index}")
@@ -307,27 +304,28 @@ class PartitionedRedisStore(PartitionedSessions, RedisJudgeLedger):
             taken += task.result()
         return taken, failure, finished
 
+    @staticmethod
+    def _read_jobs(reads: Sequence[asyncio.Task[list[LeasedJob]] | None]) -> list[LeasedJob]:
+        """The jobs of the reads that finished with some (not handed out yet)."""
+        return [job for task in reads if task is not None and task.done() and not task.cancelled()
+                and task.exception() is None for job in task.result()]
+
     async def _hand_back_reads(self) -> None:
         """Stop the reads in flight; jobs a finished read leased go back to their queue at once."""
         reads = [t for t in self._takes if t is not None]
         self._takes = [None] * len(self.partitions)
-        unfinished = [t for t in reads if not t.done()]
-        await cancel_and_wait(unfinished)
-        for task in reads:
-            if task.done() and not task.cancelled() and task.exception() is None:
-                for leased in task.result():
-                    try:
-                        await self._of_key(leased.job.key).settle(leased, Retry(0.0, "worker shut down"))
-                    except Exception:
-                        logger.warning("handing job %s back failed; it returns after its lease",
-                                       leased.job.key, exc_info=True)
+        await cancel_and_wait([t for t in reads if not t.done()])
+        for leased in self._read_jobs(reads):
+            try:
+                await self._of_key(leased.job.key).settle(leased, Retry(0.0, "worker shut down"))
+            except Exception:
+                logger.warning("handing job %s back failed; it returns after its lease", leased.job.key, exc_info=True)
 
     async def renew(self, leased: Sequence[LeasedJob]) -> int:
         """Renew leases in each job's partition, and those of jobs a finished read holds for the
         next `take` (a worker with no free slot takes none meanwhile); returns how many of
         ``leased`` are still held."""
-        held = [job for task in self._takes if task is not None and task.done() and not task.cancelled()
-                and task.exception() is None for job in task.result()]
+        held = self._read_jobs(self._takes)
         groups = self._map.group(leased, lambda job: self._map.of_key(job.job.key))
         waiting = self._map.group(held, lambda job: self._map.of_key(job.job.key))
         kept, _ = await asyncio.gather(
@@ -350,12 +348,11 @@ class PartitionedRedisStore(PartitionedSessions, RedisJudgeLedger):
     async def stats(self) -> StoreStats:
         """The gauges' counts, summed over the partitions; the forward log's from the deployment's keys."""
         parts = await self._each(lambda part: part.stats())
-        forward = await self.home.stats()
+        forward = await self.forward_log.forward_state()
         return StoreStats(
             queued=sum(s.queued for s in parts), in_flight=sum(s.in_flight for s in parts),
             dead=sum(s.dead for s in parts), outbox=sum(s.outbox for s in parts),
-            traces=sum(s.traces for s in parts), forward_requests=forward.forward_requests,
-            forward_bytes=forward.forward_bytes)
+            traces=sum(s.traces for s in parts), forward_requests=forward.requests, forward_bytes=forward.bytes)
 
     # ------------------------------------------------------------------- judge replies
     async def judge_replies(self, job_key: str) -> dict[str, str]:
@@ -373,23 +370,18 @@ class PartitionedRedisStore(PartitionedSessions, RedisJudgeLedger):
     # -------------------------------------------------------------------------- outbox
     async def pending(self, limit: int, within_s: float = 0.0) -> list[OutboxItem]:
         """Lease records for export from each partition in turn; ids carry their partition."""
-        taken: list[OutboxItem] = []
-        for index in self._rotation():
-            if len(taken) >= limit:
-                break
-            for item in await self.partitions[index].pending(limit - len(taken), within_s):
-                taken.append(dataclasses.replace(item, item_id=self._map.item_id(index, item.item_id)))
-        return taken
+        return await lease_in_turn(self._turns.next(), limit, self._map,
+                                   lambda index, left: self.partitions[index].pending(left, within_s))
 
     async def release(self, item_ids: Sequence[int]) -> None:
         """Delete exported records, in their partitions."""
-        await self._grouped([self._map.split_item(i) for i in item_ids], lambda pair: pair[0],
-                            lambda part, pairs: part.release([local for _, local in pairs]))
+        groups = self._map.items_by_partition(item_ids)
+        await asyncio.gather(*(self.partitions[p].release(local) for p, local in groups.items()))
 
     async def defer(self, item_ids: Sequence[int], delay_s: float) -> None:
         """Postpone records whose export failed, in their partitions."""
-        await self._grouped([self._map.split_item(i) for i in item_ids], lambda pair: pair[0],
-                            lambda part, pairs: part.defer([local for _, local in pairs], delay_s))
+        groups = self._map.items_by_partition(item_ids)
+        await asyncio.gather(*(self.partitions[p].defer(local, delay_s) for p, local in groups.items()))
 
     def sink_outbox(self, sink: str) -> PartitionedSinkOutbox:
         """One configured sink's outbox over every partition."""

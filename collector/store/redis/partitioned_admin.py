@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -20,7 +20,7 @@ from collector.errors import ConfigError
 from collector.store.redis.dead_letters import RedisDeadLetters
 from collector.store.redis.judge_ledger import RedisJudgeAdmin
 from collector.store.redis.keys import RedisKeys
-from collector.store.redis.partitions import PartitionMap, partition_prefix
+from collector.store.redis.partitions import PartitionMap, Rotation, partition_prefix
 from collector.store.redis.sink_outbox import RedisSinkOutbox
 from collector.types import DeadLetter, OutboxItem
 
@@ -93,6 +93,20 @@ async def settle_partition_count(client: aioredis.Redis, configured: str, count:
         await client.set(home.partitions, count)
 
 
+async def lease_in_turn(order: Sequence[int], limit: int, parts: PartitionMap,
+                        lease: Callable[[int, int], Awaitable[Sequence[OutboxItem]]]) -> list[OutboxItem]:
+    """Up to ``limit`` outbox records, leased (``lease(partition, how many)``) from the
+    partitions one after another in ``order`` until enough; their ids carry their partition
+    (`PartitionMap.item_id`). The OTLP outbox and every sink's share it."""
+    taken: list[OutboxItem] = []
+    for index in order:
+        if len(taken) >= limit:
+            break
+        for item in await lease(index, limit - len(taken)):
+            taken.append(dataclasses.replace(item, item_id=parts.item_id(index, item.item_id)))
+    return taken
+
+
 class PartitionedSinkOutbox:
     """One native sink's outbox over every partition (`collector.store.interface.SinkOutbox`);
     item ids carry their partition (`PartitionMap.item_id`)."""
@@ -101,31 +115,23 @@ class PartitionedSinkOutbox:
         self.sink = parts[0].sink
         self._parts = list(parts)
         self._map = PartitionMap(len(parts))
-        self._next = 0
+        self._turns = Rotation(len(parts))
 
     async def pending(self, limit: int) -> list[OutboxItem]:
         """Lease up to ``limit`` records, from each partition in turn (a different first each call)."""
-        taken: list[OutboxItem] = []
-        count = len(self._parts)
-        self._next = (self._next + 1) % count
-        for step in range(count):
-            index = (self._next + step) % count
-            if len(taken) >= limit:
-                break
-            for item in await self._parts[index].pending(limit - len(taken)):
-                taken.append(dataclasses.replace(item, item_id=self._map.item_id(index, item.item_id)))
-        return taken
+        return await lease_in_turn(self._turns.next(), limit, self._map,
+                                   lambda index, left: self._parts[index].pending(left))
 
     async def release(self, item_ids: Sequence[int]) -> None:
         """Delete records the backend accepted."""
-        groups = self._map.group(map(self._map.split_item, item_ids), lambda pair: pair[0])
-        await asyncio.gather(*(self._parts[p].release([local for _, local in pairs]) for p, pairs in groups.items()))
+        groups = self._map.items_by_partition(item_ids)
+        await asyncio.gather(*(self._parts[p].release(local) for p, local in groups.items()))
 
     async def defer(self, item_ids: Sequence[int], delay_s: float, *, span_missing: bool = False) -> None:
         """Leave records for a later attempt (see `RedisSinkOutbox.defer`)."""
-        groups = self._map.group(map(self._map.split_item, item_ids), lambda pair: pair[0])
-        await asyncio.gather(*(self._parts[p].defer([local for _, local in pairs], delay_s, span_missing=span_missing)
-                               for p, pairs in groups.items()))
+        groups = self._map.items_by_partition(item_ids)
+        await asyncio.gather(*(self._parts[p].defer(local, delay_s, span_missing=span_missing)
+                               for p, local in groups.items()))
 
     async def backlog(self) -> int:
         """Records waiting in this sink's outbox, in every partition."""
@@ -154,21 +160,17 @@ class PartitionedDeadLetters:
         letters = [dataclasses.replace(x, id=self._map.letter_id(p, x.id)) for p, some in enumerate(found) for x in some]
         return sorted(letters, key=lambda x: x.failed_at)
 
-    def _by_partition(self, ids: Sequence[str]) -> dict[int, list[str]]:
-        named = [pair for pair in map(self._map.split_letter, ids) if pair is not None]  # others name none
-        return {p: [local for _, local in pairs] for p, pairs in self._map.group(named, lambda x: x[0]).items()}
-
     async def replay(self, ids: Sequence[str] | None) -> list[str]:
         """Re-queue dead letters (all when ``ids`` is None); returns the ids replayed."""
         chosen: dict[int, Any] = (dict.fromkeys(range(len(self._parts))) if ids is None
-                                  else self._by_partition(ids))
+                                  else self._map.letters_by_partition(ids))
         done = await asyncio.gather(*(self._parts[p].replay(some) for p, some in chosen.items()))
         return [self._map.letter_id(p, x) for p, some in zip(chosen, done, strict=True) for x in some]
 
     async def purge(self, ids: Sequence[str] | None) -> int:
         """Delete dead letters (all when ``ids`` is None); returns how many."""
         chosen: dict[int, Any] = (dict.fromkeys(range(len(self._parts))) if ids is None
-                                  else self._by_partition(ids))
+                                  else self._map.letters_by_partition(ids))
         return sum(await asyncio.gather(*(self._parts[p].purge(some) for p, some in chosen.items())))
 
     async def close(self) -> None:

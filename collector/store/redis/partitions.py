@@ -25,7 +25,7 @@ from typing import TypeVar
 
 from redis.crc import REDIS_CLUSTER_HASH_SLOTS, key_slot
 
-from collector.store.redis.keys import RedisKeys, hash_tagged
+from collector.store.redis.keys import RedisKeys
 
 MAX_PARTITIONS = 64
 """The most partitions a deployment may have (``queue.partitions``)."""
@@ -47,8 +47,8 @@ def partition_prefix(configured: str, index: int, count: int) -> str:
         >>> partition_prefix("{ts}:prod:", 1, 2)
         '{ts|p1|2}:prod:'
     """
-    tagged = hash_tagged(configured)
-    tag = RedisKeys(configured).hash_tag
+    keys = RedisKeys(configured)
+    tagged, tag = keys.prefix, keys.hash_tag
     inner = tag[1:-1]
     width = REDIS_CLUSTER_HASH_SLOTS / count
     low, high = index * width + width / 4, (index + 1) * width - width / 4
@@ -71,6 +71,8 @@ class PartitionMap:
         (125, (2, 41))
         >>> parts.letter_id(1, "1733-0"), parts.split_letter("1:1733-0")
         ('1:1733-0', (1, '1733-0'))
+        >>> parts.items_by_partition([125, 3, 5]), parts.letters_by_partition(["1:9-0", "x", "1:8-0"])
+        ({2: [41, 1], 0: [1]}, {1: ['9-0', '8-0']})
     """
 
     count: int
@@ -103,6 +105,17 @@ class PartitionMap:
             return None
         return int(head), local
 
+    def items_by_partition(self, item_ids: Iterable[int]) -> dict[int, list[int]]:
+        """Outbox item ids (from `item_id`) by partition, as the ids within it."""
+        pairs = self.group(map(self.split_item, item_ids), lambda pair: pair[0])
+        return {partition: [local for _, local in some] for partition, some in pairs.items()}
+
+    def letters_by_partition(self, letter_ids: Iterable[str]) -> dict[int, list[str]]:
+        """Dead-letter ids (from `letter_id`) by partition, as stream ids; ids that name none are left out."""
+        named = [pair for pair in map(self.split_letter, letter_ids) if pair is not None]
+        pairs = self.group(named, lambda pair: pair[0])
+        return {partition: [local for _, local in some] for partition, some in pairs.items()}
+
     def group(self, items: Iterable[T], of: Callable[[T], int]) -> dict[int, list[T]]:
         """``items`` by partition (``of`` names an item's), each group in the given order.
 
@@ -114,3 +127,23 @@ class PartitionMap:
         for item in items:
             groups.setdefault(of(item), []).append(item)
         return groups
+
+
+class Rotation:
+    """Every partition's index, starting one further at each call, so that calls asking the
+    partitions in turn do not always ask the same one first.
+
+    Example:
+        >>> turns = Rotation(3)
+        >>> turns.next(), turns.next(), turns.next()
+        ([1, 2, 0], [2, 0, 1], [0, 1, 2])
+    """
+
+    def __init__(self, count: int) -> None:
+        self._count = count
+        self._first = 0
+
+    def next(self) -> list[int]:
+        """The partitions in the order to ask them this time."""
+        self._first = (self._first + 1) % self._count
+        return [(self._first + step) % self._count for step in range(self._count)]
