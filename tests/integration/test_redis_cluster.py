@@ -29,11 +29,11 @@ import pytest
 import redis
 from daemon_harness import wait_until
 from redis_topology import ClusterGroup, Node
-from test_redis_failover import LAG_BOUND_S, failover_under_load, key_sets
+from test_redis_failover import LAG_BOUND_S, failover_under_load
 
 from collector.errors import Unavailable
 from collector.store.redis.keys import RedisKeys
-from collector.store.redis.partitioned import open_redis_store
+from collector.store.redis.partitioned_admin import partition_keys
 from collector.store.redis.partitions import PartitionMap
 from collector.store.redis.store import RedisStore
 from collector.types import TraceChunk
@@ -119,15 +119,6 @@ MIN_SHARE = 0.15
 partitions (about a third each; all of them on one primary without partitions)."""
 
 
-async def _partition_keys(url: str, prefix: str, partitions: int) -> list[RedisKeys]:
-    """The key set of each partition of the deployment ``prefix`` (as its store names them)."""
-    store = open_redis_store(url, partitions=partitions, key_prefix=prefix)
-    try:
-        return key_sets(store)[1:]
-    finally:
-        await store.shutdown()
-
-
 def _script_calls(node: Node) -> int:
     """The EVALSHA calls ``node`` served since it started (``INFO commandstats``)."""
     with node.client() as client:
@@ -142,7 +133,7 @@ async def _no_fault() -> float:
 async def test_cluster_with_3_partitions_spreads_one_deployment_over_the_3_primaries(
         tmp_path: Path, cluster: ClusterGroup) -> None:
     prefix = f"test-cluster-{uuid.uuid4().hex[:8]}:"
-    parts = await _partition_keys(cluster.url(), prefix, 3)
+    parts = partition_keys(prefix, 3)
     owners = [cluster.owner(keys.jobs) for keys in parts]
     primaries = cluster.primaries()
     assert sorted(n.port for n in owners) == sorted(n.port for n in primaries), "not one partition per primary"
@@ -173,7 +164,7 @@ async def test_cluster_with_3_partitions_spreads_one_deployment_over_the_3_prima
 async def test_cluster_with_3_partitions_and_wait_replicas_1_scores_every_accepted_run_once_through_one_partitions_takeover(
         tmp_path: Path, cluster: ClusterGroup) -> None:
     prefix = f"test-cluster-{uuid.uuid4().hex[:8]}:"
-    parts = await _partition_keys(cluster.url(), prefix, 3)
+    parts = partition_keys(prefix, 3)
     home = cluster.owner(RedisKeys(prefix).jobs)
     # a partition whose primary does not also serve the deployment's own keys: only its slot moves
     index, victim = next((i, keys) for i, keys in enumerate(parts) if cluster.owner(keys.jobs).port != home.port)
