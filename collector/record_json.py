@@ -18,10 +18,11 @@ def _field_names(cls: type) -> frozenset[str]:
 
 
 def _fields_of(cls: type) -> tuple[tuple[str, ...], frozenset[str]]:
-    """A dataclass's field names, in order and as a set (looked up once per class)."""
+    """A dataclass's field names, in order and as a set (looked up once per class); a field
+    whose metadata says ``transient`` lives in memory only and is not part of the JSON."""
     known = _FIELD_NAMES.get(cls)
     if known is None:
-        names = tuple(f.name for f in fields(cls))
+        names = tuple(f.name for f in fields(cls) if not f.metadata.get("transient"))
         known = _FIELD_NAMES[cls] = (names, frozenset(names))
     return known
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+from collector.handoff import Once
 from collector.ids import failure_span_of, run_id_for
 from collector.judge_types import Park
 from collector.record_json import json_default, known_fields, record_dict
@@ -97,6 +98,7 @@ class RunRecord:
     session_id: str | None = None  # the conversation it is a turn of, as the spans name it (SPEC §7)
     conversation: dict[str, Any] | None = None  # a conversation job's session (`session_types.conversation_of`)
     incomplete: bool = False  # its trace was decided without a span its spans name as their in-process parent
+    typed: Once | None = field(default=None, compare=False, repr=False, metadata={"transient": True})  # models, not JSON
 
     @functools.cached_property
     def run_id(self) -> str:

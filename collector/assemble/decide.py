@@ -17,6 +17,7 @@ from opentelemetry.proto.logs.v1.logs_pb2 import LogsData
 from opentelemetry.proto.trace.v1.trace_pb2 import TracesData
 
 from collector.config import SessionsConfig
+from collector.handoff import Once
 from collector.metrics import Metrics
 from collector.session_types import MAX_KEY_CHARS, SessionTurn, key_is_storable, session_scope
 from collector.types import RunRecord, ScoreJob, TraceChunk
@@ -79,6 +80,7 @@ def run_record(run: Any, attributes: Mapping[str, Any]) -> RunRecord:
         agent=str(agent) if agent else None,
         resource=dict(getattr(run, "resource", None) or {}),
         session_id=getattr(run, "session_id", None),
+        typed=Once((run.input, run.output)),
     )
 
 

@@ -271,9 +271,14 @@ class Worker:
         """Run the job's scorer on its run, or on its session's conversation (SPEC §7)."""
         if run.conversation is not None:
             return await entry.scorer.run(conversation_run(run))
+        # The adapters' own models when assembly ran in this process (the first scorer of the
+        # run takes them), else validated again from the record's JSON form: equal either way.
+        typed = run.typed.take() if run.typed is not None else None
+        run_input, run_output = typed if typed is not None else (
+            ScorerRunInputForAgent.model_validate(run.input), ScorerRunOutputForAgent.model_validate(run.output))
         return await entry.scorer.run(
-            input=ScorerRunInputForAgent.model_validate(run.input),
-            output=ScorerRunOutputForAgent.model_validate(run.output),
+            input=run_input,
+            output=run_output,
             run_id=run.run_id,  # one id per agent run, the same for all its scorers
             request_context=dict(run.request_context),
             trace_id=run.trace_id,

@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 from adapters_support import FIXTURES, norm_expected, norm_run, runs_from_files
 
+from scorers._agent_types import ScorerRunInputForAgent, ScorerRunOutputForAgent
+
 
 def _cases() -> list[tuple[Path, Path, Path | None]]:
     cases = []
@@ -51,3 +53,12 @@ def test_log_carried_content_is_empty_without_logs(expected: Path, trace: Path, 
     for run in runs:
         assert all(not m.content for m in run.input.input_messages)
         assert all(not m.content for m in run.output)
+
+
+@pytest.mark.parametrize(("expected", "trace", "logs"), CASES, ids=[f"{c[1].parent.name}/{c[1].name}" for c in CASES])
+def test_models_equal_their_json_form_validated_again(expected: Path, trace: Path, logs: Path | None) -> None:
+    # A job scored in the daemon that decided it gets the adapters' models; read back from the
+    # store (another process, a retry) it validates the JSON form: the scorer sees the same run.
+    for run in runs_from_files(trace, logs):
+        assert ScorerRunInputForAgent.model_validate(run.input.model_dump(mode="json")) == run.input
+        assert ScorerRunOutputForAgent.model_validate(run.output.model_dump(mode="json")) == run.output

@@ -28,7 +28,7 @@ LAYERS: dict[str, int] = {
     "collector.service": 3,
     "collector.receive": 2, "collector.assemble": 2, "collector.work": 2, "collector.export": 2,
     "collector.store": 1,
-    "collector.types": 0, "collector.record_json": 0, "collector.ids": 0, "collector.errors": 0, "collector.metrics": 0, "collector.config": 0,
+    "collector.types": 0, "collector.handoff": 0, "collector.record_json": 0, "collector.ids": 0, "collector.errors": 0, "collector.metrics": 0, "collector.config": 0,
     "collector._aio": 0, "collector._signals": 0, "collector.status": 0,
     "collector.version": 0, "collector._lazy": 0, "collector.session_types": 0, "collector.judge_types": 0,
 }

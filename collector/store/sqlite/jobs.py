@@ -18,6 +18,7 @@ import time
 from collections.abc import Sequence
 
 from collector.judge_types import Park
+from collector.store.kept import KeptRecords
 from collector.types import (
     Dead,
     Done,
@@ -30,8 +31,10 @@ from collector.types import (
 )
 
 
-def put_jobs(db: sqlite3.Connection, jobs: Sequence[ScoreJob], now: float) -> list[bool]:
-    """Queue jobs idempotently; each flag says whether that job was new.
+def put_jobs(db: sqlite3.Connection, jobs: Sequence[ScoreJob], now: float,
+             kept: KeptRecords[str, RunRecord] | None = None) -> list[bool]:
+    """Queue jobs idempotently; each flag says whether that job was new. ``kept`` keeps each new
+    job's run (by job key) for `lease_jobs` in this process.
 
     Example:
         >>> from collector.store.sqlite.schema import SCHEMA
@@ -41,24 +44,33 @@ def put_jobs(db: sqlite3.Connection, jobs: Sequence[ScoreJob], now: float) -> li
         [True, False]
     """
     flags = []
+    payloads: dict[int, str] = {}  # a run's JSON, made once for all its scorers' jobs
     for job in jobs:
-        if db.execute("SELECT 1 FROM done WHERE key = ?", (job.key,)).fetchone():
+        key = job.key
+        if db.execute("SELECT 1 FROM done WHERE key = ?", (key,)).fetchone():
             flags.append(False)
             continue
+        payload = payloads.get(id(job.run))
+        if payload is None:
+            payload = payloads[id(job.run)] = job.run.to_json()
         cur = db.execute(
             "INSERT OR IGNORE INTO jobs(key, payload, scorer_id, scorer_version, available_at, supersedes)"
             " VALUES (?, ?, ?, ?, ?, ?)",
-            (job.key, job.run.to_json(), job.scorer_id, job.scorer_version, now, job.supersedes),
+            (key, payload, job.scorer_id, job.scorer_version, now, job.supersedes),
         )
         flags.append(cur.rowcount == 1)
+        if kept is not None and cur.rowcount == 1:
+            kept.keep(key, job.run, chars=len(payload))
     return flags
 
 
 def lease_jobs(
     db: sqlite3.Connection, limit: int, now: float, lease: str, visibility_s: float, max_attempts: int,
+    kept: KeptRecords[str, RunRecord] | None = None,
 ) -> tuple[list[LeasedJob], int]:
     """Lease up to ``limit`` available jobs; returns them and how many were dead-lettered
-    instead (taken more than ``max_attempts`` times).
+    instead (taken more than ``max_attempts`` times). A job whose run ``kept`` holds (queued
+    by this process) gets that run instead of one parsed from its row.
 
     Example:
         >>> from collector.store.sqlite.schema import SCHEMA
@@ -79,12 +91,13 @@ def lease_jobs(
     ).fetchall()
     taken, dead = [], 0
     for job_id, key, payload, scorer_id, version, attempts, supersedes, parked_since in sorted(rows):
+        run = kept.take(key) if kept is not None else None
         if attempts > max_attempts:
             dead_letter(db, job_id, key, payload, attempts,
                         json.dumps({"type": "LeaseExpired", "message": "the job's lease ran out too many times"}))
             dead += 1
             continue
-        job = ScoreJob(RunRecord.from_json(payload), scorer_id, version, supersedes)
+        job = ScoreJob(run if run is not None else RunRecord.from_json(payload), scorer_id, version, supersedes)
         since = None if parked_since is None else float(parked_since)  # RETURNING may give a whole REAL as int
         taken.append(LeasedJob(job, job_id, lease, attempts, since))
     return taken, dead

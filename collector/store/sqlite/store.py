@@ -24,12 +24,14 @@ from pathlib import Path
 
 from collector.errors import UnreadableTrace
 from collector.store.interface import SessionRules
+from collector.store.kept import KeptRecords
 from collector.store.sqlite.body_log import BodyLog
 from collector.store.sqlite.buffer import BufferTables
 from collector.store.sqlite.faults import WriteHealth
 from collector.store.sqlite.forward import ForwardTables, SqliteForwardLog
 from collector.store.sqlite.jobs import lease_jobs, put_jobs, renew_leases, settle_job
 from collector.store.sqlite.judge_ledger import SqliteJudgeLedger
+from collector.store.sqlite.outbox import SqliteOutbox
 from collector.store.sqlite.runner import SqliteRunner
 from collector.store.sqlite.sessions import SqliteSessions
 from collector.store.sqlite.sink_outbox import SqliteSinkOutbox, add_sink_rows
@@ -37,7 +39,7 @@ from collector.types import (
     AppendResult,
     Dead,
     LeasedJob,
-    OutboxItem,
+    RunRecord,
     ScoreJob,
     ScoreRecord,
     Settlement,
@@ -49,7 +51,7 @@ from collector.types import (
 logger = logging.getLogger(__name__)
 
 
-class SqliteStore(SqliteSessions, SqliteJudgeLedger):
+class SqliteStore(SqliteOutbox, SqliteSessions, SqliteJudgeLedger):
     """The SQLite-backed trace buffer, job queue, outbox, session log (`SqliteSessions`) and judge ledger.
 
     Args:
@@ -115,7 +117,9 @@ class SqliteStore(SqliteSessions, SqliteJudgeLedger):
         if on_disk:  # whole requests' bytes go to segment files beside it
             self._buffer.log = BodyLog(path + ".bodies")
         self._health = WriteHealth(str(Path(path).parent) if on_disk else None)
-        self._runner = SqliteRunner(path, on_rollback=self._buffer.invalidate,
+        # What this process queued and settled, read back without parsing (`collector.store.kept`).
+        self._kept_runs, self._kept_scores = KeptRecords[str, RunRecord](), KeptRecords[int, ScoreRecord]()
+        self._runner = SqliteRunner(path, on_rollback=self._rolled_back,
                                     before_commit=self._buffer.before_commit, after_commit=self._buffer.after_commit)
         self.forward_log = SqliteForwardLog(self._runner, self._buffer)
         self._visibility = visibility_timeout_s
@@ -124,6 +128,12 @@ class SqliteStore(SqliteSessions, SqliteJudgeLedger):
         self._outbox = 0
         self._sink_backlog = 0  # rows of every sink's outbox: unexported results too, so part of depth
         self._started = False
+
+    def _rolled_back(self) -> None:
+        """A transaction failed: state kept beside the file no longer matches it."""
+        self._buffer.invalidate()
+        self._kept_runs.clear()
+        self._kept_scores.clear()
 
     async def start(self) -> None:
         """Open the file; jobs and traces left by a previous process become available again."""
@@ -256,7 +266,7 @@ class SqliteStore(SqliteSessions, SqliteJudgeLedger):
     async def put(self, jobs: Sequence[ScoreJob]) -> list[bool]:
         """Queue jobs idempotently; False for a key already queued, done or dead."""
         now = time.time()
-        flags = await self._runner.call(lambda db: put_jobs(db, jobs, now))
+        flags = await self._runner.call(lambda db: put_jobs(db, jobs, now, self._kept_runs))
         self._depth += sum(flags)
         return flags
 
@@ -264,7 +274,7 @@ class SqliteStore(SqliteSessions, SqliteJudgeLedger):
         """Lease up to ``limit`` available jobs."""
         now, lease = time.time(), uuid.uuid4().hex
         taken, dead = await self._runner.call(
-            lambda db: lease_jobs(db, limit, now, lease, self._visibility, self._max_attempts))
+            lambda db: lease_jobs(db, limit, now, lease, self._visibility, self._max_attempts, self._kept_runs))
         self._depth -= dead
         return taken
 
@@ -282,10 +292,7 @@ class SqliteStore(SqliteSessions, SqliteJudgeLedger):
             left, record = settle_job(db, leased, outcome, error, now)
             added = 0
             if record is not None:
-                added = db.execute(
-                    "INSERT OR IGNORE INTO outbox(key, payload, available_at) VALUES (?, ?, ?)",
-                    (record.key, record.to_json(), now),
-                ).rowcount
+                added = self._add_to_outbox(db, record, now)
                 self._sink_backlog += add_sink_rows(db, self._sinks, record, now)
             return int(left), added
 
@@ -304,39 +311,6 @@ class SqliteStore(SqliteSessions, SqliteJudgeLedger):
         await asyncio.shield(self._runner.call(lambda db: db.execute(
             "INSERT OR REPLACE INTO judge_replies(job_key, request_key, reply) VALUES (?, ?, ?)",
             (job_key, request_key, reply))))
-
-    # ----------------------------------------------------------------------- outbox
-    async def pending(self, limit: int, within_s: float = 0.0) -> list[OutboxItem]:
-        """Outbox records due for (another) export attempt (now, or within ``within_s``), oldest first."""
-        now = time.time() + within_s
-
-        def work(db: sqlite3.Connection) -> list[OutboxItem]:
-            rows = db.execute(
-                "SELECT id, payload, attempts FROM outbox WHERE available_at <= ? ORDER BY id LIMIT ?",
-                (now, limit),
-            ).fetchall()
-            return [OutboxItem(i, ScoreRecord.from_json(p), a) for i, p, a in rows]
-
-        return await self._runner.call(work)
-
-    async def release(self, item_ids: Sequence[int]) -> None:
-        """Delete exported records."""
-        await asyncio.shield(
-            self._runner.call(
-                lambda db: db.executemany("DELETE FROM outbox WHERE id = ?", [(i,) for i in item_ids])
-            )
-        )
-        self._outbox = max(0, self._outbox - len(item_ids))
-
-    async def defer(self, item_ids: Sequence[int], delay_s: float) -> None:
-        """Postpone records whose export failed."""
-        until = time.time() + delay_s
-        await self._runner.call(
-            lambda db: db.executemany(
-                "UPDATE outbox SET attempts = attempts + 1, available_at = ? WHERE id = ?",
-                [(until, i) for i in item_ids],
-            )
-        )
 
     async def stats(self) -> StoreStats:
         """Row counts per table, for gauges and readiness."""

@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from collector.config import ScorerConfig
+from collector.handoff import Once
 from collector.metrics import Metrics
 from collector.store.sqlite.store import SqliteStore
 from collector.types import Dead, Done, Retry, RunRecord, ScoreJob
 from collector.work.registry import RegisteredScorer, ScorerRegistry
 from collector.work.worker import Worker
 from scorers import JudgeError, create_scorer, not_scorable
+from scorers._agent_types import ScorerRunInputForAgent, ScorerRunOutputForAgent
 
 RUN = RunRecord(trace_id="ab" * 16, span_id="cd" * 8, span_name="invoke_agent a", service="svc",
                 input={"input_messages": [{"role": "user", "content": "Hi"}]},
@@ -238,4 +241,26 @@ async def test_a_dead_lettered_judge_failure_is_counted_once(tmp_path: Path, ser
     text = metrics.render().decode()
     assert 'tracescore_judge_attempts_total{model="openai/gpt-4o-mini"} 1.0' in text
     assert 'tracescore_judge_errors_total{model="openai/gpt-4o-mini"} 1.0' in text
+    await store.shutdown()
+
+
+async def test_a_run_handed_over_with_its_models_is_scored_on_those_models(tmp_path: Path) -> None:
+    seen: list[Any] = []
+
+    def keep_input(run: Any) -> float:
+        seen.append((run.input, run.output))
+        return 1.0
+
+    scorers = [create_scorer(id=name, description="d", version="1").generate_score(keep_input) for name in "ab"]
+    store = SqliteStore(str(tmp_path / "q.db"))
+    await store.start()
+    models = (ScorerRunInputForAgent.model_validate(RUN.input), ScorerRunOutputForAgent.model_validate(RUN.output))
+    handed = replace(RUN, typed=Once(models))
+    await store.put([ScoreJob(handed, s.id, s.version) for s in scorers])
+    worker = Worker(store, _registry(*scorers), Metrics())
+    for leased in await store.take(2):
+        assert isinstance(await worker.process(leased), Done)
+    # The first job scores the models themselves; the second validates its own from the record.
+    assert seen[0][0] is models[0] and seen[0][1] is models[1]
+    assert seen[1][0] is not models[0] and seen[1] == seen[0]
     await store.shutdown()

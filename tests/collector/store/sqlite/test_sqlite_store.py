@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from collector.handoff import Once
 from collector.store.sqlite.store import SqliteStore
 from collector.types import Dead, Done, Retry, RunRecord, ScoreJob, ScoreRecord, TraceChunk
 
@@ -246,4 +247,70 @@ async def test_trace_map_is_read_back_after_a_failed_commit(tmp_path: Path) -> N
     assert await store.load(T2) == [] and [c.data for c in await store.load(T1)] == [b"1"]
     await store.append([TraceChunk(T2, "spans", b"2", 1, True, True)], now=0.0)
     assert (await store.due(10, now=1.0))[0] == [T1, T2] and buffer.count == 2
+    await store.shutdown()
+
+
+async def test_a_job_queued_here_is_taken_with_its_run_object_once(tmp_path: Path) -> None:
+    typed = ("input models", "output models")
+    run = RunRecord(trace_id="ab" * 16, span_id="cd" * 8, span_name="invoke_agent", typed=Once(typed))
+    store = SqliteStore(str(tmp_path / "q.db"))
+    await store.start()
+    assert await store.put([ScoreJob(run, "q", "1"), ScoreJob(run, "r", "1")]) == [True, True]
+    first, second = await store.take(10)
+    # Both jobs of the run get the object queued (its JSON was made once); its models go to one.
+    assert first.job.run is run and second.job.run is run
+    assert first.job.run.typed is not None and first.job.run.typed.take() == typed
+    assert second.job.run.typed is not None and second.job.run.typed.take() is None
+    await store.settle(first, Retry(0.0, "again"))
+    (again,) = await store.take(10)
+    # Taken again, the job's run is read from its row: equal, a new object, no models.
+    assert again.job.run == run and again.job.run is not run and again.job.run.typed is None
+    rows = await store._runner.call(lambda db: db.execute("SELECT payload FROM jobs").fetchall())
+    assert all('"typed"' not in payload for (payload,) in rows)
+    await store.shutdown()
+
+
+async def test_a_record_settled_here_is_exported_as_that_object(tmp_path: Path) -> None:
+    store = SqliteStore(str(tmp_path / "q.db"))
+    await store.start()
+    await store.put([_job()])
+    (leased,) = await store.take(1)
+    record = _record(leased.job.key)
+    await store.settle(leased, Done(record))
+    (item,) = await store.pending(10)
+    assert item.record is record
+    await store.defer([item.item_id], 0.0)
+    (item,) = await store.pending(10)  # read again after a failed export: parsed from its row
+    assert item.record == record and item.record is not record
+    await store.shutdown()
+
+
+async def test_after_a_failed_commit_runs_and_records_are_read_from_their_rows(tmp_path: Path) -> None:
+    store = SqliteStore(str(tmp_path / "q.db"))
+    await store.start()
+    job = _job()
+    await store.put([job])
+    store._runner._on_rollback()  # type: ignore[misc]  # what a failed group commit does
+    (leased,) = await store.take(1)
+    assert leased.job.run == job.run and leased.job.run is not job.run
+    record = _record(leased.job.key)
+    await store.settle(leased, Done(record))
+    store._runner._on_rollback()  # type: ignore[misc]
+    (item,) = await store.pending(10)
+    assert item.record == record and item.record is not record
+    await store.shutdown()
+
+
+async def test_a_kept_record_is_used_only_for_the_row_that_names_it(tmp_path: Path) -> None:
+    store = SqliteStore(str(tmp_path / "q.db"))
+    await store.start()
+    await store.put([_job()])
+    (leased,) = await store.take(1)
+    await store.settle(leased, Done(_record(leased.job.key)))
+    (item,) = await store.pending(10)
+    # A row id reused by another record (SQLite may reuse a rolled-back row's id).
+    store._kept_scores.keep(item.item_id, _record("another key"), chars=10)
+    await store.defer([item.item_id], 0.0)
+    (again,) = await store.pending(10)
+    assert again.record.key == leased.job.key
     await store.shutdown()
