@@ -112,6 +112,14 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def child_pids(pid: int) -> list[int]:
+    """A process's children (a daemon's decision processes and multiprocessing's helper)."""
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        found += [int(c) for c in (task / "children").read_text().split()]
+    return found
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -178,10 +186,12 @@ async def redis_pids(url: str, prefix: str, partitions: int) -> dict[str, int]:
 
 
 def write_config(folder: Path, name: str, store: str, redis_url: str, prefix: str, backend_port: int,
-                 decision_wait: float, concurrency: int, partitions: int = 1) -> tuple[Path, int]:
+                 decision_wait: float, concurrency: int, partitions: int = 1,
+                 decide_processes: int = 0) -> tuple[Path, int]:
     """A daemon's config file: HTTP receiver on a free port, the store (on Redis, over
-    ``partitions`` key partitions), export to the backend. ``partitions = 1`` is left out (the
-    default), so a ``--compare`` revision older than the setting still reads the file."""
+    ``partitions`` key partitions), its traces read in ``decide_processes`` processes, export
+    to the backend. Defaults are left out (``partitions = 1``, ``decide_processes = 0``), so a
+    ``--compare`` revision older than a setting still reads the file."""
     port = free_port()
     path = folder / f"{name}.toml"
     queue = (f'url = "{redis_url}"\nkey_prefix = "{prefix}"\n' if store == "redis"
@@ -191,6 +201,7 @@ def write_config(folder: Path, name: str, store: str, redis_url: str, prefix: st
     path.write_text(
         f'[receiver]\ngrpc_endpoint = ""\nhttp_endpoint = "127.0.0.1:{port}"\n'
         f'[assembly]\ndecision_wait = {decision_wait}\n'
+        f'{f"decide_processes = {decide_processes}" if decide_processes else ""}\n'
         f'[queue]\n{queue}max_pending_jobs = 10000000\n'
         f'[workers]\nconcurrency = {concurrency}\n'
         f'[export]\nendpoint = "http://127.0.0.1:{backend_port}"\nforward_spans = false\n'
@@ -215,7 +226,8 @@ async def run_round(args: argparse.Namespace, tree: Path, python: str, workers: 
              else [("receiver", "receiver")] + [(f"worker{i}", "worker") for i in range(workers)])
     for name, role in roles:
         config, port = write_config(folder, name, args.store, args.redis_url, prefix, backend_port,
-                                    args.decision_wait, args.concurrency, args.partitions)
+                                    args.decision_wait, args.concurrency, args.partitions,
+                                    args.decide_processes if name in ("serve", "receiver") and tree == ROOT else 0)
         role_args = ["--role", role] if role != "all" else []
         with (folder / f"{name}.log").open("wb") as log:
             command = ["-m", "collector.cli", "serve", "--config", str(config), *role_args]
@@ -252,6 +264,8 @@ async def run_round(args: argparse.Namespace, tree: Path, python: str, workers: 
                         raise SystemExit("a request was refused 100 times")
 
             pids = {name: proc.pid for (name, _), proc in zip(roles, procs, strict=True)}
+            for name, proc in zip([n for n, _ in roles], procs, strict=True):  # decision processes
+                pids.update({f"{name}-child{i}": child for i, child in enumerate(child_pids(proc.pid))})
             if args.store == "redis":  # the Redis servers' CPU is part of the cost too (last)
                 pids.update(await redis_pids(args.redis_url, prefix, args.partitions))
             cpu0 = {name: cpu_seconds(pid) for name, pid in pids.items()}
@@ -371,6 +385,8 @@ async def main() -> None:
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2], help="worker processes (Redis only)")
     parser.add_argument("--partitions", type=int, default=1,
                         help="[queue] partitions of every daemon, and of the store the bench opens (Redis only)")
+    parser.add_argument("--decide-processes", type=int, default=0,
+                        help="[assembly] decide_processes of the daemon that decides (serve or receiver)")
     parser.add_argument("--rates", type=float, nargs="*", default=[300.0, 1000.0],
                         help="runs/s offered in the latency rounds (below capacity)")
     parser.add_argument("--rate-seconds", type=float, default=8.0)
@@ -398,6 +414,7 @@ async def main() -> None:
               f"{args.concurrency}; {os.cpu_count()} CPUs shared by every process; {args.rounds} round(s), "
               f"{args.compare or 'no'} comparison ({args.compare_env} virtualenv); "
               f"{f'{args.partitions} partitions; ' if args.partitions != 1 else ''}"
+              f"{f'decide_processes {args.decide_processes}; ' if args.decide_processes else ''}"
               f"medians; process logs in {folder}")
         for workers in args.workers:
             what = "serve (one process)" if args.store == "sqlite" else f"{workers} worker(s)"

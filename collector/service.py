@@ -219,6 +219,7 @@ class Service:
             forward_log=self.store.forward_log if self.forwarding else None,
             sessions=cfg.sessions, session_log=self.store if self.sessions is not None else None,
             on_turns=self.sessions.notify if self.sessions is not None else None,
+            decide_processes=cfg.assembly.decide_processes,
         )
         receives, works = self.role in ("all", "receiver"), self.role in ("all", "worker")
         await self.store.start()

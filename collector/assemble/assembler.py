@@ -28,6 +28,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from collector._aio import cancel_and_wait, wait_event
 from collector.assemble.decide import RunDecider, ScorerSelection
+from collector.assemble.processes import DecisionProcesses
 from collector.config import SessionsConfig
 from collector.errors import QueueFull, Unavailable, UnreadableTrace
 from collector.metrics import Metrics
@@ -72,6 +73,8 @@ class TraceAssembler:
             their trace is forgotten; None: sessions are not tracked.
         on_turns: called after turns were noted, with whether one ended its session (wakes
             the session scheduler).
+        decide_processes: read decided traces with the adapters in this many processes of their
+            own (`collector.assemble.processes`); 0: on the assembler's thread.
     """
 
     def __init__(
@@ -79,7 +82,7 @@ class TraceAssembler:
         adapters: Any, *, max_pending_jobs: int = 100_000, retry_after_s: float = 5.0,
         tick_s: float = 0.5, on_jobs: Callable[[], None] | None = None, forward_log: ForwardLog | None = None,
         sessions: SessionsConfig | None = None, session_log: SessionLog | None = None,
-        on_turns: Callable[[bool], None] | None = None,
+        on_turns: Callable[[bool], None] | None = None, decide_processes: int = 0,
     ) -> None:
         self._buffer = buffer
         # Forwarding on: every request stored goes into the forward log in the same step, and
@@ -99,12 +102,16 @@ class TraceAssembler:
         self._on_jobs = on_jobs
         # Own thread for decoding and extraction: the default executor runs user scorers' sync steps.
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tracescore-decide")
+        # The adapters' reading of decided traces in processes of their own (another core).
+        self._processes = DecisionProcesses(decide_processes, self._decider.reading) if decide_processes else None
         self._task: asyncio.Task[None] | None = None
         self._accepting = False
         self._wake: asyncio.Event | None = None
 
     async def start(self) -> None:
         """Start the decision loop (pending decisions of a previous process resume)."""
+        if self._processes is not None:
+            await self._processes.start()
         self._accepting = True
         self._wake = asyncio.Event()
         self._task = asyncio.create_task(self._loop(), name="tracescore-assembly")
@@ -116,6 +123,8 @@ class TraceAssembler:
             await cancel_and_wait([self._task], timeout)  # its outcome (cancelled) is expected
             self._task = None
         await asyncio.to_thread(self._pool.shutdown, True)
+        if self._processes is not None:
+            await self._processes.shutdown()
 
     def _admit(self) -> None:
         if not self._accepting:
@@ -256,9 +265,11 @@ class TraceAssembler:
                 await self._discard(trace_id, result)
             else:
                 loaded.append((trace_id, result))
+        readings = await self._processes.read(loaded) if self._processes is not None else None
+        decider = self._decider
         decided = await asyncio.get_running_loop().run_in_executor(
-            self._pool, lambda: [self._decider.decide(t, c) for t, c in loaded]
-        )
+            self._pool, lambda: [decider.decide(t, c) for t, c in loaded] if readings is None
+            else [decider.decide_read(t, r) for (t, _), r in zip(loaded, readings, strict=True)])
         jobs = [job for d in decided for job in d.jobs]
         turns = [turn for d in decided for turn in d.turns]
         if (jobs or turns) and self._forward_log is not None:

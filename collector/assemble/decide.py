@@ -9,6 +9,7 @@ The scorers come through `ScorerSelection` (the daemon passes its
 from __future__ import annotations
 
 import logging
+import traceback
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any, NamedTuple, Protocol
@@ -166,60 +167,49 @@ class RunDecider:
         """
         return self.decide(trace_id, chunks).jobs
 
+    @property
+    def reading(self) -> ReadSettings:
+        """What reading a trace needs besides its chunks (handed to a decision process as is)."""
+        return ReadSettings(self._extra_keys, self._end_attribute, self._track_sessions)
+
     def decide(self, trace_id: bytes, chunks: list[TraceChunk]) -> Decided:
         """The score jobs of one buffered trace and the session turns it holds (`jobs_for`)."""
-        # A trace that cannot be decided must not block the others (nor be retried forever).
+        return self.decide_read(trace_id, read_trace(self._adapters, trace_id, chunks, self.reading))
+
+    def decide_read(self, trace_id: bytes, reading: TraceReading) -> Decided:
+        """The score jobs and session turns of a trace the adapters read (here, or in a decision
+        process: `read_trace`); a trace that could not be read is counted and yields none."""
+        if reading.error is not None:  # A trace that cannot be decided must not block the others.
+            self._metrics.errors.labels(component="assembly").inc()
+            self._metrics.runs_skipped.labels(reason="trace_error").inc()
+            logger.error("deciding trace %s failed; it is skipped\n%s", trace_id.hex(), reading.error)
+            return Decided([], [])
         try:
-            return self._decide(trace_id, chunks)
+            return self._decide(reading)
         except Exception:
             self._metrics.errors.labels(component="assembly").inc()
             self._metrics.runs_skipped.labels(reason="trace_error").inc()
             logger.exception("deciding trace %s failed; it is skipped", trace_id.hex())
             return Decided([], [])
 
-    def _decide(self, trace_id: bytes, chunks: list[TraceChunk]) -> Decided:
-        """Decode a trace, extract runs and match scorers (runs on a worker thread)."""
-        ad = self._adapters
-        resource_spans: list[Any] = []
-        resource_logs: list[Any] = []
-        for chunk in chunks:
-            if chunk.signal == "spans":
-                traces = TracesData()
-                traces.ParseFromString(chunk.data)
-                resource_spans.extend(traces.resource_spans)
-            else:
-                logs = LogsData()
-                logs.ParseFromString(chunk.data)
-                resource_logs.extend(logs.resource_logs)
-        spans = ad.spans_from_resource_spans(resource_spans)
-        if not spans:
-            return Decided([], [])
-        logs_list = ad.logs_from_resource_logs(resource_logs)
-        trace = ad.AssembledTrace(trace_id=trace_id.hex(), spans=tuple(spans), logs=tuple(logs_list))
-        extraction = ad.extract_runs(trace, self._extra_keys) if self._extra_keys else ad.extract_runs(trace)
-        for skip in extraction.skipped:
-            self._metrics.runs_skipped.labels(reason=skip.reason).inc()
-        if extraction.skipped:  # also per scorer (SPEC: every decision is counted per scorer)
+    def _decide(self, reading: TraceReading) -> Decided:
+        """Count what the adapters skipped, note session turns and match scorers to each run."""
+        for reason in reading.skipped:
+            self._metrics.runs_skipped.labels(reason=reason).inc()
+        if reading.skipped:  # also per scorer (SPEC: every decision is counted per scorer)
             for entry in self._registry.entries:
-                self._metrics.decisions.labels(scorer=entry.scorer_id, reason="skipped").inc(
-                    len(extraction.skipped))
-        by_id = {s.span_id: s for s in spans}
-        incomplete = self._track_sessions and trace_incomplete(spans, by_id)
-        ended_trace = self._track_sessions and any(
-            s.parent_span_id is None and _is_true(s.attributes.get(self._end_attribute)) for s in spans)
+                self._metrics.decisions.labels(scorer=entry.scorer_id, reason="skipped").inc(len(reading.skipped))
         jobs, turns = [], []
-        for run in extraction.runs:
+        for run, attributes in reading.runs:
             self._metrics.runs_found.labels(convention=run.convention or "unknown").inc()
-            span = by_id.get(run.span_id)
-            attributes = dict(span.attributes) if span is not None else {}
             record = run_record(run, attributes)
             if self._track_sessions and (session_id := record.session_id) is not None:
-                ended = ended_trace or _is_true(attributes.get(self._end_attribute))
+                ended = reading.ended or _is_true(attributes.get(self._end_attribute))
                 scope = session_scope(record.service, session_id)
                 self._note_unstorable(session_id, scope)
                 # A turn whose trace never completed: its conversation will be scored partial.
-                turns.append(SessionTurn(scope, session_id, replace(record, incomplete=True) if incomplete else record,
-                                         ended))
+                turns.append(SessionTurn(scope, session_id,
+                                         replace(record, incomplete=True) if reading.incomplete else record, ended))
             for entry, decision in self._registry.decisions(
                 trace_id=run.trace_id, service=run.service, agent=record.agent,
                 span_name=run.span_name, attributes=attributes,
@@ -229,3 +219,70 @@ class RunDecider:
                 else:
                     self._metrics.decisions.labels(scorer=entry.scorer_id, reason=decision).inc()
         return Decided(jobs, turns)
+
+
+class ReadSettings(NamedTuple):
+    """What reading a trace needs besides its chunks: extra session keys, the end marker, and
+    whether sessions are tracked at all."""
+
+    extra_keys: tuple[str, ...] = ()
+    end_attribute: str = "tracescore.session.end"
+    track_sessions: bool = False
+
+
+class TraceReading(NamedTuple):
+    """What the adapters read of one trace: each run with its span's attributes, the reasons of
+    what they skipped, whether the trace lacks an in-process parent (``incomplete``) and whether
+    a root span carries the session end marker (``ended``); or why it could not be read
+    (``error``, a traceback). Plain data: a decision process sends it back pickled."""
+
+    runs: list[tuple[Any, dict[str, Any]]]
+    skipped: list[str]
+    incomplete: bool = False
+    ended: bool = False
+    error: str | None = None
+
+
+def read_trace(adapters: Any, trace_id: bytes, chunks: list[TraceChunk], settings: ReadSettings) -> TraceReading:
+    """Decode a trace's chunks and extract its runs (on the assembler's thread or in a decision
+    process); never raises: a trace that fails is a reading with ``error``.
+
+    Example:
+        >>> import adapters
+        >>> broken = TraceChunk(b"\\x01" * 16, "spans", b"not protobuf", 1, True)
+        >>> reading = read_trace(adapters, b"\\x01" * 16, [broken], ReadSettings())
+        >>> reading.runs, "DecodeError" in reading.error
+        ([], True)
+    """
+    try:
+        return _read(adapters, trace_id, chunks, settings)
+    except Exception:
+        return TraceReading([], [], error=traceback.format_exc())
+
+
+def _read(ad: Any, trace_id: bytes, chunks: list[TraceChunk], settings: ReadSettings) -> TraceReading:
+    resource_spans: list[Any] = []
+    resource_logs: list[Any] = []
+    for chunk in chunks:
+        if chunk.signal == "spans":
+            traces = TracesData()
+            traces.ParseFromString(chunk.data)
+            resource_spans.extend(traces.resource_spans)
+        else:
+            logs = LogsData()
+            logs.ParseFromString(chunk.data)
+            resource_logs.extend(logs.resource_logs)
+    spans = ad.spans_from_resource_spans(resource_spans)
+    if not spans:
+        return TraceReading([], [])
+    logs_list = ad.logs_from_resource_logs(resource_logs)
+    trace = ad.AssembledTrace(trace_id=trace_id.hex(), spans=tuple(spans), logs=tuple(logs_list))
+    extraction = ad.extract_runs(trace, settings.extra_keys) if settings.extra_keys else ad.extract_runs(trace)
+    by_id = {s.span_id: s for s in spans}
+    track = settings.track_sessions
+    incomplete = track and trace_incomplete(spans, by_id)
+    ended = track and any(s.parent_span_id is None and _is_true(s.attributes.get(settings.end_attribute))
+                          for s in spans)
+    runs = [(run, dict(span.attributes) if (span := by_id.get(run.span_id)) is not None else {})
+            for run in extraction.runs]
+    return TraceReading(runs, [skip.reason for skip in extraction.skipped], incomplete, ended)

@@ -123,6 +123,8 @@ class AssemblyConfig(BaseModel):
     # Request bodies buffered on disk at most (SQLite store; 0: no cap): beyond it receivers
     # answer 429, well before the disk fills.
     max_buffer_bytes: int = Field(default=2 * 1024**3, ge=0)
+    # Processes reading decided traces with the adapters (0: the daemon's own thread).
+    decide_processes: int = Field(default=0, ge=0, le=64)
 
 
 class SessionsConfig(BaseModel):

@@ -58,8 +58,12 @@ async def backend() -> AsyncIterator[CaptureBackend]:
     await server.stop()
 
 
-async def test_scores_reach_backend_as_child_spans(tmp_path: Path, backend: CaptureBackend) -> None:
-    service = await _service(_config(tmp_path, backend.endpoint, headers={"X-Tenant": "acme"}))
+@pytest.mark.parametrize("decide_processes", [0, 1], ids=["decided-in-thread", "decided-in-a-process"])
+async def test_scores_reach_backend_as_child_spans(tmp_path: Path, backend: CaptureBackend,
+                                                   decide_processes: int) -> None:
+    config = _config(tmp_path, backend.endpoint, headers={"X-Tenant": "acme"})
+    config["assembly"]["decide_processes"] = decide_processes
+    service = await _service(config)
     try:
         assert service.grpc is not None and service.http is not None
         grpc_exp = GrpcExporter(endpoint=f"127.0.0.1:{service.grpc.port}", insecure=True,
