@@ -23,8 +23,10 @@ After a failed call: refused credentials, no quota or an unknown model
 (`scorers._judge_governor.unavailable_reason`) open the breaker on every replica and park
 the job; a 429 with Retry-After cools the model down on every replica.
 
-The ledger is the store's (`collector.store.judge_interface.JudgeLedger`); breakers are
-read from it at most once a second per process.
+The ledger is the store's (`collector.store.judge_interface.JudgeLedger`). Every call
+admitted reads the breakers from it first (one ledger read, against a judge call's seconds
+and cost): a breaker another replica opened holds here from that moment, not up to a cache's
+age later. Status reports read them at most once a second per process.
 """
 
 from __future__ import annotations
@@ -53,7 +55,7 @@ MAX_RATE_WAIT_S = 5.0
 """A request waiting for the shared rate asks the ledger again at least this often."""
 
 BREAKERS_FRESH_S = 1.0
-"""Breakers are read from the ledger at most this often per process."""
+"""Breakers are read for status reports at most this often per process (a call admitted reads them fresh)."""
 
 
 @dataclass
@@ -130,7 +132,7 @@ class JudgeGovernance:
         return JudgeTicket(state=ticket)
 
     async def _check_breaker(self, request: JudgeRequest, ticket: _Ticket) -> None:
-        breaker = (await self.breakers()).get(ticket.breaker_key)
+        breaker = (await self.breakers(fresh=True)).get(ticket.breaker_key)
         if breaker is None:
             return
         now = time.time()
