@@ -112,6 +112,11 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def knows_decide_processes(tree: Path) -> bool:
+    """Whether a tree's daemon has ``[assembly] decide_processes`` (older ones refuse the key)."""
+    return "decide_processes" in (tree / "collector" / "config" / "sections.py").read_text()
+
+
 def child_pids(pid: int) -> list[int]:
     """A process's children (a daemon's decision processes and multiprocessing's helper)."""
     found: list[int] = []
@@ -227,7 +232,8 @@ async def run_round(args: argparse.Namespace, tree: Path, python: str, workers: 
     for name, role in roles:
         config, port = write_config(folder, name, args.store, args.redis_url, prefix, backend_port,
                                     args.decision_wait, args.concurrency, args.partitions,
-                                    args.decide_processes if name in ("serve", "receiver") and tree == ROOT else 0)
+                                    args.decide_processes if name in ("serve", "receiver") and knows_decide_processes(tree)
+                                    else 0)
         role_args = ["--role", role] if role != "all" else []
         with (folder / f"{name}.log").open("wb") as log:
             command = ["-m", "collector.cli", "serve", "--config", str(config), *role_args]

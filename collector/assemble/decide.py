@@ -56,7 +56,7 @@ class ScorerSelection(Protocol):
         ...
 
 
-def run_record(run: Any, attributes: Mapping[str, Any]) -> RunRecord:
+def run_record(run: Any, attributes: Mapping[str, Any], *, with_models: bool = True) -> RunRecord:
     """The queued form of an adapters ``AgentRun`` whose run span has ``attributes`` (the
     daemon's jobs and ``tracescore score --export`` build their records alike).
 
@@ -81,7 +81,7 @@ def run_record(run: Any, attributes: Mapping[str, Any]) -> RunRecord:
         agent=str(agent) if agent else None,
         resource=dict(getattr(run, "resource", None) or {}),
         session_id=getattr(run, "session_id", None),
-        typed=Once((run.input, run.output)),
+        typed=Once((run.input, run.output)) if with_models else None,
     )
 
 
@@ -200,9 +200,8 @@ class RunDecider:
             for entry in self._registry.entries:
                 self._metrics.decisions.labels(scorer=entry.scorer_id, reason="skipped").inc(len(reading.skipped))
         jobs, turns = [], []
-        for run, attributes in reading.runs:
-            self._metrics.runs_found.labels(convention=run.convention or "unknown").inc()
-            record = run_record(run, attributes)
+        for record, attributes in reading.runs:
+            self._metrics.runs_found.labels(convention=record.convention or "unknown").inc()
             if self._track_sessions and (session_id := record.session_id) is not None:
                 ended = reading.ended or _is_true(attributes.get(self._end_attribute))
                 scope = session_scope(record.service, session_id)
@@ -211,8 +210,8 @@ class RunDecider:
                 turns.append(SessionTurn(scope, session_id,
                                          replace(record, incomplete=True) if reading.incomplete else record, ended))
             for entry, decision in self._registry.decisions(
-                trace_id=run.trace_id, service=run.service, agent=record.agent,
-                span_name=run.span_name, attributes=attributes,
+                trace_id=record.trace_id, service=record.service, agent=record.agent,
+                span_name=record.span_name, attributes=attributes,
             ):
                 if decision == "admitted":
                     jobs.append(ScoreJob(record, entry.scorer_id, entry.version))
@@ -228,15 +227,17 @@ class ReadSettings(NamedTuple):
     extra_keys: tuple[str, ...] = ()
     end_attribute: str = "tracescore.session.end"
     track_sessions: bool = False
+    with_models: bool = True  # each run's record carries the adapters' models (not across processes)
 
 
 class TraceReading(NamedTuple):
-    """What the adapters read of one trace: each run with its span's attributes, the reasons of
-    what they skipped, whether the trace lacks an in-process parent (``incomplete``) and whether
-    a root span carries the session end marker (``ended``); or why it could not be read
-    (``error``, a traceback). Plain data: a decision process sends it back pickled."""
+    """What the adapters read of one trace: each run's queued form (`run_record`) with its
+    span's attributes, the reasons of what they skipped, whether the trace lacks an in-process
+    parent (``incomplete``) and whether a root span carries the session end marker (``ended``);
+    or why it could not be read (``error``, a traceback). Plain data: a decision process sends
+    it back pickled (its records without the models: dicts and text unpickle fastest)."""
 
-    runs: list[tuple[Any, dict[str, Any]]]
+    runs: list[tuple[RunRecord, dict[str, Any]]]
     skipped: list[str]
     incomplete: bool = False
     ended: bool = False
@@ -283,6 +284,8 @@ def _read(ad: Any, trace_id: bytes, chunks: list[TraceChunk], settings: ReadSett
     incomplete = track and trace_incomplete(spans, by_id)
     ended = track and any(s.parent_span_id is None and _is_true(s.attributes.get(settings.end_attribute))
                           for s in spans)
-    runs = [(run, dict(span.attributes) if (span := by_id.get(run.span_id)) is not None else {})
-            for run in extraction.runs]
+    runs = []
+    for run in extraction.runs:
+        attributes = dict(span.attributes) if (span := by_id.get(run.span_id)) is not None else {}
+        runs.append((run_record(run, attributes, with_models=settings.with_models), attributes))
     return TraceReading(runs, [skip.reason for skip in extraction.skipped], incomplete, ended)
