@@ -21,6 +21,7 @@ completed and the failed step has no judge execution.
 
 from __future__ import annotations
 
+import functools
 import math
 import numbers
 from collections.abc import Mapping
@@ -159,7 +160,7 @@ class _State:
     ) -> ScorerResult[Any, Any]:
         """The result of the run from what the completed steps produced (``judge``: instead
         of theirs)."""
-        fields = set(ScorerResult.model_fields)
+        fields = _result_fields()
         extra = {k: v for k, v in (run.model_extra or {}).items() if k not in fields}
         return ScorerResult(
             run_id=run.run_id,
@@ -235,6 +236,18 @@ def _as_run(value: Any, original: ScorerRun[Any, Any], scorer_id: str) -> Scorer
     )
 
 
+@functools.cache
+def _aliases(cls: type[ScorerRun[Any, Any]]) -> dict[str, str]:
+    """A run model's camelCase field aliases, to the field names (read once per class)."""
+    return {f.alias: name for name, f in cls.model_fields.items() if f.alias and f.alias != name}
+
+
+@functools.cache
+def _result_fields() -> frozenset[str]:
+    """`ScorerResult`'s field names (read once)."""
+    return frozenset(ScorerResult.model_fields)
+
+
 def make_run(
     scorer_id: str, input: Any, fields: Mapping[str, Any], extra: Mapping[str, Any],
     conversation: bool = False,
@@ -257,10 +270,11 @@ def make_run(
     if turns and fields.get("output") is not None:
         raise TypeError("run(): a conversation scorer takes its turns as input; give no output")
     cls = ConversationRun if turns else ScorerRun
-    aliases = {f.alias: name for name, f in cls.model_fields.items() if f.alias != name}
-    for key in extra:
-        if key in aliases:
-            raise TypeError(f"run() got {key}=; the field is {aliases[key]}=")
+    if extra:
+        aliases = _aliases(cls)
+        for key in extra:
+            if key in aliases:
+                raise TypeError(f"run() got {key}=; the field is {aliases[key]}=")
     try:
         if turns:
             given = {k: v for k, v in fields.items() if k != "output" and v is not None}

@@ -287,5 +287,7 @@ def _read(ad: Any, trace_id: bytes, chunks: list[TraceChunk], settings: ReadSett
     runs = []
     for run in extraction.runs:
         attributes = dict(span.attributes) if (span := by_id.get(run.span_id)) is not None else {}
-        runs.append((run_record(run, attributes, with_models=settings.with_models), attributes))
+        record = run_record(run, attributes, with_models=settings.with_models)
+        _ = record.run_id  # made here (a hash), off the workers' loop; kept on the record, pickled with it
+        runs.append((record, attributes))
     return TraceReading(runs, [skip.reason for skip in extraction.skipped], incomplete, ended)
