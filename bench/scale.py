@@ -114,7 +114,8 @@ def cpu_seconds(pid: int) -> float:
 
 def knows_decide_processes(tree: Path) -> bool:
     """Whether a tree's daemon has ``[assembly] decide_processes`` (older ones refuse the key)."""
-    return "decide_processes" in (tree / "collector" / "config" / "sections.py").read_text()
+    config = [tree / "collector" / "config.py", *(tree / "collector" / "config").glob("*.py")]
+    return any(path.exists() and "decide_processes" in path.read_text() for path in config)
 
 
 def child_pids(pid: int) -> list[int]:
