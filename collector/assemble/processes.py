@@ -19,7 +19,10 @@ import asyncio
 import importlib
 import logging
 import multiprocessing
+import os
 import signal
+import threading
+import time
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
@@ -28,16 +31,30 @@ from collector.types import TraceChunk
 
 logger = logging.getLogger(__name__)
 
+PARENT_CHECK_S = 1.0
+"""How often a decision process looks whether the daemon is still its parent."""
+
 START_TIMEOUT_S = 60.0
 """How long starting the processes (each imports the adapters) may take."""
 
 
 def _start_process() -> None:
     """A decision process's start: the daemon alone handles signals (a Ctrl-C reaches the whole
-    process group; the daemon stops its processes when it drains), and the adapters are imported."""
+    process group; the daemon stops its processes when it drains), a daemon killed outright
+    leaves no process behind (`_exit_with_parent`), and the adapters are imported."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    threading.Thread(target=_exit_with_parent, args=(os.getppid(),), name="tracescore-parent-watch",
+                     daemon=True).start()
     importlib.import_module("adapters")
+
+
+def _exit_with_parent(parent: int) -> None:
+    """Exit once the daemon is gone (killed: it could not stop its processes; the process is then
+    re-parented, so its parent id changes)."""
+    while os.getppid() == parent:
+        time.sleep(PARENT_CHECK_S)
+    os._exit(0)
 
 
 def read_batch(batch: list[tuple[bytes, list[TraceChunk]]], settings: ReadSettings) -> list[TraceReading]:
