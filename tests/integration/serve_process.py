@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import aiohttp
-from daemon_harness import wait_until
+from daemon_harness import free_port, wait_until
 
 START_S = 120.0
 """How long a started daemon has to answer /readyz: Python's start-up and the imports (litellm's,
@@ -94,3 +94,20 @@ class ServeProcess:
             self.proc.kill()
             await self.proc.wait()
         self.proc = None
+
+
+def sqlite_daemon(tmp_path: Path, backend_endpoint: str, scorer_ref: str, *, decision_wait: float,
+                  assembly: str = "") -> ServeProcess:
+    """A `ServeProcess` (not started) on a SQLite queue in ``tmp_path``: OTLP/gRPC and HTTP on
+    free ports, one scorer, export to ``backend_endpoint``; ``assembly``: more ``[assembly]`` lines."""
+    http_port, grpc_port = free_port(), free_port()
+    config = tmp_path / "tracescore.toml"
+    config.write_text(
+        f'[receiver]\ngrpc_endpoint = "127.0.0.1:{grpc_port}"\nhttp_endpoint = "127.0.0.1:{http_port}"\n'
+        f'[assembly]\ndecision_wait = {decision_wait}\n{assembly}'
+        f'[queue]\nurl = "sqlite:///{tmp_path / "queue.db"}"\n'
+        f'[export]\nendpoint = "{backend_endpoint}"\ntimeout_s = 2.0\nmax_backoff_s = 0.5\n'
+        f'[[scorers]]\nref = "{scorer_ref}"\n'
+    )
+    return ServeProcess(config, tmp_path / "daemon.log", http_port)
+

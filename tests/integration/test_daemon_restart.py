@@ -9,9 +9,10 @@ from pathlib import Path
 
 import aiohttp
 import pytest
-from daemon_harness import CaptureBackend, agent_trace_body, emit_agent_trace, free_port, wait_until
+from daemon_harness import CaptureBackend, agent_trace_body, emit_agent_trace, wait_until
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
 from serve_process import ServeProcess as Daemon
+from serve_process import sqlite_daemon
 
 SCORERS = Path(__file__).parent / "scorers_for_tests.py"
 PROTOBUF = {"Content-Type": "application/x-protobuf"}
@@ -20,16 +21,7 @@ PROTOBUF = {"Content-Type": "application/x-protobuf"}
 @pytest.fixture
 async def setup(tmp_path: Path) -> AsyncIterator[tuple[CaptureBackend, Daemon]]:
     backend = await CaptureBackend().start()
-    http_port, grpc_port = free_port(), free_port()
-    config = tmp_path / "tracescore.toml"
-    config.write_text(
-        f'[receiver]\ngrpc_endpoint = "127.0.0.1:{grpc_port}"\nhttp_endpoint = "127.0.0.1:{http_port}"\n'
-        f'[assembly]\ndecision_wait = 0.5\n'
-        f'[queue]\nurl = "sqlite:///{tmp_path / "queue.db"}"\n'
-        f'[export]\nendpoint = "{backend.endpoint}"\ntimeout_s = 2.0\nmax_backoff_s = 0.5\n'
-        f'[[scorers]]\nref = "{SCORERS}:answer_length"\n'
-    )
-    daemon = Daemon(config, tmp_path / "daemon.log", http_port)
+    daemon = sqlite_daemon(tmp_path, backend.endpoint, f"{SCORERS}:answer_length", decision_wait=0.5)
     yield backend, daemon
     if daemon.proc is not None and daemon.proc.returncode is None:
         daemon.proc.kill()

@@ -11,57 +11,20 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from daemon_harness import CaptureBackend, emit_agent_trace, free_port, wait_until
+from child_processes import decision_processes, running
+from daemon_harness import CaptureBackend, emit_agent_trace, wait_until
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
 from serve_process import ServeProcess as Daemon
+from serve_process import sqlite_daemon
 
 SCORERS = Path(__file__).parent / "scorers_for_tests.py"
-
-
-def decision_processes(pid: int, *, with_helper: bool = False) -> set[int]:
-    """The pool processes a daemon spawned (``with_helper``: and multiprocessing's resource tracker)."""
-    found: set[int] = set()
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        try:
-            found |= {int(c) for c in (task / "children").read_text().split()}
-        except OSError:  # the thread ended meanwhile
-            continue
-    return found if with_helper else {c for c in found if b"spawn_main" in _cmdline(c)}
-
-
-def _cmdline(pid: int) -> bytes:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return b""
-
-
-def running(pids: set[int]) -> set[int]:
-    """The processes of ``pids`` that still run (a zombie has exited)."""
-    alive = set()
-    for pid in pids:
-        try:
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if state != "Z":
-            alive.add(pid)
-    return alive
 
 
 @pytest.fixture
 async def setup(tmp_path: Path) -> AsyncIterator[tuple[CaptureBackend, Daemon]]:
     backend = await CaptureBackend().start()
-    http_port = free_port()
-    config = tmp_path / "tracescore.toml"
-    config.write_text(
-        f'[receiver]\ngrpc_endpoint = ""\nhttp_endpoint = "127.0.0.1:{http_port}"\n'
-        f'[assembly]\ndecision_wait = 0.2\ndecide_processes = 1\n'
-        f'[queue]\nurl = "sqlite:///{tmp_path / "queue.db"}"\n'
-        f'[export]\nendpoint = "{backend.endpoint}"\ntimeout_s = 2.0\nmax_backoff_s = 0.5\n'
-        f'[[scorers]]\nref = "{SCORERS}:answer_length"\n'
-    )
-    daemon = Daemon(config, tmp_path / "daemon.log", http_port)
+    daemon = sqlite_daemon(tmp_path, backend.endpoint, f"{SCORERS}:answer_length", decision_wait=0.2,
+                           assembly="decide_processes = 1\n")
     yield backend, daemon
     await daemon.kill()
     await backend.stop()

@@ -7,6 +7,7 @@ import os
 import signal
 from pathlib import Path
 
+from child_processes import decision_processes, running
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 import adapters
@@ -32,24 +33,7 @@ def _batch() -> list[tuple[bytes, list[TraceChunk]]]:
 
 
 def _children() -> set[int]:
-    """This process's decision processes (multiprocessing's resource tracker, started once per
-    process and kept, is not one of them)."""
-    pid = os.getpid()
-    found = {int(c) for task in Path(f"/proc/{pid}/task").iterdir() for c in (task / "children").read_text().split()}
-    return {c for c in found if b"spawn_main" in _cmdline(c)}
-
-
-def _cmdline(pid: int) -> bytes:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:  # exited meanwhile
-        return b""
-
-
-def _alive(pids: set[int]) -> set[int]:
-    """The processes of ``pids`` still running (not exited, nor exited and waiting to be reaped)."""
-    return {pid for pid in pids if Path(f"/proc/{pid}").exists()
-            and Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"}
+    return decision_processes(os.getpid())
 
 
 async def test_two_processes_read_a_batch_as_the_daemon_would_in_its_order() -> None:
@@ -91,7 +75,7 @@ async def test_a_process_that_died_loses_no_batch_and_is_started_again() -> None
         assert again is not None and [r.error for r in again] == [None] * len(batch)
     finally:
         await processes.shutdown()
-    assert _alive(_children() - before) == set()
+    assert running(_children() - before) == set()
 
 
 async def test_a_broken_trace_comes_back_as_an_error_not_as_a_failed_batch() -> None:
