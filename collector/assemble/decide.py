@@ -262,6 +262,7 @@ def read_trace(adapters: Any, trace_id: bytes, chunks: list[TraceChunk], setting
 
 
 def _read(ad: Any, trace_id: bytes, chunks: list[TraceChunk], settings: ReadSettings) -> TraceReading:
+    """`read_trace`'s work: parse the chunks, let the adapters find the runs, make their records."""
     resource_spans: list[Any] = []
     resource_logs: list[Any] = []
     for chunk in chunks:
