@@ -13,18 +13,21 @@ def test_a_record_is_taken_once() -> None:
     assert kept.take("k") is None and len(kept) == 0
 
 
-def test_the_oldest_go_first_beyond_the_budget() -> None:
+def test_beyond_the_budget_new_records_are_not_kept_until_old_ones_are_read() -> None:
+    # Rows are read back oldest first: the records kept are the ones read next.
     kept = KeptRecords[int, str](budget_chars=100)
     for n in range(5):
         kept.keep(n, f"r{n}", chars=30)  # 150 characters offered, 90 fit
-    assert [kept.take(n) for n in range(5)] == [None, None, "r2", "r3", "r4"]
+    assert [kept.take(n) for n in range(5)] == ["r0", "r1", "r2", None, None]
+    kept.keep(5, "r5", chars=100)  # the budget is whole again once they were read
+    assert kept.take(5) == "r5"
 
 
-def test_a_record_over_the_whole_budget_is_not_kept_and_evicts_nothing() -> None:
-    kept = KeptRecords[str, str](budget_chars=100)
-    kept.keep("small", "s", chars=40)
-    kept.keep("huge", "h", chars=101)
-    assert (kept.take("huge"), kept.take("small")) == (None, "s")
+def test_a_record_left_unread_too_long_is_dropped() -> None:
+    kept = KeptRecords[str, str](budget_chars=100, max_age_s=60)
+    kept.keep("stale", "s", chars=90, now=0.0)  # its row left otherwise: never read back
+    kept.keep("fresh", "f", chars=90, now=61.0)  # fits: the stale one was dropped
+    assert (kept.take("stale"), kept.take("fresh")) == (None, "f")
 
 
 def test_keeping_a_key_again_replaces_it_and_its_size() -> None:
