@@ -34,6 +34,9 @@ logger = logging.getLogger(__name__)
 PARENT_CHECK_S = 1.0
 """How often a decision process looks whether the daemon is still its parent."""
 
+RESTART_RETRY_S = 30.0
+"""After the processes failed to start again, how long batches are read in the daemon before the next try."""
+
 START_TIMEOUT_S = 60.0
 """How long starting the processes (each imports the adapters) may take."""
 
@@ -88,6 +91,7 @@ class DecisionProcesses:
         self._processes = processes
         self._settings = settings
         self._pool: ProcessPoolExecutor | None = None
+        self._restart_at: float | None = None  # when starting them again is tried next (after a failure)
 
     def _new_pool(self) -> ProcessPoolExecutor:
         # Spawned, not forked: the daemon's threads (store, gRPC) hold locks a fork would copy.
@@ -110,6 +114,8 @@ class DecisionProcesses:
         """The readings of a batch, in its order, shared among the processes; None when they
         could not read it (a process died, or a reading could not be sent back): the caller
         reads the batch itself. A pool that lost a process is started anew."""
+        if self._pool is None and self._restart_at is not None and time.monotonic() >= self._restart_at:
+            await self._restart()
         pool = self._pool
         if pool is None or not batch:
             return None if pool is None else []
@@ -122,19 +128,28 @@ class DecisionProcesses:
         except BrokenProcessPool:
             logger.warning("a decision process died; its traces are read in the daemon, and the processes "
                            "are started again")
+            self._pool = None
             await asyncio.to_thread(pool.shutdown, False, cancel_futures=True)
-            try:
-                self._pool = await asyncio.to_thread(self._started_pool)
-            except Exception:  # the next batch tries again; this one is read in the daemon
-                logger.exception("starting the decision processes again failed")
+            await self._restart()
             return None
         except Exception:  # e.g. a reading that cannot be pickled: read here instead
             logger.warning("reading traces in a decision process failed; read in the daemon", exc_info=True)
             return None
         return [reading for part in read for reading in part]
 
+    async def _restart(self) -> None:
+        """Start the processes anew; when that fails, batches are read in the daemon and it is
+        tried again `RESTART_RETRY_S` later."""
+        try:
+            self._pool = await asyncio.to_thread(self._started_pool)
+            self._restart_at = None
+        except Exception:
+            logger.exception("starting the decision processes again failed; retried in %.0f s", RESTART_RETRY_S)
+            self._restart_at = time.monotonic() + RESTART_RETRY_S
+
     async def shutdown(self) -> None:
         """Stop the processes (a batch being read is finished first)."""
+        self._restart_at = None
         pool, self._pool = self._pool, None
         if pool is not None:
             await asyncio.to_thread(pool.shutdown, True, cancel_futures=True)

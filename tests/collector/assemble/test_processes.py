@@ -6,6 +6,7 @@ import asyncio
 import os
 import signal
 from pathlib import Path
+from typing import Any
 
 from child_processes import decision_processes, running
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
@@ -90,3 +91,28 @@ async def test_a_broken_trace_comes_back_as_an_error_not_as_a_failed_batch() -> 
     assert readings is not None
     assert [r.error is None for r in readings] == [True, False, True]
     assert readings[1].error is not None and "DecodeError" in readings[1].error
+
+
+async def test_processes_that_cannot_start_again_are_retried_later_meanwhile_the_daemon_reads() -> None:
+    batch = _batch()[:2]
+    before = _children()
+    processes = DecisionProcesses(1, ReadSettings())
+    await processes.start()
+    try:
+        for pid in _children() - before:
+            os.kill(pid, signal.SIGKILL)
+        await asyncio.sleep(0.2)
+        start_pool = processes._started_pool
+
+        def cannot_start() -> Any:
+            raise OSError("no more processes")  # what a full process table answers
+
+        processes._started_pool = cannot_start  # type: ignore[method-assign]
+        assert await processes.read(batch) is None  # the batch in hand, then the failed start
+        assert await processes.read(batch) is None  # not retried before RESTART_RETRY_S
+        processes._started_pool = start_pool  # type: ignore[method-assign]
+        processes._restart_at = 0.0  # the retry is due
+        again = await processes.read(batch)
+        assert again is not None and [r.error for r in again] == [None] * len(batch)
+    finally:
+        await processes.shutdown()
