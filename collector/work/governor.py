@@ -105,12 +105,16 @@ class JudgeGovernance:
         return w.judge_tpm_by_model.get(model, w.judge_tpm)
 
     async def breakers(self, *, fresh: bool = False) -> dict[str, Breaker]:
-        """The open breakers by key, read from the ledger at most once a second (``fresh``: now)."""
-        if fresh or time.monotonic() - self._breakers_read >= BREAKERS_FRESH_S:
+        """The open breakers by key, read from the ledger at most once a second (``fresh``: read
+        after this call began; callers waiting together share one read)."""
+        asked = time.monotonic()
+        oldest = asked if fresh else asked - BREAKERS_FRESH_S  # a read started before this is too old
+        if self._breakers_read < oldest:
             async with self._breakers_lock:
-                if fresh or time.monotonic() - self._breakers_read >= BREAKERS_FRESH_S:
+                if self._breakers_read < oldest:  # no read started since while this one waited
+                    started = time.monotonic()
                     self._breakers = {b.key: b for b in await self.ledger.judge_breakers()}
-                    self._breakers_read = time.monotonic()
+                    self._breakers_read = started
         return self._breakers
 
     async def admit(self, request: JudgeRequest) -> JudgeTicket:
