@@ -179,18 +179,17 @@ class RunDecider:
     def decide_read(self, trace_id: bytes, reading: TraceReading) -> Decided:
         """The score jobs and session turns of a trace the adapters read (here, or in a decision
         process: `read_trace`); a trace that could not be read is counted and yields none."""
-        if reading.error is not None:  # A trace that cannot be decided must not block the others.
-            self._metrics.errors.labels(component="assembly").inc()
-            self._metrics.runs_skipped.labels(reason="trace_error").inc()
-            logger.error("deciding trace %s failed; it is skipped\n%s", trace_id.hex(), reading.error)
-            return Decided([], [])
-        try:
-            return self._decide(reading)
-        except Exception:
-            self._metrics.errors.labels(component="assembly").inc()
-            self._metrics.runs_skipped.labels(reason="trace_error").inc()
-            logger.exception("deciding trace %s failed; it is skipped", trace_id.hex())
-            return Decided([], [])
+        error = reading.error
+        if error is None:
+            try:
+                return self._decide(reading)
+            except Exception:
+                error = traceback.format_exc()
+        # A trace that cannot be decided must not block the others.
+        self._metrics.errors.labels(component="assembly").inc()
+        self._metrics.runs_skipped.labels(reason="trace_error").inc()
+        logger.error("deciding trace %s failed; it is skipped\n%s", trace_id.hex(), error)
+        return Decided([], [])
 
     def _decide(self, reading: TraceReading) -> Decided:
         """Count what the adapters skipped, note session turns and match scorers to each run."""

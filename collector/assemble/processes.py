@@ -64,7 +64,6 @@ def read_batch(batch: list[tuple[bytes, list[TraceChunk]]], settings: ReadSettin
     """Read every trace of a batch with the adapters (in a decision process).
 
     Example:
-        >>> from collector.types import TraceChunk
         >>> [r.runs for r in read_batch([(b"\\x01" * 16, [])], ReadSettings())]
         [[]]
     """
@@ -117,8 +116,10 @@ class DecisionProcesses:
         if self._pool is None and self._restart_at is not None and time.monotonic() >= self._restart_at:
             await self._restart()
         pool = self._pool
-        if pool is None or not batch:
-            return None if pool is None else []
+        if pool is None:
+            return None
+        if not batch:
+            return []
         size = -(-len(batch) // self._processes)
         parts = [batch[i:i + size] for i in range(0, len(batch), size)]
         try:
