@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import aiohttp
-from daemon_harness import free_port, wait_until
+from daemon_harness import CaptureBackend, free_port, wait_until
 
 START_S = 120.0
 """How long a started daemon has to answer /readyz: Python's start-up and the imports (litellm's,
@@ -96,18 +98,25 @@ class ServeProcess:
         self.proc = None
 
 
-def sqlite_daemon(tmp_path: Path, backend_endpoint: str, scorer_ref: str, *, decision_wait: float,
-                  assembly: str = "") -> ServeProcess:
-    """A `ServeProcess` (not started) on a SQLite queue in ``tmp_path``: OTLP/gRPC and HTTP on
-    free ports, one scorer, export to ``backend_endpoint``; ``assembly``: more ``[assembly]`` lines."""
+@contextlib.asynccontextmanager
+async def sqlite_daemon(tmp_path: Path, scorer_ref: str, *, decision_wait: float,
+                        assembly: str = "") -> AsyncIterator[tuple[CaptureBackend, ServeProcess]]:
+    """A capturing OTLP backend, running, and a `ServeProcess` (not started) on a SQLite queue in
+    ``tmp_path`` exporting to it: OTLP/gRPC and HTTP on free ports, one scorer; ``assembly``:
+    more ``[assembly]`` lines. The daemon is killed and the backend stopped on leaving."""
+    backend = await CaptureBackend().start()
     http_port, grpc_port = free_port(), free_port()
     config = tmp_path / "tracescore.toml"
     config.write_text(
         f'[receiver]\ngrpc_endpoint = "127.0.0.1:{grpc_port}"\nhttp_endpoint = "127.0.0.1:{http_port}"\n'
         f'[assembly]\ndecision_wait = {decision_wait}\n{assembly}'
         f'[queue]\nurl = "sqlite:///{tmp_path / "queue.db"}"\n'
-        f'[export]\nendpoint = "{backend_endpoint}"\ntimeout_s = 2.0\nmax_backoff_s = 0.5\n'
+        f'[export]\nendpoint = "{backend.endpoint}"\ntimeout_s = 2.0\nmax_backoff_s = 0.5\n'
         f'[[scorers]]\nref = "{scorer_ref}"\n'
     )
-    return ServeProcess(config, tmp_path / "daemon.log", http_port)
-
+    daemon = ServeProcess(config, tmp_path / "daemon.log", http_port)
+    try:
+        yield backend, daemon
+    finally:
+        await daemon.kill()
+        await backend.stop()

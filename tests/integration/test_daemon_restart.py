@@ -20,13 +20,8 @@ PROTOBUF = {"Content-Type": "application/x-protobuf"}
 
 @pytest.fixture
 async def setup(tmp_path: Path) -> AsyncIterator[tuple[CaptureBackend, Daemon]]:
-    backend = await CaptureBackend().start()
-    daemon = sqlite_daemon(tmp_path, backend.endpoint, f"{SCORERS}:answer_length", decision_wait=0.5)
-    yield backend, daemon
-    if daemon.proc is not None and daemon.proc.returncode is None:
-        daemon.proc.kill()
-        await daemon.proc.wait()
-    await backend.stop()
+    async with sqlite_daemon(tmp_path, f"{SCORERS}:answer_length", decision_wait=0.5) as started:
+        yield started
 
 
 async def test_crash_loses_nothing_and_replay_scores_nothing_twice(

@@ -22,12 +22,9 @@ SCORERS = Path(__file__).parent / "scorers_for_tests.py"
 
 @pytest.fixture
 async def setup(tmp_path: Path) -> AsyncIterator[tuple[CaptureBackend, Daemon]]:
-    backend = await CaptureBackend().start()
-    daemon = sqlite_daemon(tmp_path, backend.endpoint, f"{SCORERS}:answer_length", decision_wait=0.2,
-                           assembly="decide_processes = 1\n")
-    yield backend, daemon
-    await daemon.kill()
-    await backend.stop()
+    async with sqlite_daemon(tmp_path, f"{SCORERS}:answer_length", decision_wait=0.2,
+                             assembly="decide_processes = 1\n") as started:
+        yield started
 
 
 async def test_runs_are_decided_in_a_child_process_that_is_replaced_and_never_outlives_the_daemon(
