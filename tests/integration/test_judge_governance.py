@@ -194,12 +194,13 @@ async def test_a_judge_answering_401_opens_the_breaker_parks_the_jobs_and_a_prob
         assert code == 0 and json.loads(out) == [], out
         assert not _scored(backend)
 
-        provider.refusing = False  # the key is fixed at the provider
-        fixed = time.monotonic()
-        # Read after the fix: a probe claimed just before it may still fail and double the
-        # interval, so the next probe is due within the later of the two.
+        # Read just before the fix (after it, a probe due at once may close the breaker before the
+        # CLI answers): a probe claimed meanwhile may still fail and double the interval, so the
+        # next probe is due within the later of the two.
         (breaker,) = (await _judges(receiver.config))["breakers"]
         next_probe_in = max(breaker["next_probe"] - time.time(), 2 * breaker["interval_s"], 0.0)
+        provider.refusing = False  # the key is fixed at the provider
+        fixed = time.monotonic()
 
         async def breaker_closed() -> bool:
             return not (await _judges(receiver.config))["breakers"]
