@@ -8,6 +8,7 @@ span ids are never labels.
 from __future__ import annotations
 
 import platform
+from typing import TypeVar, cast
 
 from prometheus_client import (
     CollectorRegistry,
@@ -19,8 +20,11 @@ from prometheus_client import (
     disable_created_metrics,
     generate_latest,
 )
+from prometheus_client.metrics import MetricWrapperBase
 
 from collector.version import build_version
+
+_M = TypeVar("_M", bound=MetricWrapperBase)
 
 # Bounded reason vocabularies (documented here so dashboards know what to expect).
 DECISION_REASONS = (
@@ -131,6 +135,26 @@ class Metrics:
         # process_*: CPU, memory, open files. Apart: it reads /proc, so only /metrics (on a thread) renders it.
         self.process_registry = CollectorRegistry()
         ProcessCollector(registry=self.process_registry)
+        self._children: dict[tuple[int, tuple[str, ...]], MetricWrapperBase] = {}
+
+    def child(self, metric: _M, *values: str) -> _M:
+        """``metric.labels(*values)``, looked up once per set of values: prometheus_client checks
+        its arguments on every ``labels`` call, and the per-run counters ask for the same few
+        children on every run.
+
+        Example:
+            >>> m = Metrics()
+            >>> m.child(m.runs_found, "genai").inc()
+            >>> m.child(m.runs_found, "genai") is m.runs_found.labels(convention="genai")
+            True
+            >>> m.runs_found.labels(convention="genai")._value.get()
+            1.0
+        """
+        key = (id(metric), values)
+        found = self._children.get(key)
+        if found is None:
+            found = self._children[key] = metric.labels(*values)
+        return cast(_M, found)
 
     def render(self, with_process: bool = False) -> bytes:
         """The Prometheus text exposition of every instrument (and, ``with_process``, of the

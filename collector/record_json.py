@@ -2,13 +2,17 @@
 
 ``dataclasses.asdict`` copies every nested value and ``fields()`` is slow to ask per key:
 on the hot path (a job queued, a score settled and exported) records are read and written
-as plain dicts of their fields, with the field names looked up once per class.
+as plain dicts of their fields, with the field names looked up once per class, and their
+text is made and parsed by orjson (`dumps`, `loads`).
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, fields, is_dataclass
 from typing import Any
+
+import orjson
 
 _FIELD_NAMES: dict[type, tuple[tuple[str, ...], frozenset[str]]] = {}
 
@@ -65,3 +69,43 @@ def json_default(value: Any) -> Any:
     if is_dataclass(value) and not isinstance(value, type):
         return asdict(value)
     return str(value)
+
+
+_OPTIONS = orjson.OPT_PASSTHROUGH_DATETIME  # a datetime through `json_default` (as text), as json wrote it
+
+
+def dumps(data: Any) -> str:
+    """A record's JSON text: orjson's compact form, or ``json.dumps``'s (spaced) form for what
+    orjson refuses (an int past 64 bits, a key that is not a string). Values it has no JSON for
+    go through `json_default`; a float that is not finite is written ``null`` (JSON has no NaN).
+
+    Example:
+        >>> dumps({"a": [1, 2.5, None], "b": {1}})
+        '{"a":[1,2.5,null],"b":"{1}"}'
+        >>> dumps({"big": 2**70})
+        '{"big": 1180591620717411303424}'
+    """
+    try:
+        return orjson.dumps(data, default=json_default, option=_OPTIONS).decode()
+    except TypeError:  # orjson.JSONEncodeError is one
+        return json.dumps(data, default=json_default)
+
+
+def loads(text: str | bytes) -> Any:
+    """Parse a record's JSON text: `dumps`'s compact form by orjson; any other (``json.dumps``'s
+    spaced form, which can hold ints past 64 bits that orjson would read as floats, or NaN) by
+    json, exactly as it was written.
+
+    Example:
+        >>> loads('{"big":1}'), loads('{"big": 1180591620717411303424}')
+        ({'big': 1}, {'big': 1180591620717411303424})
+        >>> loads(b'{"n": NaN}')
+        {'n': nan}
+    """
+    spaced = b'": ' in text[:64] if isinstance(text, bytes) else '": ' in text[:64]
+    if spaced:  # json.dumps's form
+        return json.loads(text)
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return json.loads(text)

@@ -24,7 +24,7 @@ from typing import Any, Literal
 from collector.handoff import Once
 from collector.ids import failure_span_of, run_id_for
 from collector.judge_types import Park
-from collector.record_json import json_default, known_fields, record_dict
+from collector.record_json import dumps, known_fields, loads, record_dict
 
 CANDIDATE = 1
 """Summary flag: the trace holds a span that may be a run or LLM span."""
@@ -114,10 +114,10 @@ class RunRecord:
         """Serialise to a JSON string.
 
         Example:
-            >>> RunRecord(trace_id="a", span_id="b").to_json()[:15]
-            '{"trace_id": "a'
+            >>> RunRecord(trace_id="a", span_id="b").to_json()[:14]
+            '{"trace_id":"a'
         """
-        return json.dumps(record_dict(self), default=json_default)
+        return dumps(record_dict(self))
 
     @classmethod
     def from_json(cls, text: str) -> RunRecord:
@@ -127,7 +127,7 @@ class RunRecord:
             >>> RunRecord.from_json('{"trace_id": "a", "span_id": "b"}').span_id
             'b'
         """
-        return cls(**known_fields(cls, json.loads(text)))
+        return cls(**known_fields(cls, loads(text)))
 
     def __hash__(self) -> int:
         return hash((self.trace_id, self.span_id))
@@ -229,10 +229,10 @@ class ScoreRecord:
         """Serialise to a JSON string.
 
         Example:
-            >>> '"scorer_id": "q"' in ScoreRecord("k", "t", "s", "x", "q", "q").to_json()
+            >>> '"scorer_id":"q"' in ScoreRecord("k", "t", "s", "x", "q", "q").to_json()
             True
         """
-        return json.dumps(record_dict(self))
+        return dumps(record_dict(self))
 
     @classmethod
     def from_json(cls, text: str) -> ScoreRecord:
@@ -242,7 +242,7 @@ class ScoreRecord:
             >>> ScoreRecord.from_json(ScoreRecord("k", "t", "s", "x", "q", "q").to_json()).key
             'k'
         """
-        return cls(**known_fields(cls, json.loads(text)))
+        return cls(**known_fields(cls, loads(text)))
 
     def __hash__(self) -> int:
         return hash(self.key)

@@ -287,7 +287,7 @@ class TraceAssembler:
             flags = await self._queue.put(jobs)
             for job, new in zip(jobs, flags, strict=True):
                 reason = "queued" if new else "duplicate"
-                self._metrics.decisions.labels(scorer=job.scorer_id, reason=reason).inc()
+                self._metrics.child(self._metrics.decisions, job.scorer_id, reason).inc()
             if any(flags) and self._on_jobs is not None:
                 self._on_jobs()
         await self._buffer.finish_many([t for t, _ in loaded])

@@ -200,7 +200,7 @@ class RunDecider:
                 self._metrics.decisions.labels(scorer=entry.scorer_id, reason="skipped").inc(len(reading.skipped))
         jobs, turns = [], []
         for record, attributes in reading.runs:
-            self._metrics.runs_found.labels(convention=record.convention or "unknown").inc()
+            self._metrics.child(self._metrics.runs_found, record.convention or "unknown").inc()
             if self._track_sessions and (session_id := record.session_id) is not None:
                 ended = reading.ended or _is_true(attributes.get(self._end_attribute))
                 scope = session_scope(record.service, session_id)

@@ -205,8 +205,7 @@ def resource_of(record: ScoreRecord) -> Resource:
         >>> resource_of(rec) is resource_of(rec)
         True
     """
-    attributes = record.resource or ({"service.name": record.service} if record.service else {})
-    return _resource(json.dumps(attributes, sort_keys=True, default=str))
+    return _resource(_resource_key(record))
 
 
 def span_times(record: ScoreRecord, span_time: SpanTime = "anchored") -> tuple[int, int]:
@@ -301,9 +300,13 @@ def _pb_resource(frozen: str) -> PbResource:
     return PbResource(attributes=_key_values(dict(_resource(frozen).attributes)))
 
 
+_RESOURCE_JSON = json.JSONEncoder(sort_keys=True, default=str)  # json.dumps's encoder for these options, made once
+
+
 def _resource_key(record: ScoreRecord) -> str:
+    """The scored span's resource as sorted JSON: equal resources, equal keys."""
     attributes = record.resource or ({"service.name": record.service} if record.service else {})
-    return json.dumps(attributes, sort_keys=True, default=str)
+    return _RESOURCE_JSON.encode(attributes)
 
 
 def _id_bytes(hex_id: str, size: int) -> bytes:

@@ -247,7 +247,7 @@ class ScoreExporter:
                 logger.warning("%s", line)  # a warning as the outage's was
             await self._outbox.release(ids)
             for item in items:
-                self._metrics.scores_exported.labels(scorer=item.record.scorer_id).inc()
+                self._metrics.child(self._metrics.scores_exported, item.record.scorer_id).inc()
             if self._on_exported is not None:
                 try:
                     await self._in_thread(self._on_exported, [item.record for item in items])

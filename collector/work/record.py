@@ -20,6 +20,8 @@ from collector.types import ScoreJob, ScoreRecord
 from collector.work.conversation import session_run_id, session_score
 from collector.work.registry import RegisteredScorer
 
+_STEP_JSON = json.JSONEncoder(default=str, ensure_ascii=False)  # json.dumps's encoder for these options, made once
+
 
 def truncate_json(value: Any, limit: int) -> str | None:
     """JSON of a step result, cut to ``limit`` characters (None for None).
@@ -34,7 +36,7 @@ def truncate_json(value: Any, limit: int) -> str | None:
         return None
     if isinstance(value, BaseModel):
         value = value.model_dump(mode="json")
-    text = json.dumps(value, default=str, ensure_ascii=False)
+    text = _STEP_JSON.encode(value)
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 

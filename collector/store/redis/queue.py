@@ -35,6 +35,7 @@ from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from collector.judge_types import Park
+from collector.record_json import dumps, known_fields, loads, record_dict
 from collector.store.redis import scripts
 from collector.store.redis.conn import (
     UNREACHABLE,
@@ -53,9 +54,6 @@ from collector.types import (
     ScoreJob,
     Settlement,
     dead_letter_error,
-    json_default,
-    known_fields,
-    record_dict,
 )
 
 logger = logging.getLogger(__name__)
@@ -76,7 +74,7 @@ def job_json(job: ScoreJob) -> str:
                             "scorer_version": job.scorer_version}
     if job.supersedes is not None:
         data["supersedes"] = job.supersedes
-    return json.dumps(data, default=json_default)
+    return dumps(data)
 
 
 def parse_job(text: str | bytes) -> ScoreJob:
@@ -86,7 +84,7 @@ def parse_job(text: str | bytes) -> ScoreJob:
         >>> parse_job('{"run": {"trace_id": "t", "span_id": "s"}, "scorer_id": "q"}').key
         't/s/q/'
     """
-    data = json.loads(text)
+    data = loads(text)
     return ScoreJob(RunRecord(**known_fields(RunRecord, data["run"])), data["scorer_id"], data.get("scorer_version"),
                     data.get("supersedes"))
 

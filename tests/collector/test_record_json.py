@@ -1,0 +1,70 @@
+"""Record JSON (`collector.record_json`): orjson writes and reads the records of the hot path;
+what it would not keep exactly is written and read by json, so every record reads back as it
+was written, and records written by earlier versions (json.dumps's spaced form) read exactly."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from collector.record_json import dumps, loads
+from collector.store.redis.queue import job_json, parse_job
+from collector.types import RunRecord, ScoreJob, ScoreRecord
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=20,
+)
+
+
+@given(JSON_VALUES)
+def test_any_json_value_reads_back_as_written(value: object) -> None:
+    assert loads(dumps(value)) == value
+
+
+@given(JSON_VALUES)
+def test_text_written_by_json_dumps_reads_exactly(value: object) -> None:
+    text = json.dumps(value)
+    assert loads(text) == value
+    assert loads(text.encode()) == value
+
+
+def test_an_int_past_64_bits_stays_an_int() -> None:
+    record = {"run": {"attributes": {"id": 2**80 + 1}}}
+    assert loads(dumps(record)) == record
+    assert type(loads(dumps(record))["run"]["attributes"]["id"]) is int
+
+
+def test_values_without_json_go_through_the_records_fallback() -> None:
+    @dataclass
+    class Point:
+        x: int
+
+    when = datetime(2026, 12, 5, 12, 0, tzinfo=UTC)
+    assert loads(dumps({"p": Point(1), "s": {3}, "when": when, 1: "k"})) == {
+        "p": {"x": 1}, "s": "{3}", "when": str(when), "1": "k"}
+
+
+def test_a_float_that_is_not_finite_is_written_null() -> None:
+    assert loads(dumps({"a": math.nan, "b": [math.inf]})) == {"a": None, "b": [None]}
+
+
+def test_nan_written_by_an_earlier_version_still_reads() -> None:
+    assert math.isnan(loads('{"a":NaN}')["a"])
+
+
+def test_jobs_and_scores_read_back_as_they_were() -> None:
+    run = RunRecord("ab" * 16, "cd" * 8, span_name="invoke_agent bot", input={"messages": [{"role": "user",
+                    "content": "héllo 😀 \ud83d"}]}, request_context={"n": 2**70, "f": 0.1}, resource={"service.name": "s"})
+    job = ScoreJob(run, "q", "1", supersedes="ef" * 8)
+    assert parse_job(job_json(job)) == job
+    assert parse_job(job_json(job).encode()) == job
+    score = ScoreRecord("k", "ab" * 16, "cd" * 8, "ef" * 8, "q", "Q", score=0.25, reason="ok")
+    assert ScoreRecord.from_json(score.to_json()) == score
+    assert RunRecord.from_json(run.to_json()) == run
