@@ -55,7 +55,7 @@ def framework_of(span: TraceSpan) -> str | None:
     """
     if span.scope_name.startswith("openinference.instrumentation.smolagents"):
         return SMOLAGENTS
-    if any(key.startswith("smolagents.") for key in span.attributes):
+    if span.has_key_prefix("smolagents."):
         return SMOLAGENTS
     if span.scope_name.startswith("openinference.instrumentation.dspy"):
         return DSPY

@@ -55,6 +55,32 @@ class TraceSpan:
     scope_name: str = ""
     scope_version: str = ""
     parent_is_remote: bool | None = None  # OTLP span flags: the parent lives in another process (None: not said)
+    _key_prefixes: frozenset[str] | None = field(default=None, init=False, repr=False, compare=False)
+
+    def has_key_prefix(self, *prefixes: str) -> bool:
+        """Whether an attribute key starts with one of ``prefixes``, each one or two dotted
+        segments with their dot (``"haystack."``, ``"gen_ai.prompt."``): the convention modules
+        ask this of every span, so the keys' prefixes are gathered once per span, not scanned
+        for each question.
+
+        Example:
+            >>> span = TraceSpan("a" * 32, "b" * 16, None, "x", attributes={"gen_ai.prompt.0.role": "user"})
+            >>> span.has_key_prefix("gen_ai.prompt."), span.has_key_prefix("gen_ai."), span.has_key_prefix("gen_ai.completion.")
+            (True, True, False)
+        """
+        known = self._key_prefixes
+        if known is None:
+            found: set[str] = set()
+            for key in self.attributes:
+                first = key.find(".")
+                if first >= 0:
+                    found.add(key[: first + 1])
+                    second = key.find(".", first + 1)
+                    if second >= 0:
+                        found.add(key[: second + 1])
+            known = frozenset(found)
+            object.__setattr__(self, "_key_prefixes", known)  # frozen: set once, like a cached property
+        return not known.isdisjoint(prefixes)
 
     @property
     def service(self) -> str:

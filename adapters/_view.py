@@ -89,6 +89,8 @@ def str_attr(attrs: Mapping[str, Any], *keys: str) -> str | None:
     """
     for key in keys:
         value = attrs.get(key)
+        if value is None:  # most keys asked for are absent
+            continue
         if isinstance(value, str) and value:
             return value
         if isinstance(value, int) and not isinstance(value, bool):
@@ -105,7 +107,7 @@ def int_attr(attrs: Mapping[str, Any], *keys: str) -> int | None:
     """
     for key in keys:
         value = attrs.get(key)
-        if isinstance(value, bool):
+        if value is None or isinstance(value, bool):
             continue
         if isinstance(value, int):
             return value

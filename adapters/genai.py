@@ -197,8 +197,8 @@ class _EventMessages:
             self.seen = self.legacy = True
 
 
-def _has_legacy(attrs: Mapping[str, Any]) -> bool:
-    return any(k.startswith(("gen_ai.prompt.", "gen_ai.completion.")) for k in attrs)
+def _has_legacy(span: TraceSpan) -> bool:
+    return span.has_key_prefix("gen_ai.prompt.", "gen_ai.completion.")
 
 
 def view_span(span: TraceSpan, logs: Sequence[TraceLog], report: Report) -> SpanView | None:
@@ -226,7 +226,7 @@ def view_span(span: TraceSpan, logs: Sequence[TraceLog], report: Report) -> Span
     current = any(
         k in attrs for k in ("gen_ai.input.messages", "gen_ai.output.messages", "gen_ai.system_instructions")
     )
-    legacy = _has_legacy(attrs)
+    legacy = _has_legacy(span)
     if op in AGENT_OPERATIONS:
         kind = "agent"
     elif op == "execute_tool":

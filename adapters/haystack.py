@@ -177,7 +177,7 @@ def view_span(span: TraceSpan, logs: Sequence[TraceLog], report: Report) -> Span
         ('llm', 'Hi', 'Yo')
     """
     attrs = span.attributes
-    if not any(key.startswith("haystack.") for key in attrs):
+    if not span.has_key_prefix("haystack."):
         return None
     ctx = common_context(attrs)
     if span.name == "haystack.agent.step.tool" or "haystack.agent.step.tool.input" in attrs:

@@ -184,7 +184,7 @@ def view_span(span: TraceSpan, logs: Sequence[TraceLog], report: Report) -> Span
     attrs = span.attributes
     kind_attr = attrs.get("openinference.span.kind")
     kind_attr = kind_attr.upper() if isinstance(kind_attr, str) else ""
-    has_messages = any(k.startswith(("llm.input_messages.", "llm.output_messages.")) for k in attrs)
+    has_messages = span.has_key_prefix("llm.input_messages.", "llm.output_messages.")
     if not kind_attr and not has_messages:
         return None
     ctx = common_context(attrs)

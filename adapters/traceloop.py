@@ -86,7 +86,7 @@ def view_span(span: TraceSpan, logs: Sequence[TraceLog], report: Report) -> Span
             return view
         return None
     is_openllmetry = span.scope_name.startswith("opentelemetry.instrumentation.") and (
-        any(k in attrs for k in _LLM_MARKERS) or any(k.startswith("traceloop.") for k in attrs)
+        any(k in attrs for k in _LLM_MARKERS) or span.has_key_prefix("traceloop.")
     )
     if not is_openllmetry:
         return None

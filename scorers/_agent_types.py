@@ -139,8 +139,7 @@ class Message(BaseModel):
 
     @model_validator(mode="after")
     def _sync_parts(self) -> Message:
-        has_text_part = any(isinstance(p, TextPart) for p in self.parts)
-        if self.content and not has_text_part:
+        if self.content and not _has_text_part(self.parts):
             self.parts.insert(0, TextPart(text=self.content))
         call_parts = [p for p in self.parts if isinstance(p, ToolCallPart)]
         if self.tool_calls and not call_parts:
@@ -148,6 +147,13 @@ class Message(BaseModel):
         elif call_parts and not self.tool_calls:
             self.tool_calls = [tool_call_from_part(p) for p in call_parts]
         return self
+
+
+def _has_text_part(parts: list[Any]) -> bool:
+    for part in parts:  # a loop, not any() over a generator: asked of every message
+        if isinstance(part, TextPart):
+            return True
+    return False
 
 
 class ScorerRunInputForAgent(BaseModel):
