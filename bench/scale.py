@@ -11,7 +11,8 @@ timestamps every score span it receives. The client posts R runs (agent traces:
 * latency per run from "run span received" (the receiver's 200 for the request holding
   it: the spans are stored then) to "score exported" (the backend received the score
   span), p50 and p99. It includes ``decision_wait`` (printed) and export batching;
-* CPU per run of each process (ms), from /proc. On Redis this includes the server holding
+* CPU per run of each process (ms), from /proc; "client" is this process (the load client and
+  the backend), which shares the machine's CPUs with the daemons. On Redis this includes the server holding
   the deployment's keys ("redis"); with ``--partitions N`` on a Cluster, every primary
   serving one of its partitions or its own keys, each (``redis@PORT``) and their sum
   (``redis-sum``); on one server, still one "redis" figure.
@@ -275,6 +276,7 @@ async def run_round(args: argparse.Namespace, tree: Path, python: str, workers: 
                 pids.update({f"{name}-child{i}": child for i, child in enumerate(child_pids(proc.pid))})
             if args.store == "redis":  # the Redis servers' CPU is part of the cost too (last)
                 pids.update(await redis_pids(args.redis_url, prefix, args.partitions))
+            pids["client"] = os.getpid()  # this process: the load client and the OTLP backend
             cpu0 = {name: cpu_seconds(pid) for name, pid in pids.items()}
             started = time.perf_counter()
             await asyncio.gather(*(client() for _ in range(args.concurrency_clients)))
