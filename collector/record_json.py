@@ -74,10 +74,19 @@ def json_default(value: Any) -> Any:
 _OPTIONS = orjson.OPT_PASSTHROUGH_DATETIME  # a datetime through `json_default` (as text), as json wrote it
 
 
+def _orjson_default(value: Any) -> Any:
+    """`json_default` for orjson, which also sends it float subclasses (numpy's float64):
+    json wrote those as numbers."""
+    if isinstance(value, float):
+        return float(value)
+    return json_default(value)
+
+
 def dumps(data: Any) -> str:
     """A record's JSON text: orjson's compact form, or ``json.dumps``'s (spaced) form for what
-    orjson refuses (an int past 64 bits, a key that is not a string). Values it has no JSON for
-    go through `json_default`; a float that is not finite is written ``null`` (JSON has no NaN).
+    orjson refuses (an int past 64 bits, a key that is not a string, a lone surrogate). Values it
+    has no JSON for go through `json_default`; where the two differ, orjson writes an Enum as its
+    value (json: its text) and a float that is not finite as ``null`` (JSON has no NaN).
 
     Example:
         >>> dumps({"a": [1, 2.5, None], "b": {1}})
@@ -86,7 +95,7 @@ def dumps(data: Any) -> str:
         '{"big": 1180591620717411303424}'
     """
     try:
-        return orjson.dumps(data, default=json_default, option=_OPTIONS).decode()
+        return orjson.dumps(data, default=_orjson_default, option=_OPTIONS).decode()
     except TypeError:  # orjson.JSONEncodeError is one
         return json.dumps(data, default=json_default)
 

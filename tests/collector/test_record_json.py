@@ -51,6 +51,13 @@ def test_values_without_json_go_through_the_records_fallback() -> None:
         "p": {"x": 1}, "s": "{3}", "when": str(when), "1": "k"}
 
 
+def test_a_float_subclass_is_written_as_a_number_as_json_wrote_it() -> None:
+    class Float(float):
+        pass
+
+    assert dumps({"score": Float(0.5)}) == '{"score":0.5}'
+
+
 def test_a_float_that_is_not_finite_is_written_null() -> None:
     assert loads(dumps({"a": math.nan, "b": [math.inf]})) == {"a": None, "b": [None]}
 
