@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from importlib import metadata
 from typing import Any, Literal
@@ -42,7 +42,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, ArrayValue, KeyValue
 from opentelemetry.proto.common.v1.common_pb2 import InstrumentationScope as PbScope
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource as PbResource
-from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span, SpanFlags
+from opentelemetry.proto.trace.v1.trace_pb2 import ScopeSpans, Span, SpanFlags
 from opentelemetry.proto.trace.v1.trace_pb2 import Status as PbStatus
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import Event, ReadableSpan
@@ -260,7 +260,6 @@ def build_span(record: ScoreRecord, span_time: SpanTime = "anchored") -> Readabl
 
 _REMOTE_PARENT = SpanFlags.SPAN_FLAGS_CONTEXT_HAS_IS_REMOTE_MASK | SpanFlags.SPAN_FLAGS_CONTEXT_IS_REMOTE_MASK
 _PB_SCOPE = PbScope(name=SCOPE.name, version=SCOPE.version or "")
-_PB_OK = PbStatus(code=PbStatus.STATUS_CODE_OK)
 
 
 def any_value(value: Any) -> AnyValue:
@@ -322,46 +321,72 @@ def encode_span(record: ScoreRecord, span_time: SpanTime = "anchored") -> Span:
         >>> (span.name, span.parent_span_id.hex(), span.events[0].name, span.attributes[0].value.string_value)
         ('evaluation Quality', 'cdcdcdcdcdcdcdcd', 'gen_ai.evaluation.result', 'Quality')
     """
+    return _fill_span(Span(), record, span_time)
+
+
+def _fill_span(span: Span, record: ScoreRecord, span_time: SpanTime) -> Span:
+    """Write `encode_span`'s span into ``span`` (a new, empty one: a request's own, so that it is
+    not copied into the request afterwards)."""
     attributes = _key_values(record_attributes(record))
     start, end = span_times(record, span_time)
-    status = (PbStatus(code=PbStatus.STATUS_CODE_ERROR, message=record.error_message or record.error_type)
-              if record.error_type else _PB_OK)
-    return Span(
-        trace_id=_id_bytes(record.trace_id, 16), span_id=_id_bytes(record.score_span_id, 8),
-        parent_span_id=_id_bytes(record.span_id, 8), name=f"evaluation {record.scorer_name}",
-        kind=Span.SPAN_KIND_INTERNAL, start_time_unix_nano=start, end_time_unix_nano=end,
-        attributes=attributes, events=[Span.Event(name=EVENT_NAME, time_unix_nano=end, attributes=attributes)],
-        status=status, flags=_REMOTE_PARENT,
-    )
+    span.trace_id = _id_bytes(record.trace_id, 16)
+    span.span_id = _id_bytes(record.score_span_id, 8)
+    span.parent_span_id = _id_bytes(record.span_id, 8)
+    span.name = f"evaluation {record.scorer_name}"
+    span.kind = Span.SPAN_KIND_INTERNAL
+    span.start_time_unix_nano = start
+    span.end_time_unix_nano = end
+    span.attributes.extend(attributes)
+    span.events.add(name=EVENT_NAME, time_unix_nano=end).attributes.extend(attributes)
+    if record.error_type:
+        span.status.code = PbStatus.STATUS_CODE_ERROR
+        span.status.message = record.error_message or record.error_type
+    else:
+        span.status.code = PbStatus.STATUS_CODE_OK
+    span.flags = _REMOTE_PARENT
+    return span
 
 
-def encode_spans(records: list[ScoreRecord], span_time: SpanTime = "anchored") -> ExportTraceServiceRequest:
-    """One OTLP export request holding the evaluation spans of ``records`` (see `export_request`).
+def encode_spans(
+    records: Sequence[ScoreRecord], span_time: SpanTime = "anchored",
+    on_error: Callable[[ScoreRecord, Exception], None] | None = None,
+) -> ExportTraceServiceRequest:
+    """One OTLP export request holding the evaluation spans of ``records``: one resource entry per
+    distinct resource, in order of first appearance, as the SDK's encoder groups them. Each span is built in its place in the request, never copied into it.
+
+    A record that cannot become a span (`encode_span` raises ValueError or TypeError) is left
+    out and handed to ``on_error`` with the error; without ``on_error`` the error is raised.
 
     Example:
         >>> recs = [ScoreRecord(str(i), "ab" * 16, "cd" * 8, "ef" * 8, "q", "Q", service=s)
         ...         for i, s in enumerate(["a", "b", "a"])]
         >>> [len(rs.scope_spans[0].spans) for rs in encode_spans(recs).resource_spans]
         [2, 1]
+        >>> bad = ScoreRecord("x", "not hex", "cd" * 8, "ef" * 8, "q", "Q", service="c")
+        >>> failed = []
+        >>> request = encode_spans([bad, *recs], on_error=lambda rec, err: failed.append(rec.key))
+        >>> failed, [len(rs.scope_spans[0].spans) for rs in request.resource_spans]
+        (['x'], [2, 1])
     """
-    return export_request(records, [encode_span(record, span_time) for record in records])
-
-
-def export_request(records: Sequence[ScoreRecord], spans: Sequence[Span]) -> ExportTraceServiceRequest:
-    """The export request of encoded ``spans`` (one per record, in order): one resource entry
-    per distinct resource of the records, in order of first appearance, as the SDK's encoder
-    groups them.
-
-    Example:
-        >>> recs = [ScoreRecord("k", "ab" * 16, "cd" * 8, "ef" * 8, "q", "Q", resource={"service.name": "bot"})]
-        >>> request = export_request(recs, [encode_span(recs[0])])
-        >>> request.resource_spans[0].resource.attributes[0].value.string_value
-        'bot'
-    """
-    groups: dict[str, list[Span]] = {}
-    for record, span in zip(records, spans, strict=True):
-        groups.setdefault(_resource_key(record), []).append(span)
-    return ExportTraceServiceRequest(resource_spans=[
-        ResourceSpans(resource=_pb_resource(key), scope_spans=[ScopeSpans(scope=_PB_SCOPE, spans=grouped)])
-        for key, grouped in groups.items()
-    ])
+    request = ExportTraceServiceRequest()
+    scopes: dict[str, ScopeSpans] = {}
+    for record in records:
+        key = _resource_key(record)
+        scope = scopes.get(key)
+        new_resource = scope is None
+        if scope is None:
+            entry = request.resource_spans.add()
+            entry.resource.CopyFrom(_pb_resource(key))
+            scope = scopes[key] = entry.scope_spans.add()
+            scope.scope.CopyFrom(_PB_SCOPE)
+        try:
+            _fill_span(scope.spans.add(), record, span_time)
+        except (ValueError, TypeError) as err:
+            del scope.spans[-1]  # the request is left as if the record had never been in it
+            if new_resource:
+                del request.resource_spans[-1]
+                del scopes[key]
+            if on_error is None:
+                raise
+            on_error(record, err)
+    return request

@@ -9,14 +9,14 @@ compression, retries and timeout all kept) whose translation step passes such a 
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
-from collector.export.evaluation import export_request
+from collector.export.evaluation import SpanTime, encode_spans
 from collector.types import ScoreRecord
 
 
@@ -24,9 +24,8 @@ class EncodedSpans(Sequence[Span]):
     """A batch of encoded spans with the export request that carries them (what the exporter sends).
 
     Example:
-        >>> from collector.export.evaluation import encode_span
         >>> recs = [ScoreRecord(str(i), "ab" * 16, "cd" * 8, "ef" * 8, "q", "Q", service="bot") for i in range(3)]
-        >>> batch = EncodedSpans.of(recs, [encode_span(r) for r in recs])
+        >>> batch = EncodedSpans.encode(recs)
         >>> len(batch), len(batch.request.resource_spans), batch[0].name
         (3, 1, 'evaluation Q')
     """
@@ -36,9 +35,21 @@ class EncodedSpans(Sequence[Span]):
         self.request = request
 
     @classmethod
-    def of(cls, records: Sequence[ScoreRecord], spans: list[Span]) -> EncodedSpans:
-        """The batch of ``spans`` (one per record, in order), grouped by their records' resources."""
-        request = export_request(records, spans)
+    def encode(cls, records: Sequence[ScoreRecord], span_time: SpanTime = "anchored",
+               on_error: Callable[[ScoreRecord, Exception], None] | None = None) -> EncodedSpans:
+        """The batch of ``records``' evaluation spans, each built in its place in the request
+        (`collector.export.evaluation.encode_spans`; ``on_error`` as there). Its spans are the
+        request's, resource by resource.
+
+        Example:
+            >>> recs = [ScoreRecord(str(i), "ab" * 16, "cd" * 8, "ef" * 8, "q", "Q", service=s)
+            ...         for i, s in enumerate(["a", "b", "a"])]
+            >>> batch = EncodedSpans.encode(recs)
+            >>> len(batch), [span.span_id.hex() == "ef" * 8 for span in batch]
+            (3, [True, True, True])
+        """
+        request = encode_spans(records, span_time, on_error)
+        spans = [span for entry in request.resource_spans for scope in entry.scope_spans for span in scope.spans]
         return cls(spans, request)
 
     def __len__(self) -> int:

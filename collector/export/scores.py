@@ -25,7 +25,7 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from collector._aio import cancel_and_wait, wait_event
 from collector.config import ExportConfig
-from collector.export.evaluation import SpanTime, build_span, encode_span
+from collector.export.evaluation import SpanTime, build_span
 from collector.export.grpc_spans import EncodedSpanExporter, EncodedSpans
 from collector.export.outage import OutageWatch, describe_error
 from collector.export.sdk_errors import SdkExportErrors
@@ -219,22 +219,31 @@ class ScoreExporter:
                             rec.score if rec.error_type is None else rec.error_type, rec.reason or "")
             await self._outbox.release(ids)
             return len(items)
-        encoded = isinstance(self._exporter, EncodedSpanExporter)  # the spans are encoded here
-        spans: list[Any] = []
-        for item in list(items):
-            try:
-                spans.append(encode_span(item.record, self._span_time) if encoded
-                             else build_span(item.record, self._span_time))
-            except (ValueError, TypeError):
-                # A record that cannot become a span would block the outbox forever.
-                logger.error("dropping unexportable score record %s", item.record.key, exc_info=True)
-                self._metrics.errors.labels(component="export").inc()
-                await self._outbox.release([item.item_id])
-                items.remove(item)
+        unexportable: list[ScoreRecord] = []
+
+        def cannot_export(record: ScoreRecord, err: Exception) -> None:
+            logger.error("dropping unexportable score record %s", record.key, exc_info=err)
+            unexportable.append(record)
+
+        batch: Any
+        if isinstance(self._exporter, EncodedSpanExporter):  # the spans are encoded here
+            batch = EncodedSpans.encode([item.record for item in items], self._span_time, cannot_export)
+        else:
+            batch = []
+            for item in items:
+                try:
+                    batch.append(build_span(item.record, self._span_time))
+                except (ValueError, TypeError) as err:
+                    cannot_export(item.record, err)
+        if unexportable:  # such a record would block the outbox forever: it is dropped
+            dropped = {id(record) for record in unexportable}
+            gone = [item.item_id for item in items if id(item.record) in dropped]
+            self._metrics.errors.labels(component="export").inc(len(gone))
+            await self._outbox.release(gone)
+            items = [item for item in items if id(item.record) not in dropped]
         if not items:
             return 0
         ids = [item.item_id for item in items]
-        batch: Any = EncodedSpans.of([item.record for item in items], spans) if encoded else spans
         cause = None
         try:
             result = await self._in_thread(_export_suppressed, self._exporter, batch)
