@@ -6,10 +6,13 @@ bytes. Real loopback sockets throughout."""
 from __future__ import annotations
 
 import asyncio
-import ctypes
 import gc
 import gzip
+import json
+import os
 import struct
+import subprocess
+import sys
 import types
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -21,13 +24,14 @@ import pytest
 from google.rpc.error_details_pb2 import RetryInfo
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
+from repo_paths import REPO
 
 from collector.errors import CollectorError, QueueFull
 from collector.metrics import Metrics
 from collector.receive.consumer import Accepted
 from collector.receive.grpc import GrpcReceiver
 from collector.receive.http import HttpReceiver
-from collector.receive.memory import BodyBudget, map_large_blocks
+from collector.receive.memory import BodyBudget
 
 MiB = 1024 * 1024
 EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
@@ -220,34 +224,56 @@ async def test_an_http_body_waits_for_room_before_it_is_read_then_is_refused_ret
     assert rec.names == ["waited", "zipped"] and budget.in_flight == 0
 
 
-def _rss_bytes() -> int:
+LARGE_BLOCKS = """
+import ctypes, importlib.util, json
+from pathlib import Path
+
+# The module alone, not its package: importing the receivers (gRPC, aiohttp) leaves the heap in a
+# state where these blocks are given back with or without the setting, and the test could not fail.
+spec = importlib.util.spec_from_file_location("receive_memory", "collector/receive/memory.py")
+memory = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(memory)
+map_large_blocks = memory.map_large_blocks
+
+MiB = 1024 * 1024
+
+def rss():
     for line in Path("/proc/self/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) * 1024
     raise AssertionError("no VmRSS")
 
+mapped = map_large_blocks()
+ctypes.CDLL(None).malloc_trim(0)
+warm_up = bytes(20 * MiB)  # a larger body came and went: glibc's sliding threshold rises past 16 MiB
+del warm_up
+before = rss()
+blocks, kept = [], []
+for i in range(6):
+    blocks.append(bytes([i]) * (16 * MiB))  # filled: every page touched
+    kept.append(bytearray(4096))  # small objects that outlive the bodies, as a receiver's do
+held = rss()
+del blocks
+print(json.dumps({"mapped": mapped, "before": before, "held": held, "after": rss(), "kept": len(kept)}))
+"""
+
 
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads /proc")
 def test_large_blocks_go_back_to_the_system_when_freed() -> None:
-    assert map_large_blocks(), "glibc's mmap threshold could not be set (not glibc, or MALLOC_MMAP_THRESHOLD_ set)"
-    ctypes.CDLL(None).malloc_trim(0)
-    warm_up = bytes(20 * MiB)  # a larger body came and went: glibc's sliding threshold rises past 16 MiB
-    del warm_up
-    before = _rss_bytes()
-    blocks, kept = [], []
-    for i in range(6):
-        blocks.append(bytes([i]) * (16 * MiB))  # filled: every page touched
-        kept.append(bytearray(4096))  # small objects that outlive the bodies, as a receiver's do
-    held = _rss_bytes()
-    del blocks
-    after = _rss_bytes()
+    """In a fresh process: in a test worker, free chunks that earlier tests left in the heap would
+    serve the blocks (glibc maps a block only when the heap cannot hold it), whatever the threshold."""
+    env = {k: v for k, v in os.environ.items() if k != "MALLOC_MMAP_THRESHOLD_"}
+    env["PYTHONPATH"] = str(REPO)
+    child = subprocess.run([sys.executable, "-c", LARGE_BLOCKS], capture_output=True, text=True, env=env,
+                           cwd=REPO, timeout=60, check=True)
+    figures = json.loads(child.stdout)
+    assert figures["mapped"], "glibc's mmap threshold could not be set (not glibc)"
+    held, before, after = figures["held"], figures["before"], figures["after"]
     assert held - before >= 64 * MiB  # the 96 MiB were resident...
     # ...and left with the blocks, with no trim asked for (without map_large_blocks, glibc puts
-    # them in the heap below the small objects, and all 96 MiB stay). Measured as what left
-    # between the two readings, so another thread's allocations before them (the process is a
-    # test worker) cannot make the test fail.
+    # them in the heap below the small objects, and all 96 MiB stay).
     assert held - after >= 64 * MiB
-    assert len(kept) == 6
+    assert figures["kept"] == 6
 
 
 async def test_a_waiter_whose_client_went_away_leaves_the_queue_to_the_next() -> None:
