@@ -16,6 +16,7 @@ daemon's own thread, the pool is started anew, and no trace is lost.
 from __future__ import annotations
 
 import asyncio
+import gc
 import importlib
 import logging
 import multiprocessing
@@ -44,12 +45,14 @@ START_TIMEOUT_S = 60.0
 def _start_process() -> None:
     """A decision process's start: the daemon alone handles signals (a Ctrl-C reaches the whole
     process group; the daemon stops its processes when it drains), a daemon killed outright
-    leaves no process behind (`_exit_with_parent`), and the adapters are imported."""
+    leaves no process behind (`_exit_with_parent`), and the adapters are imported (and kept out of
+    the garbage collector's walks, as the daemon keeps what its start made: `gc.freeze`)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     threading.Thread(target=_exit_with_parent, args=(os.getppid(),), name="tracescore-parent-watch",
                      daemon=True).start()
     importlib.import_module("adapters")
+    gc.freeze()
 
 
 def _exit_with_parent(parent: int) -> None:

@@ -116,3 +116,14 @@ async def test_processes_that_cannot_start_again_are_retried_later_meanwhile_the
         assert again is not None and [r.error for r in again] == [None] * len(batch)
     finally:
         await processes.shutdown()
+
+
+def test_a_decision_process_keeps_the_imported_adapters_out_of_the_collectors_walks() -> None:
+    import gc
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    from collector.assemble.processes import _start_process
+
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"), initializer=_start_process) as pool:
+        assert pool.submit(gc.get_freeze_count).result(timeout=60) > 1000
