@@ -9,8 +9,8 @@ text is made and parsed by orjson (`dumps`, `loads`).
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, fields, is_dataclass
-from typing import Any
+from dataclasses import MISSING, asdict, fields, is_dataclass
+from typing import Any, TypeVar
 
 import orjson
 
@@ -118,3 +118,53 @@ def loads(text: str | bytes) -> Any:
         return orjson.loads(text)
     except orjson.JSONDecodeError:
         return json.loads(text)
+
+
+_Record = TypeVar("_Record", bound=type)
+
+
+def fast_init(cls: _Record) -> _Record:
+    """Give a frozen dataclass record an ``__init__`` that fills the instance's dict in one step.
+
+    The one ``@dataclass(frozen=True)`` writes sets each field through ``object.__setattr__``
+    (the class refuses plain assignment): for a record of 20 or 30 fields, made several times
+    per scored run, that is half its cost. The new one takes the same arguments, with the same
+    defaults (a ``default_factory`` called for each instance), and makes an equal instance; the
+    dataclass's own is kept as ``_dataclass_init``. Only for classes without slots,
+    ``__post_init__`` or fields left out of ``__init__``.
+
+    Example:
+        >>> from dataclasses import dataclass, field
+        >>> @fast_init
+        ... @dataclass(frozen=True)
+        ... class Point:
+        ...     x: int
+        ...     y: int = 0
+        ...     tags: list[str] = field(default_factory=list)
+        >>> Point(1), Point(1, y=2, tags=["a"]), Point(1).tags is Point(1).tags
+        (Point(x=1, y=0, tags=[]), Point(x=1, y=2, tags=['a']), False)
+    """
+    record_fields = fields(cls)
+    if hasattr(cls, "__slots__") or hasattr(cls, "__post_init__") or not all(f.init for f in record_fields):
+        raise TypeError(f"fast_init: {cls.__name__} has slots, __post_init__ or fields outside __init__")
+    namespace: dict[str, Any] = {"_MISSING": MISSING}
+    params, items = [], []
+    for f in record_fields:
+        if f.default is not MISSING:
+            namespace[f"_default_{f.name}"] = f.default
+            params.append(f"{f.name}=_default_{f.name}")
+            items.append(f"{f.name!r}: {f.name}")
+        elif f.default_factory is not MISSING:
+            namespace[f"_factory_{f.name}"] = f.default_factory
+            params.append(f"{f.name}=_MISSING")
+            items.append(f"{f.name!r}: _factory_{f.name}() if {f.name} is _MISSING else {f.name}")
+        else:
+            params.append(f.name)
+            items.append(f"{f.name!r}: {f.name}")
+    source = f"def __init__(self, {', '.join(params)}):\n    self.__dict__.update({{{', '.join(items)}}})\n"
+    exec(source, namespace)  # as dataclasses makes its own __init__
+    init = namespace["__init__"]
+    init.__qualname__ = f"{cls.__qualname__}.__init__"
+    cls._dataclass_init = cls.__init__  # type: ignore[attr-defined,misc]
+    cls.__init__ = init  # type: ignore[misc]
+    return cls

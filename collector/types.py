@@ -8,10 +8,9 @@ with a `Settlement` (`Done`, `Retry`, `Dead`). work -> export, through the outbo
 `ScoreRecord`, read back as `OutboxItem`. `StoreStats` are the store's gauges.
 
 A `ScoreJob`'s `key` (trace id, span id, scorer id, scorer version) is the idempotency key
-of the score: a key that was completed or dead-lettered is never queued again.
-Everything here is plain data serialisable as JSON (dead letters and outbox rows are
-JSON, never pickles), so every store backend keeps the same records.
-"""
+of the score: a key that was completed or dead-lettered is never queued again. Everything
+here is plain data serialisable as JSON (dead letters and outbox rows are JSON, never
+pickles), so every store backend keeps the same records."""
 
 from __future__ import annotations
 
@@ -24,7 +23,7 @@ from typing import Any, Literal
 from collector.handoff import Once
 from collector.ids import failure_span_of, run_id_for
 from collector.judge_types import Park
-from collector.record_json import dumps, known_fields, loads, record_dict
+from collector.record_json import dumps, fast_init, known_fields, loads, record_dict
 
 CANDIDATE = 1
 """Summary flag: the trace holds a span that may be a run or LLM span."""
@@ -40,10 +39,9 @@ SummaryEntry = tuple[bytes, int, int]
 class TraceChunk:
     """The part of one OTLP request that belongs to one trace, serialised.
 
-    ``data`` is a ``TracesData`` (signal ``spans``) or ``LogsData`` (signal ``logs``)
-    protobuf holding only that trace's spans or log records, with their resource and scope.
-    ``has_run_candidate``: a span may be a run or LLM span; ``has_root``: a span without a
-    parent (a trace's root usually ends, and is exported, last).
+    ``data`` is a ``TracesData`` (signal ``spans``) or ``LogsData`` (signal ``logs``) protobuf holding
+    only that trace's spans or log records, with their resource and scope. ``has_run_candidate``: a
+    span may be a run or LLM span; ``has_root``: a span without a parent (a root usually ends last).
     """
 
     trace_id: bytes
@@ -71,6 +69,7 @@ class Accepted:
     message: str = ""
 
 
+@fast_init
 @dataclass(frozen=True)
 class RunRecord:
     """An agent run as queued: ids, where it came from, and its agent-typed input and output.
@@ -183,6 +182,7 @@ class LeasedJob:
     parked_since: float | None = None  # when a `Park` first handed it back (epoch s), until settled otherwise
 
 
+@fast_init
 @dataclass(frozen=True)
 class ScoreRecord:
     """A score (or a scorer failure) ready for export: one row of the outbox.

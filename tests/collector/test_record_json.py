@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import FrozenInstanceError, dataclass
 from datetime import UTC, datetime
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -75,3 +76,28 @@ def test_jobs_and_scores_read_back_as_they_were() -> None:
     score = ScoreRecord("k", "ab" * 16, "cd" * 8, "ef" * 8, "q", "Q", score=0.25, reason="ok")
     assert ScoreRecord.from_json(score.to_json()) == score
     assert RunRecord.from_json(run.to_json()) == run
+
+
+@given(st.text(), st.text(), st.integers(), st.dictionaries(st.text(), st.integers(), max_size=3))
+def test_records_made_by_fast_init_equal_the_dataclasses_own(trace_id: str, span_id: str, end: int,
+                                                              resource: dict[str, int]) -> None:
+    for cls, args, kwargs in [
+        (RunRecord, (trace_id, span_id), {"end_ns": end, "resource": resource}),
+        (RunRecord, (trace_id, span_id, "invoke_agent x"), {}),
+        (ScoreRecord, ("k", trace_id, span_id, "ef" * 8, "q", "Q"), {"score": 0.5, "resource": resource}),
+    ]:
+        made = cls(*args, **kwargs)
+        own = object.__new__(cls)
+        cls._dataclass_init(own, *args, **kwargs)
+        assert made == own and vars(made) == vars(own)
+
+
+def test_a_fast_init_record_stays_frozen_and_its_factories_give_each_record_its_own_value() -> None:
+    first, second = RunRecord("t", "s"), RunRecord("t", "s")
+    assert first.input is not second.input and first.resource is not second.resource
+    with pytest.raises(FrozenInstanceError):
+        first.span_id = "x"  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        RunRecord("t")  # type: ignore[call-arg]
+    with pytest.raises(TypeError):
+        RunRecord("t", "s", unknown=1)  # type: ignore[call-arg]
