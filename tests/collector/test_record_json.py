@@ -73,6 +73,7 @@ def test_jobs_and_scores_read_back_as_they_were() -> None:
     job = ScoreJob(run, "q", "1", supersedes="ef" * 8)
     assert parse_job(job_json(job)) == job
     assert parse_job(job_json(job).encode()) == job
+    assert parse_job(job_json(job)).run.run_id == run.run_id  # carried by the job, equal to the one made
     score = ScoreRecord("k", "ab" * 16, "cd" * 8, "ef" * 8, "q", "Q", score=0.25, reason="ok")
     assert ScoreRecord.from_json(score.to_json()) == score
     assert RunRecord.from_json(run.to_json()) == run

@@ -71,7 +71,7 @@ def job_json(job: ScoreJob) -> str:
         True
     """
     data: dict[str, Any] = {"run": record_dict(job.run), "scorer_id": job.scorer_id,
-                            "scorer_version": job.scorer_version}
+                            "scorer_version": job.scorer_version, "run_id": job.run.run_id}
     if job.supersedes is not None:
         data["supersedes"] = job.supersedes
     return dumps(data)
@@ -80,13 +80,19 @@ def job_json(job: ScoreJob) -> str:
 def parse_job(text: str | bytes) -> ScoreJob:
     """Parse `job_json` output.
 
+    The run's id comes with the job (made once, by the receiver); an older job's is made when asked.
+
     Example:
         >>> parse_job('{"run": {"trace_id": "t", "span_id": "s"}, "scorer_id": "q"}').key
         't/s/q/'
+        >>> parse_job('{"run": {"trace_id": "t", "span_id": "s"}, "scorer_id": "q", "run_id": "r-1"}').run.run_id
+        'r-1'
     """
     data = loads(text)
-    return ScoreJob(RunRecord(**known_fields(RunRecord, data["run"])), data["scorer_id"], data.get("scorer_version"),
-                    data.get("supersedes"))
+    run = RunRecord(**known_fields(RunRecord, data["run"]))
+    if "run_id" in data:
+        vars(run)["run_id"] = data["run_id"]  # where functools.cached_property keeps RunRecord.run_id
+    return ScoreJob(run, data["scorer_id"], data.get("scorer_version"), data.get("supersedes"))
 
 
 @dataclass(frozen=True, slots=True)
