@@ -352,7 +352,8 @@ def encode_spans(
     on_error: Callable[[ScoreRecord, Exception], None] | None = None,
 ) -> ExportTraceServiceRequest:
     """One OTLP export request holding the evaluation spans of ``records``: one resource entry per
-    distinct resource, in order of first appearance, as the SDK's encoder groups them. Each span is built in its place in the request, never copied into it.
+    distinct resource, in order of first appearance, as the SDK's encoder groups them. Each span
+    is built in its place in the request, never copied into it.
 
     A record that cannot become a span (`encode_span` raises ValueError or TypeError) is left
     out and handed to ``on_error`` with the error; without ``on_error`` the error is raised.
