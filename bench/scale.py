@@ -15,7 +15,10 @@ timestamps every score span it receives. The client posts R runs (agent traces:
   the backend), which shares the machine's CPUs with the daemons. On Redis this includes the server holding
   the deployment's keys ("redis"); with ``--partitions N`` on a Cluster, every primary
   serving one of its partitions or its own keys, each (``redis@PORT``) and their sum
-  (``redis-sum``); on one server, still one "redis" figure.
+  (``redis-sum``); on one server, still one "redis" figure;
+* with every run offered at once, the CPU ceiling: the runs/s those CPU costs allow at best
+  (`cpu_ceiling`), and the share of it the round reached (the rest is the pipeline filling
+  and draining: decision_wait, the last batches).
 
 ``--partitions N`` (Redis only) runs every daemon with ``[queue] partitions = N``: the
 deployment's work spread over N key sets, each in its own hash slot (on a 3-primary Cluster,
@@ -326,11 +329,35 @@ def median_of(rounds: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def describe(r: dict[str, Any], store: str) -> str:
-    """One line of figures: throughput, latency, CPU per run per process."""
+def cpu_ceiling(cpu_ms: dict[str, float], cpus: int) -> float:
+    """The runs/s that the measured CPU per run allows at best: every process's CPU within the
+    machine's ``cpus``, and each daemon's (its children apart) within one CPU, its interpreter
+    lock's bound.
+
+    Example:
+        >>> round(cpu_ceiling({"receiver": 0.25, "worker0": 0.25, "redis": 0.1, "client": 0.05}, 2))
+        3077
+        >>> round(cpu_ceiling({"serve": 0.5, "serve-child1": 0.2, "client": 0.05}, 2))
+        2000
+    """
+    spent = {name: c for name, c in cpu_ms.items() if name != "redis-sum"}
+    bound = cpus * 1000 / sum(spent.values())
+    for name, c in spent.items():
+        if c > 0 and not name.startswith(("redis", "client")) and "-child" not in name:
+            bound = min(bound, 1000 / c)
+    return bound
+
+
+def describe(r: dict[str, Any], store: str, offered_at_once: bool = False) -> str:
+    """One line of figures: throughput, latency, CPU per run per process; with every run offered
+    at once, also the ceiling that CPU allows (`cpu_ceiling`) and the share of it reached."""
     cpu = " ".join(f"{name} {c:.2f}" for name, c in r["cpu_ms"].items())
-    return (f"{r['runs_per_s']:6.0f} runs/s ({r['runs']} runs in {r['total_s']:.2f} s)  received->exported "
+    line = (f"{r['runs_per_s']:6.0f} runs/s ({r['runs']} runs in {r['total_s']:.2f} s)  received->exported "
             f"p50 {r['p50_ms']:.0f} ms p99 {r['p99_ms']:.0f} ms  re-sent {r['resent']}  CPU ms/run {cpu}")
+    if offered_at_once:
+        ceiling = cpu_ceiling(r["cpu_ms"], os.cpu_count() or 1)
+        line += f"  CPU ceiling {ceiling:.0f} runs/s (reached {r['runs_per_s'] / ceiling:.0%})"
+    return line
 
 
 def tree_python(rev: str, tree: Path, env: str) -> str:
@@ -372,7 +399,7 @@ async def compare(args: argparse.Namespace, trees: dict[str, tuple[Path, str]], 
     medians = {name: median_of(rounds) for name, rounds in results.items()}
     print(f"  {title}")
     for name, r in medians.items():
-        print(f"    {name:>10}: {describe(r, args.store)}")
+        print(f"    {name:>10}: {describe(r, args.store, offered_at_once=rate is None)}")
     if len(trees) == 2:
         here, old = medians["this tree"], medians[next(n for n in trees if n != "this tree")]
         w = "serve" if args.store == "sqlite" else "worker0"  # the (first) worker's CPU, with its children's
