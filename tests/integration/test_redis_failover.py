@@ -34,7 +34,7 @@ from redis_topology import Node, SentinelGroup
 from test_redis_faults import PROTOBUF, ROOT, Proc, agent_bodies, unique_scores
 
 from collector.store.redis.conn import slot_primary
-from collector.store.redis.keys import RedisKeys
+from collector.store.redis.keys import GROUP, RedisKeys
 from collector.store.redis.partitioned import PartitionedRedisStore, open_redis_store
 from collector.store.redis.store import RedisStore
 
@@ -102,6 +102,33 @@ async def job_keys(client: aioredis.Redis, keys: RedisKeys) -> set[str]:
             async for key in client.scan_iter(match=f"{keys.idem_prefix}*", count=1000, **where)}
 
 
+async def unscored_state(client: aioredis.Redis, keys: list[RedisKeys], accepted: set[str],
+                         backend: CaptureBackend) -> str:
+    """What a deployment's keys hold for the accepted runs no score reached (a failure's
+    diagnosis: the queue's, outbox's and buffer's sizes, then each such trace's buffer entries,
+    idempotency keys and stream entries); never raises."""
+    try:
+        missing = sorted(accepted - unique_scores(backend)[1])
+        lines = [f"{len(missing)} accepted runs not scored: {missing[:10]}"]
+        for k in keys:
+            node = await slot_primary(client, k.jobs)
+            where: dict[str, Any] = {} if node is None else {"target_nodes": node}
+            entries = await client.xrange(k.jobs)
+            lines.append(f"{k.prefix}: stream {len(entries)} entries, pending {await client.xpending(k.jobs, GROUP)}, "
+                         f"outbox {await client.zcard(k.outbox)}, decide {await client.zcard(k.decide)}, "
+                         f"open {await client.zcard(k.traces_open)}, decided {await client.zcard(k.traces_decided)}")
+            for trace in missing[:10]:
+                idem = [(key.decode(), await client.get(key)) async for key in
+                        client.scan_iter(match=f"{k.idem_prefix}{trace}*", count=1000, **where)]
+                queued = [(entry_id, fields.get(b"key")) for entry_id, fields in entries if trace.encode() in fields.get(b"key", b"")]
+                lines.append(f"  {trace}: meta {await client.hgetall(k.meta(trace))}, chunks {await client.llen(k.chunks(trace))}, "
+                             f"decide at {await client.zscore(k.decide, trace)}, open {await client.zscore(k.traces_open, trace)}, "
+                             f"decided {await client.zscore(k.traces_decided, trace)}, idem {idem}, stream {queued}")
+        return "\n".join(lines)
+    except Exception as exc:  # the diagnosis must not hide the failure
+        return f"(the keys could not be read: {exc!r})"
+
+
 async def failover_under_load(tmp: Path, url: str, prefix: str, wait_replicas: int,
                               fail: Callable[[], Awaitable[float]], *, partitions: int = 1) -> dict[str, Any]:
     """Run a daemon on ``url`` (its work in ``partitions`` key partitions), send 80 requests
@@ -138,7 +165,10 @@ async def failover_under_load(tmp: Path, url: str, prefix: str, wait_replicas: i
                 return False
 
         if wait_replicas:
-            await wait_until(drained, timeout=90, what="every accepted run scored and the queue drained")
+            try:
+                await wait_until(drained, timeout=90, what="every accepted run scored and the queue drained")
+            except AssertionError as err:  # say what the keys hold for the runs not scored
+                raise AssertionError(f"{err}\n{await unscored_state(client, keys, accepted, backend)}") from None
         else:
             try:  # a lost run is never scored: wait for the queue to drain instead, then count
                 await wait_until(drained, timeout=45, what="drained")
