@@ -52,7 +52,7 @@ def view_span(span: TraceSpan, logs: Sequence[TraceLog], report: Report) -> Span
         ('agent', ['Hi', 'Yo'])
     """
     attrs = span.attributes
-    is_agent = _AGENT_KEYS[0] in attrs or _AGENT_KEYS[1] in attrs
+    is_agent = any(k in attrs for k in _AGENT_KEYS)
     if not is_agent and span.scope_name != "pydantic-ai":
         return None
     if not is_agent:
