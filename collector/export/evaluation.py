@@ -176,6 +176,9 @@ def session_attributes(session: SessionScore) -> dict[str, Any]:
     return attrs
 
 
+_SORTED_JSON = json.JSONEncoder(sort_keys=True, default=str)  # json.dumps's encoder for these options, made once
+
+
 def _attribute_value(value: Any) -> Any:
     """A resource value as an OTel attribute: scalars and lists of one scalar type as they are,
     anything else (maps, mixed lists) as JSON text."""
@@ -184,7 +187,7 @@ def _attribute_value(value: Any) -> Any:
     if isinstance(value, (list, tuple)) and value and all(isinstance(v, (str, bool, int, float)) for v in value):
         if len({type(v) for v in value}) == 1:
             return list(value)
-    return json.dumps(value, default=str, sort_keys=True)
+    return _SORTED_JSON.encode(value)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -299,13 +302,12 @@ def _pb_resource(frozen: str) -> PbResource:
     return PbResource(attributes=_key_values(dict(_resource(frozen).attributes)))
 
 
-_RESOURCE_JSON = json.JSONEncoder(sort_keys=True, default=str)  # json.dumps's encoder for these options, made once
 
 
 def _resource_key(record: ScoreRecord) -> str:
     """The scored span's resource as sorted JSON: equal resources, equal keys."""
     attributes = record.resource or ({"service.name": record.service} if record.service else {})
-    return _RESOURCE_JSON.encode(attributes)
+    return _SORTED_JSON.encode(attributes)
 
 
 def _id_bytes(hex_id: str, size: int) -> bytes:

@@ -111,15 +111,13 @@ async def unscored_state(client: aioredis.Redis, keys: list[RedisKeys], accepted
         missing = sorted(accepted - unique_scores(backend)[1])
         lines = [f"{len(missing)} accepted runs not scored: {missing[:10]}"]
         for k in keys:
-            node = await slot_primary(client, k.jobs)
-            where: dict[str, Any] = {} if node is None else {"target_nodes": node}
+            queued_keys = await job_keys(client, k)
             entries = await client.xrange(k.jobs)
             lines.append(f"{k.prefix}: stream {len(entries)} entries, pending {await client.xpending(k.jobs, GROUP)}, "
                          f"outbox {await client.zcard(k.outbox)}, decide {await client.zcard(k.decide)}, "
                          f"open {await client.zcard(k.traces_open)}, decided {await client.zcard(k.traces_decided)}")
             for trace in missing[:10]:
-                idem = [(key.decode(), await client.get(key)) async for key in
-                        client.scan_iter(match=f"{k.idem_prefix}{trace}*", count=1000, **where)]
+                idem = [(key, await client.get(k.idem(key))) for key in sorted(queued_keys) if key.startswith(trace)]
                 queued = [(entry_id, fields.get(b"key")) for entry_id, fields in entries if trace.encode() in fields.get(b"key", b"")]
                 lines.append(f"  {trace}: meta {await client.hgetall(k.meta(trace))}, chunks {await client.llen(k.chunks(trace))}, "
                              f"decide at {await client.zscore(k.decide, trace)}, open {await client.zscore(k.traces_open, trace)}, "
