@@ -14,7 +14,6 @@ waits a test makes while agents keep sending are coroutines.
 
 from __future__ import annotations
 
-import ctypes
 import shutil
 import signal
 import subprocess
@@ -46,10 +45,17 @@ def poll(predicate: Callable[[], bool], what: str, timeout: float = WAIT_S) -> N
         time.sleep(0.05)
 
 
-def _die_with_parent() -> None:
-    """In the child before exec: SIGKILL it when the test process dies (a worker killed by a
-    timeout never runs its fixtures' teardown; its servers must not outlive it)."""
-    ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+def _die_with_parent() -> list[str]:
+    """The command prefix that SIGKILLs a server when the test process dies (a worker killed by a
+    timeout never runs its fixtures' teardown; its servers must not outlive it).
+
+    util-linux's ``setpriv`` sets the signal and execs the server, so the test process runs
+    no code of its own between fork and exec: a ``preexec_fn`` runs Python (and gRPC's fork
+    handlers) in the child of a process with gRPC threads, where a restarted node once died
+    before its first log line."""
+    path = shutil.which("setpriv")
+    assert path, "setpriv is not installed (Debian: apt-get install util-linux)"
+    return [path, "--pdeathsig", "KILL", "--"]
 
 
 def _answers(port: int) -> bool:
@@ -73,23 +79,29 @@ class Node:
         self.extra = list(extra)
         self.sentinel = sentinel
         self.proc: subprocess.Popen[bytes] | None = None
+        self.log_from = 0
 
     def start(self, *more: str) -> Node:
         """Start the server (``more``: arguments for this start only) and wait until it answers."""
-        args = [_server()]
+        args = [*_die_with_parent(), _server()]
         if self.sentinel:
             args += [str(self.dir / "sentinel.conf"), "--sentinel"]
         args += ["--bind", "127.0.0.1", "--port", str(self.port), "--dir", str(self.dir), "--save", "",
                  "--appendonly", "no", "--logfile", str(self.dir / "server.log"), *self.extra, *more]
-        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                     preexec_fn=_die_with_parent)
+        log = self.dir / "server.log"
+        self.log_from = log.stat().st_size if log.exists() else 0  # this start's lines come after
+        with (self.dir / "stderr.log").open("ab") as stderr:
+            self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=stderr)
         poll(lambda: self.alive() and _answers(self.port), f"redis on {self.port} ({self.dir}/server.log)")
         return self
 
     def alive(self) -> bool:
         assert self.proc is not None
         if self.proc.poll() is not None:
-            raise AssertionError(f"redis on {self.port} exited: {(self.dir / 'server.log').read_text()[-2000:]}")
+            log = (self.dir / "server.log").read_text()[self.log_from:][-2000:]
+            stderr = (self.dir / "stderr.log").read_text()[-1000:]
+            raise AssertionError(f"redis on {self.port} exited with {self.proc.returncode}; its log since this start: "
+                                 f"{log or '(nothing)'}; stderr: {stderr or '(nothing)'}")
         return True
 
     def kill(self) -> None:
