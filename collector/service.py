@@ -171,7 +171,7 @@ class Service:
         self.sinks = make_senders(config.sinks, self.store.sink_outbox, self.metrics)
         self.signals = ScoreSignals(e)
         self.exporter = ScoreExporter(
-            self.store, make_span_exporter(e), self.metrics, max_batch=e.max_batch,
+            self.store, make_span_exporter(e), self.metrics, max_batch=e.max_batch, batch_delay_s=e.batch_delay_s,
             max_backoff_s=e.max_backoff_s, on_exported=self.signals.exported if self.signals.enabled else None,
             span_time=e.span_time, forwarded=self.store.forward_log if self.forwarding else None,
             destination=e.destination(),

@@ -104,6 +104,10 @@ class ScoreExporter:
         exporter: the SDK span exporter; None logs and drops records (no endpoint set).
         metrics: the service's instruments.
         max_batch: records per export call.
+        batch_delay_s: after an export that emptied the outbox (or once woken from idle), how
+            long the loop waits before the next one, so that the records of the jobs finishing
+            meanwhile share its call (as the SDK's batch processor's schedule delay does; an
+            export call costs far more than a record in it). A full batch goes at once.
         on_exported: called on a worker thread with the records the backend accepted
             (the optional log and metric copies).
         backoff_s: first retry delay after a failed export (doubles up to ``max_backoff_s``).
@@ -117,7 +121,7 @@ class ScoreExporter:
 
     def __init__(
         self, outbox: Outbox, exporter: SpanExporter | None, metrics: Metrics, *,
-        max_batch: int = 256, backoff_s: float = 0.5, max_backoff_s: float = 30.0, poll_s: float = 0.5,
+        max_batch: int = 256, batch_delay_s: float = 0.0, backoff_s: float = 0.5, max_backoff_s: float = 30.0, poll_s: float = 0.5,
         on_exported: Callable[[list[ScoreRecord]], None] | None = None, span_time: SpanTime = "anchored",
         forwarded: ForwardLog | None = None, hold_s: float = 1.0, destination: str = "the export endpoint",
     ) -> None:
@@ -134,12 +138,14 @@ class ScoreExporter:
         self._exporter = exporter
         self._metrics = metrics
         self._max_batch = max_batch
+        self._batch_delay = batch_delay_s
         self._backoff = backoff_s
         self._max_backoff = max_backoff_s
         self._poll = poll_s
         self._task: asyncio.Task[None] | None = None
         self._wake: asyncio.Event | None = None
         self._stopping = False
+        self._stop_now: asyncio.Event | None = None  # ends a batch delay when shutting down
 
     def notify(self) -> None:
         """Wake the export loop (new records were written).
@@ -156,7 +162,7 @@ class ScoreExporter:
             logger.warning("no export endpoint configured (export.endpoint or OTEL_EXPORTER_OTLP_ENDPOINT):"
                            " scores are not exported, only logged at INFO (-v)")
         self._sdk_errors.install()
-        self._wake = asyncio.Event()
+        self._wake, self._stop_now = asyncio.Event(), asyncio.Event()
         self._task = asyncio.create_task(self._loop(), name="tracescore-export")
 
     async def shutdown(self, timeout: float = 5.0) -> None:  # noqa: ASYNC109 (lifecycle contract)
@@ -166,6 +172,8 @@ class ScoreExporter:
         # Stop at a batch boundary: cancelling mid-export would re-send an exported batch.
         self._stopping = True
         self.notify()
+        if self._stop_now is not None:
+            self._stop_now.set()
         try:
             async with asyncio.timeout(timeout):
                 await self._task
@@ -186,7 +194,7 @@ class ScoreExporter:
         return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
 
     async def _loop(self) -> None:
-        wake = self._wake or asyncio.Event()
+        wake, stop_now = self._wake or asyncio.Event(), self._stop_now or asyncio.Event()
         while not self._stopping:
             try:
                 sent = await self.export_batch()
@@ -197,6 +205,8 @@ class ScoreExporter:
             if sent <= 0 and not self._stopping:
                 await wait_event(wake, self._poll)
                 wake.clear()
+            if 0 <= sent < self._max_batch and self._batch_delay and not self._stopping:
+                await wait_event(stop_now, self._batch_delay)  # the records of the jobs finishing meanwhile share one call
 
     async def export_batch(self, within_s: float = 0.0) -> int:
         """Export one batch of records due now (or within ``within_s``); returns records exported

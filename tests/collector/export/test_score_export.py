@@ -14,6 +14,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
+from polling import wait_until
 
 from collector.config import ExportConfig
 from collector.export.evaluation import build_span
@@ -333,3 +334,57 @@ async def test_a_score_held_for_its_spans_leaves_with_the_flush_before_the_daemo
         if store_kind == "redis":
             await store.delete_all()
         await store.shutdown()
+
+
+class CallSizes(SpanExporter):
+    """A sink recording how many spans each export call carried."""
+
+    def __init__(self) -> None:
+        self.sizes: list[int] = []
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        self.sizes.append(len(spans))
+        return SpanExportResult.SUCCESS
+
+    def shutdown(self) -> None:
+        pass
+
+
+async def _settle_apart(store: SqliteStore, exporter: ScoreExporter, n: int, gap_s: float) -> None:
+    """Settle ``n`` queued jobs ``gap_s`` apart, waking the exporter after each, as a worker does."""
+    for leased in await store.take(n):
+        await store.settle(leased, Done(_record(key=leased.job.key, span_id=leased.job.run.span_id)))
+        exporter.notify()
+        await asyncio.sleep(gap_s)
+
+
+@pytest.mark.parametrize(("delay_s", "sizes"), [(0.0, [1, 1, 1]), (0.5, [3])])
+async def test_scores_finished_within_the_batch_delay_share_one_export_call(
+        tmp_path: Path, delay_s: float, sizes: list[int]) -> None:
+    store = SqliteStore(str(tmp_path / "q.db"))
+    await store.start()
+    await store.put([ScoreJob(RunRecord(TRACE, f"{i:016x}"), "quality", "3") for i in range(3)])
+    sink = CallSizes()
+    exporter = ScoreExporter(store, sink, Metrics(), batch_delay_s=delay_s)
+    await exporter.start()
+    try:
+        # woken from idle by the first, the exporter waits out the delay: all three (0.1 s apart) share a call
+        await _settle_apart(store, exporter, 3, 0.1)
+        await wait_until(lambda: sum(sink.sizes) >= 3, timeout=5, what="3 scores exported")
+        assert sink.sizes == sizes
+    finally:
+        await exporter.shutdown()
+        await store.shutdown()
+
+
+async def test_a_full_batch_goes_without_the_batch_delay_and_the_delay_never_holds_shutdown(tmp_path: Path) -> None:
+    store = await _store_with_records(tmp_path / "q.db", 5)
+    sink = CallSizes()
+    exporter = ScoreExporter(store, sink, Metrics(), max_batch=2, batch_delay_s=60.0)
+    await exporter.start()
+    await wait_until(lambda: sum(sink.sizes) >= 5, timeout=5, what="5 scores exported")
+    assert sink.sizes == [2, 2, 1]  # full batches back to back; only the last, partial one waits after it
+    started = time.monotonic()
+    await exporter.shutdown(timeout=10)
+    assert time.monotonic() - started < 5  # the 60 s delay it was in did not hold it
+    await store.shutdown()
