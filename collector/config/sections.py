@@ -258,7 +258,7 @@ class ExportConfig(BaseModel):
     timeout_s: float = Field(default=10.0, gt=0)
     max_backoff_s: float = Field(default=30.0, gt=0)
     max_batch: int = Field(default=256, gt=0)
-    batch_delay_s: float = Field(default=0.005, ge=0, le=5)  # a score waits this long for others to share its call
+    batch_delay_s: float = Field(default=0.01, ge=0, le=5)  # a score waits this long for others to share its call
     score_logs: bool = False
     score_metrics: bool = False
     metrics_interval_s: float = Field(default=60.0, gt=0)
