@@ -36,6 +36,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.sentinel import DEMOTED_MASTER_UNBLOCKED_ERROR
 
 from collector.config.redis_url import parse_redis_url
+from collector.store.redis.packing import FastPacker
 
 UNREACHABLE: tuple[type[Exception], ...] = (
     RedisConnectionError, RedisTimeoutError, OSError, ReadOnlyError, ClusterError, SlotNotCoveredError,
@@ -58,7 +59,14 @@ class FailoverConnection(Connection):
     moved, only a new connection reaches the new primary. So those replies disconnect and
     raise `ConnectionError`, as redis-py's Sentinel connections do, and the caller's retry
     connects afresh.
+
+    Its commands are packed by `FastPacker` (the same bytes, made in one C call).
     """
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        if self._command_packer is not None:  # hiredis is installed (a dependency)
+            self._command_packer = FastPacker(self._pack_command_python, self.encoder.encode)
 
     async def read_response(self, *args: Any, **kwargs: Any) -> Any:  # noqa: D102 (see the class)
         try:
