@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from adapters._messages import Call, Msg
+from adapters._messages import Call, Msg, parse_json
 from adapters._trace import TraceSpan
 from adapters._view import SpanView
 
@@ -104,7 +104,7 @@ def _answer_text(call: Call) -> str:
     args = call.arguments
     if isinstance(args, str) and args.strip()[:1] == "{":
         try:
-            args = json.loads(args)
+            args = parse_json(args)
         except ValueError:
             pass
     if isinstance(args, dict) and "answer" in args:

@@ -16,9 +16,12 @@ assistant / tool.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
+
+import orjson
 
 from scorers._agent_types import Message, ToolCall
 
@@ -117,11 +120,35 @@ def loads(value: Any, on_error: Callable[[str], None] | None = None) -> Any:
     if not isinstance(value, str):
         return value
     try:
-        return json.loads(value)
+        return parse_json(value)
     except ValueError:
         if on_error is not None:
             on_error("invalid_json")
         return None
+
+
+_WIDE_NUMBER = re.compile(r"\d{19}")  # an int this long may not fit in 64 bits
+
+
+def parse_json(text: str) -> Any:
+    """``json.loads(text)``, read by orjson (three to five times faster) wherever it gives the same.
+
+    orjson reads an int past 64 bits as a float and refuses NaN, Infinity and lone surrogate
+    escapes, which json reads: text with a run of 19 digits, and text orjson refuses, is
+    read by json (which raises ValueError for what is not JSON).
+
+    Example:
+        >>> parse_json('[{"role": "user", "n": 1.5}]'), parse_json("[12345678901234567890123]")
+        ([{'role': 'user', 'n': 1.5}], [12345678901234567890123])
+        >>> parse_json('{"x": NaN}')
+        {'x': nan}
+    """
+    if _WIDE_NUMBER.search(text) is None:
+        try:
+            return orjson.loads(text)
+        except orjson.JSONDecodeError:
+            pass
+    return json.loads(text)
 
 
 def _str(value: Any) -> str:
