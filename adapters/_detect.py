@@ -65,18 +65,19 @@ def read_views(trace: AssembledTrace, tree: SpanTree, skipped: list[Skip]) -> di
         if log.span_id:
             logs_by_span.setdefault(log.span_id, []).append(log)
     views: dict[str, SpanView] = {}
-    for span in tree.spans:
-        reasons: list[str] = []
-        try:
-            view = classify(span, logs_by_span.get(span.span_id, ()), reasons.append)
-            framework = framework_of(span)
-            if view is not None and framework is not None:
-                apply_to_view(view, framework)
-        except Exception:  # an adapter bug must not lose the rest of the trace
-            skipped.append(Skip(span.span_id, "adapter_error"))
-            continue
-        for reason in dict.fromkeys(reasons):
-            skipped.append(Skip(span.span_id, reason))
-        if view is not None:
-            views[span.span_id] = view
+    with genai.messages_read_once():
+        for span in tree.spans:
+            reasons: list[str] = []
+            try:
+                view = classify(span, logs_by_span.get(span.span_id, ()), reasons.append)
+                framework = framework_of(span)
+                if view is not None and framework is not None:
+                    apply_to_view(view, framework)
+            except Exception:  # an adapter bug must not lose the rest of the trace
+                skipped.append(Skip(span.span_id, "adapter_error"))
+                continue
+            for reason in dict.fromkeys(reasons):
+                skipped.append(Skip(span.span_id, reason))
+            if view is not None:
+                views[span.span_id] = view
     return views

@@ -13,14 +13,17 @@ or OTLP log records, ``gen_ai.content.prompt`` / ``.completion`` span events, an
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 from adapters._messages import Msg, loads, parse_messages
 from adapters._trace import TraceLog, TraceSpan
 from adapters._view import Report, SpanView, common_context, str_attr, system_texts, usage_from
 
-__all__ = ["AGENT_OPERATIONS", "LLM_OPERATIONS", "indexed", "indexed_messages", "messages_attr", "view_span"]
+__all__ = ["AGENT_OPERATIONS", "LLM_OPERATIONS", "indexed", "indexed_messages", "messages_attr", "messages_read_once",
+           "view_span"]
 
 AGENT_OPERATIONS = frozenset({"invoke_agent", "invoke_workflow"})
 LLM_OPERATIONS = frozenset(
@@ -47,6 +50,19 @@ def messages_attr(value: Any, report: Report) -> list[Msg]:
     """
     if value is None:
         return []
+    memo = _TRACE_MESSAGES.get()
+    if memo is None or type(value) is not str:
+        return _messages(value, report)
+    read = memo.get(value)
+    if read is None:
+        reasons: list[str] = []
+        read = memo[value] = (tuple(_messages(value, reasons.append)), tuple(reasons))
+    for reason in read[1]:
+        report(reason)
+    return list(read[0])
+
+
+def _messages(value: Any, report: Report) -> list[Msg]:
     parsed = loads(value, report)
     if parsed is None:
         return []
@@ -54,6 +70,31 @@ def messages_attr(value: Any, report: Report) -> list[Msg]:
         report("bad_attribute")
         return []
     return parse_messages(parsed)
+
+
+_TRACE_MESSAGES: ContextVar[dict[str, tuple[tuple[Msg, ...], tuple[str, ...]]] | None] = ContextVar(
+    "tracescore_trace_messages", default=None)
+
+
+@contextmanager
+def messages_read_once() -> Iterator[None]:
+    """Within this block, `messages_attr` reads each distinct text once (the spans of one trace
+    often carry the same messages: an agent span and its last model call, the system
+    instructions of every call) and gives every later span with that text the same messages
+    (a list of its own) and the same reports.
+
+    Example:
+        >>> text = '[{"role":"user","parts":[{"type":"text","content":"Hi"}]}]'
+        >>> with messages_read_once():
+        ...     first, again = messages_attr(text, print), messages_attr(text, print)
+        >>> first == again, first is again, first[0] is again[0]
+        (True, False, True)
+    """
+    token = _TRACE_MESSAGES.set({})
+    try:
+        yield
+    finally:
+        _TRACE_MESSAGES.reset(token)
 
 
 def indexed(attrs: Mapping[str, Any], prefix: str) -> list[dict[str, Any]]:

@@ -110,5 +110,16 @@ def test_invalid_json_and_mistyped_attributes_degrade() -> None:
     assert len(result.runs) == 1 and "usage" not in result.runs[0].request_context
 
 
+def test_spans_sharing_a_message_text_read_it_alike_and_each_reports_it_invalid() -> None:
+    messages = '[{"role":"user","parts":[{"type":"text","content":"Hi"}]}]'
+    agent = span(1, "invoke_agent bot", None, {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "bot",
+                                               "gen_ai.input.messages": messages, "gen_ai.output.messages": "[{oops"})
+    call = span(2, "chat", 1, {"gen_ai.operation.name": "chat", "gen_ai.input.messages": messages,
+                               "gen_ai.output.messages": "[{oops"})
+    result = extract(request(("x", [agent, call])))
+    assert {(x.span_id, x.reason) for x in result.skipped} == {(sid(1), "invalid_json"), (sid(2), "invalid_json")}
+    assert [m.content for m in result.runs[0].input.input_messages] == ["Hi"]
+
+
 def test_unknown_spans_are_not_runs() -> None:
     assert extract(request(("x", [span(1, "GET /", None, {"http.method": "GET"})]))).runs == []
