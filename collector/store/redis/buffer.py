@@ -88,6 +88,7 @@ class RedisTraceBuffer:
         self._append = client.register_script(scripts.APPEND)
         self._due = client.register_script(scripts.DUE)
         self._finish = client.register_script(scripts.FINISH)
+        self._load = client.register_script(scripts.LOAD_MANY)
         self._backoff = Backoff("deciding traces", logger)
         self._read_backoff = Backoff("reading a trace", logger)
         # The assembler loads and finishes a batch of traces concurrently: one pipeline each.
@@ -154,11 +155,10 @@ class RedisTraceBuffer:
         return await self._loads(trace_id)
 
     async def _load_many(self, trace_ids: list[bytes]) -> list[list[TraceChunk]]:
+        keys = [self._k.chunks(trace_id.hex()) for trace_id in trace_ids]
+
         async def read() -> list[Any]:
-            async with self._r.pipeline(transaction=False) as pipe:
-                for trace_id in trace_ids:
-                    pipe.lrange(self._k.chunks(trace_id.hex()), 0, -1)
-                return list(await pipe.execute())
+            return list(await self._load(keys=keys))
 
         replies = await retry_unreachable(read, self._read_backoff, self._claim / 3)
         return [

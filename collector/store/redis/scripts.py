@@ -297,6 +297,14 @@ end
 return {due, expired}
 """
 
+# Every chunk of several traces, in arrival order (one reply, parsed in C, instead of a
+# pipeline of one LRANGE per trace). KEYS: each trace's chunk list. Returns one list per key.
+LOAD_MANY = """
+local out = {}
+for i = 1, #KEYS do out[i] = redis.call('LRANGE', KEYS[i], 0, -1) end
+return out
+"""
+
 # Mark traces decided; clear each one's timer only if it still holds this claim.
 # KEYS: open, decided, decide, then the meta hash of each trace; ARGV: each trace's hex id
 FINISH = """
