@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
-from typing import Any
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, TypeVar
 
 import redis.asyncio as aioredis
 from redis.asyncio.cluster import RedisCluster
@@ -25,9 +26,11 @@ from redis.exceptions import AskError, MovedError, ResponseError, SlotNotCovered
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from collector.errors import ConfigError
-from collector.store.redis.conn import UNREACHABLE, slot_primary
+from collector.store.redis.conn import UNREACHABLE, Backoff, retry_unreachable, slot_primary
 
 _MOVING = (MovedError, AskError, TryAgainError)
+T = TypeVar("T")
+logger = logging.getLogger(__name__)
 
 
 class PinnedClusterNode:
@@ -107,3 +110,55 @@ async def _look_up_slot_again(client: RedisCluster, slot_key: str) -> None:
     with contextlib.suppress(Exception):
         async with asyncio.timeout(1.0):
             await client.exists(slot_key)
+
+
+class NotReplicated(RedisConnectionError):
+    """Fewer replicas than ``wait_replicas`` acknowledged a write in time: an outage like any
+    other to the callers (retried, then refused retryably)."""
+
+
+class ReplicatedWrites:
+    """Writes that must reach ``replicas`` replicas before their caller goes on (``wait_replicas``).
+
+    An accepted request survives the primary's death because its append waited for the
+    replicas (`RedisStore.append`). What deciding its trace writes must too: the trace is
+    marked decided afterwards, and a failover between a write its replicas never got and
+    that mark would keep the mark (sent to the new primary) and lose the write (the run's
+    jobs, a session's turns). So such a write is sent on a pinned connection followed by
+    ``WAIT``; too few acknowledgements is `NotReplicated`, and the whole write (idempotent)
+    is sent again, on a new connection, for up to ``within_s``. After that the error reaches
+    the caller, which has not marked anything: the trace is decided again once its claim runs out.
+
+    Args:
+        client: the store's client.
+        slot_key: a key of the deployment's slot (where a Cluster pins the connection).
+        replicas: ``wait_replicas``; 0 sends the writes as they are, with no ``WAIT``.
+        timeout_ms: how long one ``WAIT`` waits.
+        within_s: how long a write is sent again.
+    """
+
+    def __init__(self, client: aioredis.Redis, slot_key: str, replicas: int, timeout_ms: int,
+                 within_s: float = 10.0) -> None:
+        self._client = client
+        self._slot_key = slot_key
+        self.replicas = replicas
+        self._timeout_ms = timeout_ms
+        self.within_s = within_s
+        self._backoff = Backoff("waiting for the Redis replicas", logger)
+
+    async def __call__(self, write: Callable[[Any], Awaitable[T]], what: str) -> T:
+        """``write(client)``'s result once the replicas hold it (``client``: the pinned writer to
+        send it on, None without ``wait_replicas``: then ``write`` retries as it would)."""
+        if not self.replicas:
+            return await write(None)
+
+        async def attempt() -> T:
+            async with pinned_writer(self._client, self._slot_key) as pinned:
+                result = await write(pinned)
+                acked = int(await pinned.wait(self.replicas, self._timeout_ms))
+            if acked < self.replicas:
+                raise NotReplicated(f"{acked} of {self.replicas} Redis replicas acknowledged {what} "
+                                    f"within {self._timeout_ms} ms")
+            return result
+
+        return await retry_unreachable(attempt, self._backoff, self.within_s)

@@ -2,8 +2,8 @@
 
 Invariants (the same as the SQLite queue's):
 
-* `put` sets the job's idempotency key (``SET NX`` with a TTL) and adds the stream entry in
-  one script: a key queued, completed or dead-lettered within the TTL is never queued again;
+* `put` sets the job's idempotency key (``SET NX`` with a TTL) and adds the stream entry in one
+  script: a key queued, completed or dead-lettered within the TTL is never queued again;
 * `take` reads new entries with ``XREADGROUP``, and takes over entries idle longer than the
   visibility timeout with ``XAUTOCLAIM`` (a dead worker's jobs); an entry delivered more
   than ``max_attempts`` times goes to the dead-letter stream instead;
@@ -194,15 +194,18 @@ class RedisJobQueue:
         """
         return self.depth_cache
 
-    async def put(self, jobs: Sequence[ScoreJob]) -> list[bool]:
-        """Queue jobs idempotently; False for a key already queued, done or dead."""
+    async def put(self, jobs: Sequence[ScoreJob], *, client: Any = None) -> list[bool]:
+        """Queue jobs idempotently; False for a key already queued, done or dead. With ``client``
+        (a pinned writer: `collector.store.redis.pinned`) the script goes on it, once."""
         if not jobs:
             return []
         args: list[Any] = [self._k.idem_prefix, self._ttl_ms]
         for job in jobs:
             args += [job.key, job_json(job)]
-        # Safe to repeat: a key already set makes the second attempt a no-op.
-        reply = await retry_unreachable(lambda: self._put(keys=[self._k.jobs], args=args), self._put_backoff, 10.0)
+        if client is not None:
+            reply = await self._put(keys=[self._k.jobs], args=args, client=client)
+        else:  # safe to repeat: a key already set makes the second attempt a no-op
+            reply = await retry_unreachable(lambda: self._put(keys=[self._k.jobs], args=args), self._put_backoff, 10.0)
         flags = [bool(f) for f in reply]
         self.depth_cache += sum(flags)
         return flags
@@ -375,8 +378,7 @@ class RedisJobQueue:
 
     async def prune_consumers(self) -> int:
         """Remove the group's consumers that hold no job and were idle ``consumer_idle_s``."""
-        removed = int(await self._prune_consumers(
-            keys=[self._k.jobs], args=[GROUP, self._consumer_idle_ms, self.consumer]))
+        removed = int(await self._prune_consumers(keys=[self._k.jobs], args=[GROUP, self._consumer_idle_ms, self.consumer]))
         if removed:
             logger.info("removed %d idle consumers from the job group", removed)
         return removed
@@ -393,8 +395,6 @@ class RedisJobQueue:
     async def dead_letters(self) -> list[dict[str, object]]:
         """The dead-letter stream as dicts (key, error, attempts), oldest first."""
         rows: Any = await self._r.xrange(self._k.dead)
-        return [
-            {"key": _s(f[b"key"]), "error": json.loads(f[b"error"]), "attempts": int(f[b"attempts"])}
-            for _id, f in rows
-        ]
+        return [{"key": _s(f[b"key"]), "error": json.loads(f[b"error"]), "attempts": int(f[b"attempts"])}
+                for _id, f in rows]
 

@@ -61,8 +61,9 @@ class RedisSessions:
     def _prefixes(self) -> list[str]:
         return [self.keys.session_prefix, self.keys.turns_prefix]
 
-    async def note_turns(self, turns: Sequence[SessionTurn], now: float) -> None:
-        """Record turns and move their sessions' timers (see `SessionLog.note_turns`)."""
+    async def note_turns(self, turns: Sequence[SessionTurn], now: float, *, client: Any = None) -> None:
+        """Record turns and move their sessions' timers (see `SessionLog.note_turns`); with
+        ``client`` (a pinned writer) the script goes on it."""
         if not turns:
             return
         groups: dict[str, list[SessionTurn]] = {}
@@ -76,7 +77,7 @@ class RedisSessions:
             for turn in group:
                 args += [turn_key(turn.run), turn.run.to_json()]
         await self._note(
-            keys=[k.sessions_due, k.sessions_unforced, k.sessions_scored, k.sessions_counts], args=args)
+            keys=[k.sessions_due, k.sessions_unforced, k.sessions_scored, k.sessions_counts], args=args, client=client)
 
     async def take_due_sessions(self, now: float, limit: int, lease_s: float) -> list[DueSession]:
         """Claim due sessions with their turns (see `SessionLog.take_due_sessions`)."""

@@ -25,6 +25,7 @@ from redis.exceptions import AuthenticationError, OutOfMemoryError, ReadOnlyErro
 
 from collector._aio import cancel_and_wait
 from collector.errors import ConfigError, Unavailable, UnreadableTrace
+from collector.session_types import SessionTurn
 from collector.store.interface import SessionRules
 from collector.store.redis.buffer import RedisTraceBuffer
 from collector.store.redis.conn import UNREACHABLE, connect, slot_primary
@@ -34,7 +35,7 @@ from collector.store.redis.keys import GROUP, RedisKeys
 from collector.store.redis.migrate import migrate_untagged
 from collector.store.redis.outbox import RedisOutbox
 from collector.store.redis.partitioned_admin import settle_partition_count
-from collector.store.redis.pinned import pinned_writer, refuse_without_wait
+from collector.store.redis.pinned import ReplicatedWrites, pinned_writer, refuse_without_wait
 from collector.store.redis.queue import RedisJobQueue
 from collector.store.redis.sessions import RedisSessions
 from collector.store.redis.sink_outbox import RedisSinkOutbox
@@ -122,6 +123,7 @@ class RedisStore(RedisSessions, RedisJudgeLedger):
         self._wait_replicas = wait_replicas
         self._check_partitions = check_partitions
         self._wait_timeout_ms = wait_timeout_ms
+        self.replicated = ReplicatedWrites(self.client, self.keys.jobs, wait_replicas, wait_timeout_ms)
         self._init_sessions(session_rules)
         self.forward_log = RedisForwardLog(self.client, self.keys, max_bytes=max_forward_bytes,
                                            retry_after_s=retry_after_s, enabled=forward)
@@ -286,8 +288,13 @@ class RedisStore(RedisSessions, RedisJudgeLedger):
         return self.queue.depth()
 
     async def put(self, jobs: Sequence[ScoreJob]) -> list[bool]:
-        """Queue jobs idempotently (see `RedisJobQueue.put`)."""
-        return await self.queue.put(jobs)
+        """Queue jobs idempotently (see `RedisJobQueue.put`), on ``wait_replicas`` replicas."""
+        return await self.replicated(lambda pinned: self.queue.put(jobs, client=pinned), "the queued jobs")
+
+    async def note_turns(self, turns: Sequence[SessionTurn], now: float, *, client: Any = None) -> None:
+        """Record turns (see `RedisSessions.note_turns`), on ``wait_replicas`` replicas."""
+        await self.replicated(lambda pinned: RedisSessions.note_turns(self, turns, now, client=pinned or client),
+                              "the session turns")
 
     async def take(self, limit: int) -> list[LeasedJob]:
         """Lease up to ``limit`` jobs (see `RedisJobQueue.take`)."""

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import time
+import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -26,9 +28,12 @@ from collector.assemble.assembler import TraceAssembler, split_traces
 from collector.config import FilterConfig, ScorerConfig
 from collector.errors import QueueFull, Unavailable
 from collector.metrics import Metrics
+from collector.store.redis.store import RedisStore
 from collector.store.sqlite.store import SqliteStore
 from collector.work.registry import RegisteredScorer, ScorerRegistry, sampled
 from scorers import create_scorer
+
+REDIS_URL = os.environ.get("TRACESCORE_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 
 
 async def _poll(check: Callable[[], Awaitable[bool]], what: str) -> None:
@@ -340,3 +345,37 @@ async def test_with_forwarding_each_request_enters_the_forward_log_and_jobs_carr
     assert marks[span_id] >= 2 and all(mark >= 1 for mark in marks.values())
     await asm.shutdown()
     await store.shutdown()
+
+
+async def test_a_decision_whose_jobs_no_replica_acknowledged_leaves_its_trace_to_be_decided_again() -> None:
+    """``wait_replicas``: the jobs decided from an accepted request wait for the replicas as its
+    append did. The shared test Redis has none, so the put is refused and the trace is not marked
+    decided: it is decided again once its claim runs out (a failover between jobs the replicas
+    never got and that mark would lose the run)."""
+    prefix = f"test-asm-{uuid.uuid4().hex[:8]}:"
+    buffer = RedisStore(REDIS_URL, key_prefix=prefix, decision_wait=0.0)  # the request is accepted
+    queue = RedisStore(REDIS_URL, key_prefix=prefix, wait_replicas=1, wait_timeout_ms=50)
+    await buffer.start()
+    await queue.start()
+    queue.replicated.within_s = 0.2
+    metrics = Metrics()
+    asm = TraceAssembler(buffer, queue, ScorerRegistry([RegisteredScorer(_scorer("all"), ScorerConfig(ref="x:a"))]),
+                         metrics, adapters)
+    await asm.start()
+    try:
+        request, trace_id, _ = _agent_request()
+        await asm.consume_traces(request)
+
+        async def failed() -> bool:
+            return (metrics.registry.get_sample_value("tracescore_errors_total", {"component": "assembly"}) or 0) >= 1
+
+        await _poll(failed, "the decision refused")
+        keys = buffer.keys
+        assert await buffer.client.zscore(keys.traces_decided, trace_id) is None  # not marked decided
+        assert await buffer.client.zscore(keys.decide, trace_id) is not None  # still to decide, once its claim ends
+        assert await buffer.client.xlen(keys.jobs) == 1  # written, not acknowledged: queued again as a duplicate
+    finally:
+        await asm.shutdown()
+        await buffer.delete_all()
+        await buffer.shutdown()
+        await queue.shutdown()

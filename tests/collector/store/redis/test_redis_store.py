@@ -15,6 +15,8 @@ from repo_paths import INTEGRATION
 
 from collector._aio import cancel_and_wait
 from collector.errors import ConfigError, Unavailable
+from collector.session_types import SessionTurn
+from collector.store.redis.pinned import NotReplicated
 from collector.store.redis.store import RedisStore
 from collector.types import Done, RunRecord, ScoreJob, ScoreRecord, TraceChunk
 
@@ -245,6 +247,24 @@ async def test_an_append_no_replica_acknowledged_is_refused_retryably(prefix: st
             await alone.append([TraceChunk(T1, "spans", b"run", 1, True, True)], now=time.time())
         assert [c.data for c in await alone.load(T1)] == [b"run"]  # written, not acknowledged: resent, absorbed
     finally:
+        await alone.shutdown()
+
+
+async def test_jobs_and_turns_no_replica_acknowledged_are_refused_as_an_append_is(prefix: str) -> None:
+    """A decision's writes wait for the replicas as the request's append did: a trace is marked
+    decided after them, and a failover between writes the replicas never got and that mark would
+    keep the mark (on the new primary) and lose the jobs or turns."""
+    alone = await _open(prefix, wait_replicas=1, wait_timeout_ms=50)
+    alone.replicated.within_s = 0.2  # sent again (idempotent) for 0.2 s, then the caller is told
+    run = RunRecord(trace_id=T1.hex(), span_id="cd" * 8, service="bot", session_id="c1")
+    try:
+        with pytest.raises(NotReplicated, match="0 of 1 Redis replicas acknowledged the queued jobs"):
+            await alone.put([ScoreJob(run, "quality", "1")])
+        assert await alone.client.xlen(alone.keys.jobs) == 1  # written once, sent again as a duplicate
+        with pytest.raises(NotReplicated, match="0 of 1 Redis replicas acknowledged the session turns"):
+            await alone.note_turns([SessionTurn("bot/c1", "c1", run, False)], time.time())
+    finally:
+        await alone.delete_all()
         await alone.shutdown()
 
 
