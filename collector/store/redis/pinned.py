@@ -144,7 +144,7 @@ class ReplicatedWrites:
         self.replicas = replicas
         self._timeout_ms = timeout_ms
         self.within_s = within_s
-        self._backoff = Backoff("waiting for the Redis replicas", logger)
+        self._backoff = Backoff("writing a decision to the replicas", logger)
 
     async def __call__(self, write: Callable[[Any], Awaitable[T]], what: str) -> T:
         """``write(client)``'s result once the replicas hold it (``client``: the pinned writer to
