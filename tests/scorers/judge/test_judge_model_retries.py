@@ -179,8 +179,10 @@ async def test_a_timeout_is_retried_by_max_retries(silent_server: Any, fast_back
 
 async def test_a_slow_test_server_reply_times_out(server: Any, settings: dict[str, Any],
                                                   transport: str) -> None:
-    server.script(Reply.json({"score": 1}, latency_ms=1500), Reply.json({"score": 0.5}))
-    result = await scorer({**settings, "timeout": 0.2},
+    # 0.6 s tells a 3 s reply from an immediate one with room for a busy machine (0.2 s once
+    # timed the immediate retry out too, under the full suite)
+    server.script(Reply.json({"score": 1}, latency_ms=3000), Reply.json({"score": 0.5}))
+    result = await scorer({**settings, "timeout": 0.6},
                           error_processors=[StreamErrorRetryProcessor()]).run(output="a")
     assert result.score == 0.5 and len(server.requests) == 2
 
