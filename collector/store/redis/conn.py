@@ -65,8 +65,10 @@ class FailoverConnection(Connection):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        if self._command_packer is not None:  # hiredis is installed (a dependency)
-            self._command_packer = FastPacker(self._pack_command_python, self.encoder.encode)
+        encoder = self.encoder  # hiredis encodes text as strict UTF-8: another encoding keeps redis-py's way
+        if self._command_packer is not None and encoder.encoding.lower() in ("utf-8", "utf8") \
+                and encoder.encoding_errors == "strict":
+            self._command_packer = FastPacker(self._pack_command_python, encoder.encode)
 
     async def read_response(self, *args: Any, **kwargs: Any) -> Any:  # noqa: D102 (see the class)
         try:

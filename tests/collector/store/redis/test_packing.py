@@ -62,3 +62,10 @@ async def test_the_stores_connections_pack_with_it_and_redis_reads_back_what_was
         await client.delete(key)
     finally:
         await client.aclose()
+
+
+def test_a_connection_with_another_text_encoding_keeps_redis_pys_packer() -> None:
+    """hiredis encodes text as strict UTF-8; a URL asking for latin-1 must get latin-1 bytes."""
+    latin = FailoverConnection(encoding="latin-1")
+    assert not isinstance(latin._command_packer, FastPacker)
+    assert b"".join(latin.pack_command("SET", "k", "é")).endswith(b"$1\r\n\xe9\r\n")
