@@ -302,8 +302,6 @@ def _pb_resource(frozen: str) -> PbResource:
     return PbResource(attributes=_key_values(dict(_resource(frozen).attributes)))
 
 
-
-
 def _resource_key(record: ScoreRecord) -> str:
     """The scored span's resource as sorted JSON: equal resources, equal keys."""
     attributes = record.resource or ({"service.name": record.service} if record.service else {})

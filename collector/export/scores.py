@@ -121,7 +121,8 @@ class ScoreExporter:
 
     def __init__(
         self, outbox: Outbox, exporter: SpanExporter | None, metrics: Metrics, *,
-        max_batch: int = 256, batch_delay_s: float = 0.0, backoff_s: float = 0.5, max_backoff_s: float = 30.0, poll_s: float = 0.5,
+        max_batch: int = 256, batch_delay_s: float = 0.0, backoff_s: float = 0.5, max_backoff_s: float = 30.0,
+        poll_s: float = 0.5,
         on_exported: Callable[[list[ScoreRecord]], None] | None = None, span_time: SpanTime = "anchored",
         forwarded: ForwardLog | None = None, hold_s: float = 1.0, destination: str = "the export endpoint",
     ) -> None:

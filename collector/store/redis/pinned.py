@@ -151,14 +151,16 @@ class ReplicatedWrites:
         send it on, None without ``wait_replicas``: then ``write`` retries as it would)."""
         if not self.replicas:
             return await write(None)
+        return await retry_unreachable(lambda: self.once(write, what), self._backoff, self.within_s)
 
-        async def attempt() -> T:
-            async with pinned_writer(self._client, self._slot_key) as pinned:
-                result = await write(pinned)
-                acked = int(await pinned.wait(self.replicas, self._timeout_ms))
-            if acked < self.replicas:
-                raise NotReplicated(f"{acked} of {self.replicas} Redis replicas acknowledged {what} "
-                                    f"within {self._timeout_ms} ms")
-            return result
-
-        return await retry_unreachable(attempt, self._backoff, self.within_s)
+    async def once(self, write: Callable[[Any], Awaitable[T]], what: str) -> T:
+        """``write(pinned)`` on a pinned connection, then ``WAIT`` (``replicas`` > 0): its result,
+        or `NotReplicated` (too few acknowledgements) or an unreachable error, not retried."""
+        # WAIT counts the replicas holding the writes of its own connection: pin one.
+        async with pinned_writer(self._client, self._slot_key) as pinned:
+            result = await write(pinned)
+            acked = int(await pinned.wait(self.replicas, self._timeout_ms))
+        if acked < self.replicas:
+            raise NotReplicated(f"{acked} of {self.replicas} Redis replicas acknowledged {what} "
+                                f"within {self._timeout_ms} ms")
+        return result

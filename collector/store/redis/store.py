@@ -35,7 +35,7 @@ from collector.store.redis.keys import GROUP, RedisKeys
 from collector.store.redis.migrate import migrate_untagged
 from collector.store.redis.outbox import RedisOutbox
 from collector.store.redis.partitioned_admin import settle_partition_count
-from collector.store.redis.pinned import ReplicatedWrites, pinned_writer, refuse_without_wait
+from collector.store.redis.pinned import NotReplicated, ReplicatedWrites, refuse_without_wait
 from collector.store.redis.queue import RedisJobQueue
 from collector.store.redis.sessions import RedisSessions
 from collector.store.redis.sink_outbox import RedisSinkOutbox
@@ -120,9 +120,7 @@ class RedisStore(RedisSessions, RedisJudgeLedger):
         self.keys = RedisKeys(key_prefix)
         self._owns_client = client is None
         self.client = connect(url, socket_timeout_s=max(10.0, 2 * wait_timeout_ms / 1000)) if client is None else client
-        self._wait_replicas = wait_replicas
         self._check_partitions = check_partitions
-        self._wait_timeout_ms = wait_timeout_ms
         self.replicated = ReplicatedWrites(self.client, self.keys.jobs, wait_replicas, wait_timeout_ms)
         self._init_sessions(session_rules)
         self.forward_log = RedisForwardLog(self.client, self.keys, max_bytes=max_forward_bytes,
@@ -158,7 +156,7 @@ class RedisStore(RedisSessions, RedisJudgeLedger):
                 await settle_partition_count(self.client, self.keys.configured, 1, self._sinks)
             await self.queue.create_group()
             await self.refresh()
-            if self._wait_replicas:
+            if self.replicated.replicas:
                 await refuse_without_wait(self.client, self.keys.jobs)
         except (ReadOnlyError, OutOfMemoryError) as err:  # a failover or a full Redis: passes
             self.reachable = False
@@ -227,19 +225,15 @@ class RedisStore(RedisSessions, RedisJudgeLedger):
         before anything is buffered; a failed append after it makes the client retry, and
         the request is forwarded twice: at least once).
         """
-        if not self._wait_replicas:
+        if not self.replicated.replicas:
             return await self._append(chunks, now, forward, None)
-        # WAIT counts the replicas holding the writes of its own connection: pin one.
         try:
-            async with pinned_writer(self.client, self.keys.jobs) as pinned:
-                result = await self._append(chunks, now, forward, pinned)
-                acked = int(await pinned.wait(self._wait_replicas, self._wait_timeout_ms))
+            return await self.replicated.once(lambda pinned: self._append(chunks, now, forward, pinned),
+                                              "the request's writes")
+        except NotReplicated as err:
+            raise Unavailable(f"{err}: refused, to be resent") from err
         except UNREACHABLE as err:
             raise Unavailable(f"the trace buffer (Redis) is unreachable: {err}") from err
-        if acked < self._wait_replicas:
-            raise Unavailable(f"{acked} of {self._wait_replicas} Redis replicas acknowledged the request's writes "
-                              f"within {self._wait_timeout_ms} ms: refused, to be resent")
-        return result
 
     async def _append(self, chunks: Sequence[TraceChunk], now: float | None, forward: tuple[str, bytes] | None,
                       client: aioredis.Redis | None) -> AppendResult:
