@@ -58,7 +58,12 @@ def attributes_to_dict(key_values: Iterable[Any]) -> dict[str, Any]:
         >>> attributes_to_dict([KeyValue(key="service.name", value=AnyValue(string_value="bot"))])
         {'service.name': 'bot'}
     """
-    return {kv.key: any_value_to_python(kv.value) for kv in key_values}
+    out: dict[str, Any] = {}
+    for kv in key_values:
+        value = kv.value
+        # Text is most attributes' kind: read it without a call per value.
+        out[kv.key] = value.string_value if value.WhichOneof("value") == "string_value" else any_value_to_python(value)
+    return out
 
 
 def _hex(raw: bytes) -> str:
@@ -89,23 +94,23 @@ def spans_from_resource_spans(resource_spans: Iterable[Any]) -> list[TraceSpan]:
                         attributes=attributes_to_dict(ev.attributes),
                     )
                     for ev in span.events
-                )
+                ) if span.events else ()
                 out.append(
-                    TraceSpan(
-                        trace_id=_hex(span.trace_id),
-                        span_id=_hex(span.span_id),
-                        parent_span_id=_hex(span.parent_span_id) or None,
-                        name=span.name,
-                        kind=int(span.kind),
-                        start_ns=span.start_time_unix_nano,
-                        end_ns=span.end_time_unix_nano,
-                        attributes=attributes_to_dict(span.attributes),
-                        events=events,
-                        status_code=int(span.status.code),
-                        resource=resource,
-                        scope_name=scope_name,
-                        scope_version=scope_version,
-                        parent_is_remote=_parent_is_remote(span.flags),
+                    TraceSpan(  # positional, in field order: the decision path's hottest constructor
+                        span.trace_id.hex(),
+                        span.span_id.hex(),
+                        span.parent_span_id.hex() or None,
+                        span.name,
+                        int(span.kind),
+                        span.start_time_unix_nano,
+                        span.end_time_unix_nano,
+                        attributes_to_dict(span.attributes),
+                        events,
+                        int(span.status.code),
+                        resource,
+                        scope_name,
+                        scope_version,
+                        _parent_is_remote(span.flags),
                     )
                 )
     return out

@@ -359,5 +359,8 @@ def extract_runs(trace: AssembledTrace, extra_session_keys: Sequence[str] = ()) 
         ('chat gpt-4o-mini', 'Hi', 'Hello', None)
     """
     sel = select_runs(trace)
-    runs = [replace(run, session_id=run_session(sel.tree, run.span_id, extra_session_keys)) for run in sel.runs]
+    runs = []
+    for run in sel.runs:
+        session = run_session(sel.tree, run.span_id, extra_session_keys)
+        runs.append(run if session is None else replace(run, session_id=session))  # most runs are of no session
     return Extraction(runs=runs, skipped=sel.skipped)
