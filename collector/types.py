@@ -235,7 +235,7 @@ class ScoreRecord:
         return dumps(record_dict(self))
 
     @classmethod
-    def from_json(cls, text: str) -> ScoreRecord:
+    def from_json(cls, text: str | bytes) -> ScoreRecord:
         """Parse `to_json` output.
 
         Example:

@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from collector.record_json import dumps, loads
-from collector.store.redis.queue import job_json, parse_job
+from collector.store.redis.job_json import job_json, parse_job
 from collector.types import RunRecord, ScoreJob, ScoreRecord
 
 JSON_VALUES = st.recursive(

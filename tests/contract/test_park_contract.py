@@ -13,7 +13,7 @@ import pytest
 from test_queue_contract import StoreFactory, job, record, take_until
 
 from collector.judge_types import Park
-from collector.store.redis.queue import job_json
+from collector.store.redis.job_json import job_json
 from collector.types import Dead, Done, LeasedJob, Retry, RunRecord, ScoreJob
 
 BUDGET, BREAKER = "budget_exhausted", "judge_unavailable"

@@ -36,7 +36,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.sentinel import DEMOTED_MASTER_UNBLOCKED_ERROR
 
 from collector.config.redis_url import parse_redis_url
-from collector.store.redis.packing import FastPacker
+from collector.store.redis.packing import FastPacker, encodes_strict_utf8
 
 UNREACHABLE: tuple[type[Exception], ...] = (
     RedisConnectionError, RedisTimeoutError, OSError, ReadOnlyError, ClusterError, SlotNotCoveredError,
@@ -66,8 +66,7 @@ class FailoverConnection(Connection):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         encoder = self.encoder  # hiredis encodes text as strict UTF-8: another encoding keeps redis-py's way
-        if self._command_packer is not None and encoder.encoding.lower() in ("utf-8", "utf8") \
-                and encoder.encoding_errors == "strict":
+        if self._command_packer is not None and encodes_strict_utf8(encoder):
             self._command_packer = FastPacker(self._pack_command_python, encoder.encode)
 
     async def read_response(self, *args: Any, **kwargs: Any) -> Any:  # noqa: D102 (see the class)

@@ -16,8 +16,8 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
+from collector.store.redis.job_json import job_json, parse_job
 from collector.store.redis.keys import RedisKeys
-from collector.store.redis.queue import job_json, parse_job
 from collector.types import DeadLetter
 
 # KEYS: dead, jobs; ARGV: idem prefix, ttl ms, then (entry id, job JSON to queue) per letter.

@@ -19,6 +19,7 @@ import redis.asyncio as aioredis
 from collector.store.redis import scripts
 from collector.store.redis.conn import UNREACHABLE, Backoff, retry_unreachable
 from collector.store.redis.keys import RedisKeys
+from collector.store.redis.recent import RecentRecords
 from collector.types import OutboxItem, ScoreRecord
 
 logger = logging.getLogger(__name__)
@@ -48,6 +49,7 @@ class RedisOutbox:
         self._r = client
         self._k = keys
         self._lease = lease_s
+        self.recent: RecentRecords | None = None  # records this process settled (the store's), claimed without parsing
         self._claim = client.register_script(scripts.CLAIM)
         self._defer = client.register_script(scripts.DEFER)
         self._release = client.register_script(scripts.RELEASE)
@@ -69,7 +71,8 @@ class RedisOutbox:
             await self._pending_backoff.wait(err)
             return []
         self._pending_backoff.reset()
-        return [OutboxItem(int(i), ScoreRecord.from_json(d), int(a)) for i, d, a in rows]
+        take = self.recent.take if self.recent is not None else ScoreRecord.from_json
+        return [OutboxItem(int(i), take(d), int(a)) for i, d, a in rows]
 
     async def release(self, item_ids: Sequence[int]) -> None:
         """Delete exported records (retried while Redis is unreachable, up to the claim time)."""

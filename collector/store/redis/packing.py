@@ -17,6 +17,18 @@ import hiredis
 from redis.connection import HiredisRespSerializer
 
 
+def encodes_strict_utf8(encoder: Any) -> bool:
+    """Whether a redis-py ``Encoder`` sends text as strict UTF-8, as ``hiredis.pack_command`` does
+    (a client's comes from ``get_encoder()``; a URL may ask for another encoding).
+
+    Example:
+        >>> from redis.asyncio import Redis
+        >>> encodes_strict_utf8(Redis().get_encoder()), encodes_strict_utf8(Redis(encoding="latin-1").get_encoder())
+        (True, False)
+    """
+    return encoder.encoding.lower() in ("utf-8", "utf8") and encoder.encoding_errors == "strict"
+
+
 class FastPacker(HiredisRespSerializer):
     """redis-py's hiredis serializer (made with the same arguments) that packs a command with
     ``hiredis.pack_command`` alone, and leaves to redis-py's own way a command whose name holds

@@ -35,7 +35,6 @@ from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from collector.judge_types import Park
-from collector.record_json import dumps, known_fields, loads, record_dict
 from collector.store.redis import scripts
 from collector.store.redis.conn import (
     UNREACHABLE,
@@ -44,55 +43,20 @@ from collector.store.redis.conn import (
     is_cluster,
     retry_unreachable,
 )
+from collector.store.redis.job_json import job_json, parse_job
 from collector.store.redis.keys import GROUP, RedisKeys
+from collector.store.redis.recent import RecentRecords, record_text
 from collector.types import (
     Dead,
     Done,
     LeasedJob,
     Retry,
-    RunRecord,
     ScoreJob,
     Settlement,
     dead_letter_error,
 )
 
 logger = logging.getLogger(__name__)
-
-
-def job_json(job: ScoreJob) -> str:
-    """The stream payload of a job (JSON, never a pickle); ``supersedes`` only when a replay set it.
-
-    Example:
-        >>> job = ScoreJob(RunRecord(trace_id="t", span_id="s"), "q", None)
-        >>> parse_job(job_json(job)) == job, "supersedes" in job_json(job)
-        (True, False)
-        >>> replayed = ScoreJob(RunRecord(trace_id="t", span_id="s"), "q", "1", supersedes="ab" * 8)
-        >>> parse_job(job_json(replayed)) == replayed
-        True
-    """
-    data: dict[str, Any] = {"run": record_dict(job.run), "scorer_id": job.scorer_id,
-                            "scorer_version": job.scorer_version, "run_id": job.run.run_id}
-    if job.supersedes is not None:
-        data["supersedes"] = job.supersedes
-    return dumps(data)
-
-
-def parse_job(text: str | bytes) -> ScoreJob:
-    """Parse `job_json` output.
-
-    The run's id comes with the job (made once, by the receiver); an older job's is made when asked.
-
-    Example:
-        >>> parse_job('{"run": {"trace_id": "t", "span_id": "s"}, "scorer_id": "q"}').key
-        't/s/q/'
-        >>> parse_job('{"run": {"trace_id": "t", "span_id": "s"}, "scorer_id": "q", "run_id": "r-1"}').run.run_id
-        'r-1'
-    """
-    data = loads(text)
-    run = RunRecord(**known_fields(RunRecord, data["run"]))
-    if "run_id" in data:
-        vars(run)["run_id"] = data["run_id"]  # where functools.cached_property keeps RunRecord.run_id
-    return ScoreJob(run, data["scorer_id"], data.get("scorer_version"), data.get("supersedes"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,6 +140,7 @@ class RedisJobQueue:
         self._last_promote = 0.0
         self.depth_cache = 0
         self.sink_keys: list[str] = []  # (zset, data) per native sink: settle queues records there too
+        self.recent: RecentRecords | None = None  # the records settled here, for the exporter (the store's)
 
     async def create_group(self) -> None:
         """Create the stream and its consumer group if missing (idempotent)."""
@@ -288,7 +253,7 @@ class RedisJobQueue:
         consumer, entry_id, deliveries = leased.lease.split("|")
         job = leased.job
         if isinstance(outcome, Done):
-            record = outcome.record.to_json() if outcome.record is not None else ""
+            record = record_text(self.recent, outcome.record)
             result = await self._settles(_DoneSettle(consumer, entry_id, deliveries, job.key, record))
         else:
             result = await self._settles(self._general_settle(leased, outcome, consumer, entry_id, deliveries))
@@ -311,7 +276,7 @@ class RedisJobQueue:
         elif isinstance(outcome, Dead):
             kind = "dead"
             error = dead_letter_error(job, outcome)
-            record = outcome.record.to_json() if outcome.record is not None else ""
+            record = record_text(self.recent, outcome.record)
         k = self._k
         keys = [k.jobs, k.dead, k.delayed, k.delayed_data, k.outbox, k.outbox_data, k.outbox_seq,
                 k.idem(job.key), k.replies(job.key), k.parked, *self.sink_keys]

@@ -34,9 +34,11 @@ from collector.store.redis.judge_ledger import RedisJudgeLedger
 from collector.store.redis.keys import GROUP, RedisKeys
 from collector.store.redis.migrate import migrate_untagged
 from collector.store.redis.outbox import RedisOutbox
+from collector.store.redis.packing import encodes_strict_utf8
 from collector.store.redis.partitioned_admin import settle_partition_count
 from collector.store.redis.pinned import NotReplicated, ReplicatedWrites, refuse_without_wait
 from collector.store.redis.queue import RedisJobQueue
+from collector.store.redis.recent import RecentRecords
 from collector.store.redis.sessions import RedisSessions
 from collector.store.redis.sink_outbox import RedisSinkOutbox
 from collector.types import (
@@ -135,6 +137,8 @@ class RedisStore(RedisSessions, RedisJudgeLedger):
             idempotency_ttl_s=idempotency_ttl_s, block_ms=block_ms,
         )
         self.outbox = RedisOutbox(self.client, self.keys, lease_s=export_lease_s)
+        if encodes_strict_utf8(self.client.get_encoder()):  # settled records reach the exporter unparsed
+            self.queue.recent = self.outbox.recent = RecentRecords()
         self.queue.sink_keys = [key for sink in sinks for key in (self.keys.sink(sink), self.keys.sink_data(sink))]
         self._sinks = tuple(sinks)
         self._export_lease_s = export_lease_s

@@ -285,3 +285,43 @@ async def test_wait_replicas_on_a_redis_that_refuses_wait_does_not_start(tmp_pat
     finally:
         await store.shutdown()
         node.stop()
+
+
+async def test_a_record_settled_here_is_claimed_as_it_was_made_and_elsewhere_parsed_equal(prefix: str) -> None:
+    """The worker's own records reach its exporter without a JSON round trip; another replica
+    claiming the same text (here once the first claim runs out) parses an equal record."""
+    mine, other = await _open(prefix, export_lease_s=0.2), await _open(prefix)
+    try:
+        job = ScoreJob(RunRecord(trace_id="ab" * 16, span_id="cd" * 8), "q", "1")
+        await mine.put([job])
+        (leased,) = await mine.take(5)
+        record = ScoreRecord(job.key, "ab" * 16, "cd" * 8, "ef" * 8, "q", "q", score=0.25, reason="é ✓",
+                             resource={"service.name": "bot"}, session=None)
+        await mine.settle(leased, Done(record))
+        (claimed,) = await mine.pending(5)
+        assert claimed.record is record  # as it was made: not parsed
+        assert mine.queue.recent is not None and len(mine.queue.recent) == 0  # forgotten once claimed
+        await asyncio.sleep(0.3)  # the claim runs out unreleased: another replica exports it
+        (again,) = await other.pending(5)
+        assert again.record == record and again.record is not record
+    finally:
+        await mine.shutdown()
+        await other.shutdown()
+
+
+async def test_a_client_with_another_text_encoding_parses_every_record(prefix: str) -> None:
+    """Records are remembered by the UTF-8 bytes written; a URL asking for another encoding
+    writes other bytes, so its store remembers none and parses what it claims."""
+    store = RedisStore(f"{REDIS_URL}?encoding=latin-1", key_prefix=prefix, block_ms=0)
+    await store.start()
+    try:
+        assert store.queue.recent is None and store.outbox.recent is None
+        job = ScoreJob(RunRecord(trace_id="ab" * 16, span_id="cd" * 8), "q", "1")
+        await store.put([job])
+        (leased,) = await store.take(5)
+        record = ScoreRecord(job.key, "ab" * 16, "cd" * 8, "ef" * 8, "q", "q", score=1.0, reason="plain")
+        await store.settle(leased, Done(record))
+        (claimed,) = await store.pending(5)
+        assert claimed.record == record and claimed.record is not record
+    finally:
+        await store.shutdown()
