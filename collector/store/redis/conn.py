@@ -202,12 +202,16 @@ class Coalescer(Generic[K, V]):
         self._tasks: set[asyncio.Task[None]] = set()
 
     async def __call__(self, item: K) -> V:
+        return await self.submit(item)
+
+    def submit(self, item: K) -> asyncio.Future[V]:
+        """Add ``item`` to this loop turn's batch; the future gets its result (or the batch's error)."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[V] = loop.create_future()
         self._items.append((item, future))
         if len(self._items) == 1:
             loop.call_soon(self._spawn)  # after the other callers scheduled in this turn
-        return await future
+        return future
 
     def _spawn(self) -> None:
         items, self._items = self._items, []

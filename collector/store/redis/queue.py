@@ -21,6 +21,8 @@ Invariants (the same as the SQLite queue's):
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import json
 import logging
 import time
@@ -250,16 +252,30 @@ class RedisJobQueue:
         job belongs to whoever takes it over, and this result is dropped unsent). Settles
         made in one loop turn share one pipeline, and jobs done share one script call.
         """
+        await self.settle_soon(leased, outcome)
+
+    def settle_soon(self, leased: LeasedJob, outcome: Settlement) -> asyncio.Future[int]:
+        """`settle`, queued for this loop turn's batch at once; the future holds the script's
+        answer (-1: the lease was lost). The settle runs whether or not anyone waits for it, so
+        a caller that must not cut it short shields the future (no task of its own per settle)."""
         consumer, entry_id, deliveries = leased.lease.split("|")
         job = leased.job
         if isinstance(outcome, Done):
             record = record_text(self.recent, outcome.record)
-            result = await self._settles(_DoneSettle(consumer, entry_id, deliveries, job.key, record))
+            future = self._settles.submit(_DoneSettle(consumer, entry_id, deliveries, job.key, record))
         else:
-            result = await self._settles(self._general_settle(leased, outcome, consumer, entry_id, deliveries))
+            future = self._settles.submit(self._general_settle(leased, outcome, consumer, entry_id, deliveries))
+        future.add_done_callback(functools.partial(self._settled, job.key, not isinstance(outcome, Retry | Park)))
+        return future
+
+    def _settled(self, job_key: str, leaves_queue: bool, future: asyncio.Future[int]) -> None:
+        """After a settle's script: say a lost lease, and count a job that left the queue."""
+        if future.cancelled() or future.exception() is not None:
+            return
+        result = future.result()
         if result == -1:
-            logger.info("lease of job %s lost to another worker; result dropped", job.key)
-        elif not isinstance(outcome, Retry | Park):
+            logger.info("lease of job %s lost to another worker; result dropped", job_key)
+        elif leaves_queue:
             self.depth_cache = max(0, self.depth_cache - 1 + int(result))
 
     def _general_settle(self, leased: LeasedJob, outcome: Settlement, consumer: str, entry_id: str,

@@ -305,7 +305,7 @@ class RedisStore(RedisSessions, RedisJudgeLedger):
     async def settle(self, leased: LeasedJob, outcome: Settlement) -> None:
         """Settle a leased job atomically with its outbox record, forgetting its judge replies when
         it is done or dead (see `RedisJobQueue.settle`)."""
-        await asyncio.shield(self.queue.settle(leased, outcome))
+        await asyncio.shield(self.queue.settle_soon(leased, outcome))
 
     async def prune(self, older_than_s: float, now: float | None = None) -> int:
         """Drop dead letters older than ``older_than_s``; returns entries removed.

@@ -325,3 +325,26 @@ async def test_a_client_with_another_text_encoding_parses_every_record(prefix: s
         assert claimed.record == record and claimed.record is not record
     finally:
         await store.shutdown()
+
+
+async def test_a_settle_whose_caller_is_cancelled_still_completes_and_is_counted(prefix: str) -> None:
+    """A worker cancelled while its settle waits for the batch (shutdown) still settles the job:
+    the script runs, and the queue's depth counts the job gone (not left to the next refresh)."""
+    store = await _open(prefix, refresh_s=3600.0)
+    try:
+        job = ScoreJob(RunRecord(trace_id="ab" * 16, span_id="cd" * 8), "q", "1")
+        await store.put([job])
+        (leased,) = await store.take(5)
+        assert store.depth() == 1
+        settling = asyncio.create_task(store.settle(leased, Done(None)))
+        await asyncio.sleep(0)  # queued for this loop turn's batch
+        settling.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await settling
+        deadline = time.monotonic() + 5.0
+        while store.depth() != 0:
+            assert time.monotonic() < deadline, "the settle never completed"
+            await asyncio.sleep(0.01)
+        assert await store.client.xlen(store.keys.jobs) == 0
+    finally:
+        await store.shutdown()
