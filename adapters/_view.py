@@ -126,6 +126,13 @@ def usage_from(attrs: Mapping[str, Any], prefix: str = "gen_ai.usage.") -> dict[
         {'input_tokens': 17, 'output_tokens': 6, 'total_tokens': 23}
     """
     usage: dict[str, int] = {}
+    keys = _USAGE_KEYS.get(prefix)
+    if keys is None:
+        keys = _USAGE_KEYS[prefix] = frozenset(
+            [prefix + "input_tokens", prefix + "prompt_tokens", prefix + "output_tokens",
+             prefix + "completion_tokens", prefix + "total_tokens", "llm.usage.total_tokens"])
+    if keys.isdisjoint(attrs):  # asked of every span; most model calls say no usage at all
+        return usage
     inp = int_attr(attrs, prefix + "input_tokens", prefix + "prompt_tokens")
     out = int_attr(attrs, prefix + "output_tokens", prefix + "completion_tokens")
     total = int_attr(attrs, prefix + "total_tokens", "llm.usage.total_tokens")
@@ -140,6 +147,24 @@ def usage_from(attrs: Mapping[str, Any], prefix: str = "gen_ai.usage.") -> dict[
     return usage
 
 
+_USAGE_KEYS: dict[str, frozenset[str]] = {}
+"""Every attribute `usage_from` reads, per prefix (made on first use)."""
+
+
+_CONTEXT_PAIRS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("agent_name", ("gen_ai.agent.name", "agent.name", "agent_name")),
+    ("model", ("gen_ai.response.model", "gen_ai.request.model", "llm.model_name", "model_name")),
+    ("provider", ("gen_ai.provider.name", "gen_ai.system", "llm.provider", "llm.system")),
+    ("conversation_id", ("gen_ai.conversation.id",)),
+    ("session_id", ("session.id", "gen_ai.session.id", "traceloop.association.properties.session_id")),
+    ("user_id", ("user.id", "enduser.id", "traceloop.association.properties.user_id")),
+    ("response_id", ("gen_ai.response.id",)),
+)
+"""Each run-context entry `common_context` fills, with the attributes it is read from in order."""
+
+_CONTEXT_KEYS = frozenset(key for _, keys in _CONTEXT_PAIRS for key in keys)
+
+
 def common_context(attrs: Mapping[str, Any]) -> dict[str, Any]:
     """Run context from the attributes most conventions share (GenAI, OpenInference, Traceloop).
 
@@ -148,19 +173,12 @@ def common_context(attrs: Mapping[str, Any]) -> dict[str, Any]:
         {'model': 'gpt-4o-mini', 'session_id': 's1'}
     """
     ctx: dict[str, Any] = {}
-    pairs = (
-        ("agent_name", ("gen_ai.agent.name", "agent.name", "agent_name")),
-        ("model", ("gen_ai.response.model", "gen_ai.request.model", "llm.model_name", "model_name")),
-        ("provider", ("gen_ai.provider.name", "gen_ai.system", "llm.provider", "llm.system")),
-        ("conversation_id", ("gen_ai.conversation.id",)),
-        (
-            "session_id",
-            ("session.id", "gen_ai.session.id", "traceloop.association.properties.session_id"),
-        ),
-        ("user_id", ("user.id", "enduser.id", "traceloop.association.properties.user_id")),
-        ("response_id", ("gen_ai.response.id",)),
-    )
-    for name, keys in pairs:
+    present = _CONTEXT_KEYS.intersection(attrs)  # asked of every span: look only where a key is
+    if not present:
+        return ctx
+    for name, keys in _CONTEXT_PAIRS:
+        if present.isdisjoint(keys):
+            continue
         value = str_attr(attrs, *keys)
         if value is not None:
             ctx[name] = value
