@@ -16,8 +16,11 @@ from __future__ import annotations
 
 from collector.types import ScoreRecord
 
-DEFAULT_LIMIT = 4096
-"""Records remembered at most (the oldest are forgotten first): a few batches of exports."""
+DEFAULT_LIMIT = 1024
+"""Records remembered at most (the oldest are forgotten first): four export batches' worth. A
+function scorer's record is about 1 KB of text (1 MB in all); a judge's reason and step results
+make one up to a few times ``workers.max_attribute_chars``. Records another replica exports are
+forgotten as newer ones come."""
 
 
 class RecentRecords:
