@@ -11,7 +11,6 @@ gets its own key prefix and deletes its keys at the end.
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
@@ -19,12 +18,11 @@ from typing import Any
 
 import pytest
 from redis_topology import ClusterGroup  # tests/support
+from shared_redis import REDIS_URL
 
 from collector.store.redis.partitioned import PartitionedRedisStore, open_redis_store
 from collector.store.redis.store import RedisStore
 from collector.store.sqlite.store import SqliteStore
-
-REDIS_URL = os.environ.get("TRACESCORE_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 
 StoreFactory = Callable[..., Awaitable[Any]]
 

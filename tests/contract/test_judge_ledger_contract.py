@@ -7,12 +7,12 @@ real server."""
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import pytest
+from shared_redis import REDIS_URL
 
 from collector.commands.dead_letters import open_judge_ledger
 from collector.config import config_from_dict
@@ -23,7 +23,6 @@ from collector.store.redis.store import RedisStore
 from collector.types import RunRecord, ScoreJob
 
 StoreFactory = Callable[..., Awaitable[Any]]
-REDIS_URL = os.environ.get("TRACESCORE_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")  # as conftest's
 WINDOW = "1d:2026-12-05"
 REDIS_ONLY = pytest.mark.parametrize("make_store", ["redis"], indirect=True)
 

@@ -7,7 +7,6 @@ over gRPC and HTTP, and one receiver is SIGKILLed mid-session."""
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 import time
 import uuid
@@ -19,8 +18,8 @@ import pytest
 from conversation_traces import TURNS, emit_turn, turn_body, without_root
 from daemon_harness import CaptureBackend, CapturedSpan, delete_redis_keys, free_port, wait_until
 from serve_process import ServeProcess
+from shared_redis import REDIS_URL
 
-REDIS_URL = os.environ.get("TRACESCORE_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 PROTOBUF = {"Content-Type": "application/x-protobuf"}
 
 SCORERS = '''from scorers import create_scorer

@@ -23,11 +23,11 @@ from daemon_harness import (
 )
 from opentelemetry.proto.trace.v1.trace_pb2 import Status
 from serve_process import ServeProcess, cli
+from shared_redis import REDIS_URL
 
 from collector.commands.dead_letters import open_dead_letters
 from collector.config import load_config
 
-REDIS_URL = os.environ.get("TRACESCORE_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 PROTOBUF = {"Content-Type": "application/x-protobuf"}
 
 BROKEN = '''from scorers import create_scorer

@@ -10,7 +10,6 @@ comes when the test lets it (after the signal; or, for a short drain, after the 
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 import uuid
 from collections.abc import AsyncIterator
@@ -30,10 +29,10 @@ from daemon_harness import (
 )
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
 from serve_process import STOP_S, ServeProcess
+from shared_redis import REDIS_URL
 
 pytestmark = pytest.mark.long  # lasts tens of seconds by design: scheduled first (see conftest.py)
 
-REDIS_URL = os.environ.get("TRACESCORE_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 HOLD_S = 1.0  # how long the judge's reply is held after the daemon logged the signal
 
 JUDGED = '''import os

@@ -38,11 +38,11 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from serve_process import PROBE, START_S, STOP_S
+from shared_redis import REDIS_URL
 
 from collector.store.redis.keys import RedisKeys
 from collector.store.redis.store import RedisStore
 
-REDIS_URL = os.environ.get("TRACESCORE_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 ROOT = Path(__file__).parents[2]
 PROTOBUF = {"Content-Type": "application/x-protobuf"}
 

@@ -4,7 +4,6 @@ with the deployment's keys in one partition and in three (`queue.partitions`).""
 from __future__ import annotations
 
 import asyncio
-import os
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -15,6 +14,7 @@ from daemon_harness import CaptureBackend, emit_agent_trace, wait_until
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from shared_redis import REDIS_URL
 
 from collector.config import config_from_dict
 from collector.errors import ConfigError
@@ -66,7 +66,6 @@ async def _post(service: Service, body: bytes) -> None:
             assert resp.status == 200, await resp.text()
 
 SCORERS = Path(__file__).parent / "scorers_for_tests.py"
-REDIS_URL = os.environ.get("TRACESCORE_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 
 
 def _config(deployment: tuple[str, CaptureBackend, int], url: str = REDIS_URL, decision_wait: float = 0.2) -> dict:

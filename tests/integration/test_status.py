@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import re
 import uuid
 from collections.abc import AsyncIterator, Sequence
@@ -27,13 +26,13 @@ from daemon_harness import (
 )
 from prometheus_client.parser import text_string_to_metric_families
 from serve_process import ServeProcess, cli
+from shared_redis import REDIS_URL
 
 from collector.config import config_from_dict, load_config
 from collector.service import Service
 from collector.work.registry import ScorerRegistry
 
 SCORERS = Path(__file__).parent / "scorers_for_tests.py"
-REDIS_URL = os.environ.get("TRACESCORE_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 TOKEN = "s3cret-status"
 RUNS = 24  # the bounded load: agent traces of two spans each, posted 8 at a time
 PROTOBUF = {"Content-Type": "application/x-protobuf", "Authorization": f"Bearer {TOKEN}"}

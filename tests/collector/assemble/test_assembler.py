@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -22,6 +21,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from repo_paths import FIXTURES
+from shared_redis import REDIS_URL
 
 import adapters
 from collector.assemble.assembler import TraceAssembler, split_traces
@@ -32,8 +32,6 @@ from collector.store.redis.store import RedisStore
 from collector.store.sqlite.store import SqliteStore
 from collector.work.registry import RegisteredScorer, ScorerRegistry, sampled
 from scorers import create_scorer
-
-REDIS_URL = os.environ.get("TRACESCORE_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 
 
 async def _poll(check: Callable[[], Awaitable[bool]], what: str) -> None:

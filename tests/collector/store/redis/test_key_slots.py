@@ -11,7 +11,6 @@ deployment's hash-tagged prefix.
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import AsyncIterator, Iterable, Iterator
 from typing import Any
@@ -19,6 +18,7 @@ from typing import Any
 import pytest
 from redis.asyncio.connection import AbstractConnection
 from redis.crc import key_slot
+from shared_redis import REDIS_URL
 
 from collector.judge_types import Breaker, Park
 from collector.session_types import SessionTurn
@@ -28,8 +28,6 @@ from collector.store.redis.partitioned import PartitionedRedisStore, open_redis_
 from collector.store.redis.partitioned_admin import PartitionedDeadLetters
 from collector.store.redis.status import RedisStatusBoard
 from collector.types import Dead, Done, Retry, RunRecord, ScoreJob, ScoreRecord, TraceChunk
-
-REDIS_URL = os.environ.get("TRACESCORE_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 
 KEYLESS = {"PING", "SCRIPT", "INFO", "WAIT", "CLIENT", "HELLO", "SELECT", "MULTI", "EXEC", "AUTH", "ECHO"}
 ALL_KEYS = {"DEL", "EXISTS", "MGET", "UNLINK", "TOUCH"}

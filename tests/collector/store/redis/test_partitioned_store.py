@@ -6,7 +6,6 @@ recorded partition count, on the real Redis."""
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -14,6 +13,7 @@ from typing import Any
 
 import pytest
 from redis.crc import key_slot
+from shared_redis import REDIS_URL
 
 from collector.errors import ConfigError
 from collector.session_types import SessionTurn
@@ -25,7 +25,6 @@ from collector.store.redis.partitions import PartitionMap, partition_prefix
 from collector.store.redis.store import RedisStore
 from collector.types import Done, RunRecord, ScoreJob, TraceChunk
 
-REDIS_URL = os.environ.get("TRACESCORE_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 Opener = Callable[..., Any]
 
 

@@ -4,18 +4,17 @@ hand-over when the forwarder dies, a bounded backlog, and the buffer written aft
 from __future__ import annotations
 
 import asyncio
-import os
 import uuid
 from collections.abc import AsyncIterator
 
 import pytest
+from shared_redis import REDIS_URL
 
 from collector.errors import QueueFull
 from collector.store.redis.forward import RedisForwardLog
 from collector.store.redis.store import RedisStore
 from collector.types import TraceChunk
 
-REDIS_URL = os.environ.get("TRACESCORE_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 T1 = b"\x01" * 16
 
 

@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import uuid
 from collections.abc import AsyncIterator
 
 import pytest
+from shared_redis import REDIS_URL
 
 from collector.session_types import SessionTurn
 from collector.store.interface import SessionRules
 from collector.store.redis.store import RedisStore
 from collector.types import RunRecord
 
-REDIS_URL = os.environ.get("TRACESCORE_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 RULES = SessionRules(idle_s=10.0)
 T0 = 1_000.0
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import redis.asyncio as aioredis
 from repo_paths import INTEGRATION
+from shared_redis import REDIS_URL
 
 from collector._aio import cancel_and_wait
 from collector.errors import ConfigError, Unavailable
@@ -20,7 +21,6 @@ from collector.store.redis.pinned import NotReplicated
 from collector.store.redis.store import RedisStore
 from collector.types import Done, RunRecord, ScoreJob, ScoreRecord, TraceChunk
 
-REDIS_URL = os.environ.get("TRACESCORE_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 T1 = b"\x01" * 16
 
 
