@@ -5,14 +5,17 @@ soon claims that text back. Parsing it again into a `ScoreRecord` is a tenth of 
 function scorer's job costs the worker; the record it was made from is still in memory. The
 settle remembers each record under the exact bytes sent to Redis, and a claim that returns
 those very bytes takes the record as it is: equal text, equal record (`ScoreRecord.from_json`
-of `to_json` gives back an equal record). Anything else (another replica's records, a record
-written before a restart, one dropped from the bounded memory) is parsed as before.
+of `to_json` gives back an equal record, except for a float JSON cannot hold, written ``null``:
+such a record is not remembered). Anything else (another replica's records, a record written
+before a restart, one dropped from the bounded memory) is parsed as before.
 
 Only for connections that send text as strict UTF-8 (what the store's key is made with); a
 client with another encoding gets no `RecentRecords` at all.
 """
 
 from __future__ import annotations
+
+import math
 
 from collector.types import ScoreRecord
 
@@ -46,8 +49,11 @@ class RecentRecords:
         return len(self._by_text)
 
     def remember(self, record: ScoreRecord) -> str:
-        """``record``'s JSON (what the settle writes), remembered under its UTF-8 bytes."""
+        """``record``'s JSON (what the settle writes), remembered under its UTF-8 bytes; not a
+        record with a float JSON cannot hold (written ``null``: its text reads back otherwise)."""
         text = record.to_json()
+        if not _reads_back_as_made(record):
+            return text
         by_text = self._by_text
         by_text[text.encode()] = record
         if len(by_text) > self._limit:
@@ -59,6 +65,17 @@ class RecentRecords:
         forgotten now, else parsed."""
         record = self._by_text.pop(data, None)
         return record if record is not None else ScoreRecord.from_json(data)
+
+
+def _reads_back_as_made(record: ScoreRecord) -> bool:
+    """Whether ``record``'s JSON reads back equal to it: its floats are finite (JSON has no NaN).
+
+    Example:
+        >>> rec = ScoreRecord("k", "ab" * 16, "cd" * 8, "ef" * 8, "q", "Q", score=0.5)
+        >>> _reads_back_as_made(rec), _reads_back_as_made(ScoreRecord("k", "t", "s", "x", "q", "Q", cost_usd=math.nan))
+        (True, False)
+    """
+    return all(value is None or math.isfinite(value) for value in (record.score, record.cost_usd))
 
 
 def record_text(recent: RecentRecords | None, record: ScoreRecord | None) -> str:

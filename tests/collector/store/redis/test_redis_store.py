@@ -348,3 +348,19 @@ async def test_a_settle_whose_caller_is_cancelled_still_completes_and_is_counted
         assert await store.client.xlen(store.keys.jobs) == 0
     finally:
         await store.shutdown()
+
+
+async def test_a_record_whose_json_reads_back_otherwise_is_parsed_from_what_redis_holds(prefix: str) -> None:
+    """JSON has no NaN: a cost that is not a number is written null, so the exporter gets the
+    record as stored (no cost), never the one in memory."""
+    store = await _open(prefix)
+    try:
+        job = ScoreJob(RunRecord(trace_id="ab" * 16, span_id="cd" * 8), "q", "1")
+        await store.put([job])
+        (leased,) = await store.take(5)
+        record = ScoreRecord(job.key, "ab" * 16, "cd" * 8, "ef" * 8, "q", "q", score=1.0, cost_usd=float("nan"))
+        await store.settle(leased, Done(record))
+        (claimed,) = await store.pending(5)
+        assert claimed.record.cost_usd is None and claimed.record.score == 1.0
+    finally:
+        await store.shutdown()
