@@ -83,35 +83,42 @@ def _orjson_default(value: Any) -> Any:
 
 
 def dumps(data: Any) -> str:
-    """A record's JSON text: orjson's compact form, or ``json.dumps``'s (spaced) form for what
-    orjson refuses (an int past 64 bits, a key that is not a string, a lone surrogate). Values it
-    has no JSON for go through `json_default`; where the two differ, orjson writes an Enum as its
-    value (json: its text) and a float that is not finite as ``null`` (JSON has no NaN).
+    """A record's JSON text: orjson's compact form, or ``json.dumps``'s (spaced) form after one
+    space for what orjson refuses (an int past 64 bits, a key that is not a string, a lone
+    surrogate). Values it has no JSON for go through `json_default`; where the two differ, orjson
+    writes an Enum as its value (json: its text) and a float that is not finite as ``null`` (JSON
+    has no NaN).
 
     Example:
         >>> dumps({"a": [1, 2.5, None], "b": {1}})
         '{"a":[1,2.5,null],"b":"{1}"}'
         >>> dumps({"big": 2**70})
-        '{"big": 1180591620717411303424}'
+        ' {"big": 1180591620717411303424}'
     """
     try:
         return orjson.dumps(data, default=_orjson_default, option=_OPTIONS).decode()
     except TypeError:  # orjson.JSONEncodeError is one
-        return json.dumps(data, default=json_default)
+        # The leading space tells `loads` to read it with json: orjson's form never starts so.
+        return " " + json.dumps(data, default=json_default)
 
 
 def loads(text: str | bytes) -> Any:
-    """Parse a record's JSON text: `dumps`'s compact form by orjson; any other (``json.dumps``'s
-    spaced form, which can hold ints past 64 bits that orjson would read as floats, or NaN) by
-    json, exactly as it was written.
+    """Parse a record's JSON text: `dumps`'s compact form by orjson; any other (`dumps`'s
+    json form, which starts with a space, or ``json.dumps``'s spaced form that earlier versions
+    wrote: either can hold ints past 64 bits that orjson would read as floats, or NaN) by json,
+    exactly as it was written.
 
     Example:
-        >>> loads('{"big":1}'), loads('{"big": 1180591620717411303424}')
-        ({'big': 1}, {'big': 1180591620717411303424})
+        >>> loads('{"big":1}'), loads('{"big": 1180591620717411303424}'), loads(dumps([-2**63 - 1]))
+        ({'big': 1}, {'big': 1180591620717411303424}, [-9223372036854775809])
         >>> loads(b'{"n": NaN}')
         {'n': nan}
     """
-    spaced = b'": ' in text[:64] if isinstance(text, bytes) else '": ' in text[:64]
+    head = text[:64]
+    if isinstance(head, bytes):
+        spaced = head[:1] == b" " or b'": ' in head
+    else:
+        spaced = head[:1] == " " or '": ' in head
     if spaced:  # json.dumps's form
         return json.loads(text)
     try:

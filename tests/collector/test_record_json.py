@@ -102,3 +102,11 @@ def test_a_fast_init_record_stays_frozen_and_its_factories_give_each_record_its_
         RunRecord("t")  # type: ignore[call-arg]
     with pytest.raises(TypeError):
         RunRecord("t", "s", unknown=1)  # type: ignore[call-arg]
+
+
+def test_an_int_past_64_bits_reads_back_wherever_it_is() -> None:
+    """Not only in a dict whose first key is short (what json.dumps's spacing showed): at the
+    top, in a list, after a long first key (found by the property test above)."""
+    for value in (-2**63 - 1, [2**64], {"k" * 80: 1, "big": -2**70}):
+        assert loads(dumps(value)) == value
+        assert loads(dumps(value).encode()) == value
