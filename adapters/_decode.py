@@ -66,10 +66,6 @@ def attributes_to_dict(key_values: Iterable[Any]) -> dict[str, Any]:
     return out
 
 
-def _hex(raw: bytes) -> str:
-    return raw.hex()
-
-
 def spans_from_resource_spans(resource_spans: Iterable[Any]) -> list[TraceSpan]:
     """Decode the ``resource_spans`` of an ``ExportTraceServiceRequest`` into `TraceSpan`s.
 
@@ -143,7 +139,7 @@ def logs_from_resource_logs(resource_logs: Iterable[Any]) -> list[TraceLog]:
     for rl in resource_logs:
         for sl in rl.scope_logs:
             for rec in sl.log_records:
-                trace_id = _hex(rec.trace_id)
+                trace_id = rec.trace_id.hex()
                 if not trace_id:
                     continue
                 attributes = attributes_to_dict(rec.attributes)
@@ -154,7 +150,7 @@ def logs_from_resource_logs(resource_logs: Iterable[Any]) -> list[TraceLog]:
                 out.append(
                     TraceLog(
                         trace_id=trace_id,
-                        span_id=_hex(rec.span_id) or None,
+                        span_id=rec.span_id.hex() or None,
                         event_name=event_name,
                         time_ns=rec.time_unix_nano or rec.observed_time_unix_nano,
                         body=any_value_to_python(rec.body) if rec.HasField("body") else None,
