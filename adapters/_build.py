@@ -12,11 +12,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from adapters._dialect import answer_of, answer_tools, step_tools
-from adapters._messages import Call, Msg, link_tool_results, msg_key, text_of, to_message
-from adapters._runs import AgentRun
+from adapters._messages import Call, Msg, link_tool_results, msg_key, text_of
+from adapters._runs import AgentRun, RunMessages
 from adapters._trace import TraceSpan
 from adapters._view import SpanView
-from scorers._agent_types import ScorerRunInputForAgent, ScorerRunOutputForAgent
 
 __all__ = ["build_run", "chain", "continues", "non_system", "recover_tool_calls", "split_turn"]
 
@@ -324,15 +323,10 @@ def build_run(
     linked = link_tool_results([*first_request, *produced])
     first_request, produced = linked[: len(first_request)], linked[len(first_request) :]
     remembered, inp = split_turn(first_request)
-    run_input = ScorerRunInputForAgent(
-        input_messages=[to_message(m) for m in inp],
-        remembered_messages=[to_message(m) for m in remembered],
-        system_messages=[to_message(Msg("system", t)) for t in _dedupe(system)],
-        tagged_system_messages={},
-    )
-    output = ScorerRunOutputForAgent([to_message(m) for m in produced])
+    messages = RunMessages(inp, remembered, [Msg("system", t) for t in _dedupe(system)], produced)
     convention = run_view.convention if run_view is not None else (calls[0].convention if calls else "")
-    return AgentRun(
+    return AgentRun.from_messages(
+        messages,
         trace_id=run_span.trace_id,
         span_id=run_span.span_id,
         span_name=run_span.name,
@@ -340,8 +334,6 @@ def build_run(
         convention=convention,
         start_ns=run_span.start_ns,
         end_ns=run_span.end_ns,
-        input=run_input,
-        output=output,
         request_context=_context(run_span, run_view, calls),
         resource=dict(run_span.resource),
     )

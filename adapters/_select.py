@@ -23,7 +23,7 @@ Every span read by a convention gets a `Verdict` (what became of it and why), wh
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from adapters._build import build_run, continues, non_system
 from adapters._chain import calls_converse, chain_roots
@@ -362,5 +362,5 @@ def extract_runs(trace: AssembledTrace, extra_session_keys: Sequence[str] = ()) 
     runs = []
     for run in sel.runs:
         session = run_session(sel.tree, run.span_id, extra_session_keys)
-        runs.append(run if session is None else replace(run, session_id=session))  # most runs are of no session
+        runs.append(run if session is None else run.with_session(session))  # most runs are of no session
     return Extraction(runs=runs, skipped=sel.skipped)

@@ -6,9 +6,9 @@ from typing import Any
 
 
 class Once:
-    """A value handed over at most once: a run's agent-typed models, from assembly to the first
-    of its jobs scored in the same process (the others, and a job read back from the store,
-    validate them from the record's JSON form again).
+    """A value handed over at most once: the adapters' run (its agent-typed ``input`` and
+    ``output``), from assembly to the first of its jobs scored in the same process (the others,
+    and a job read back from the store, validate them from the record's JSON form again).
 
     Example:
         >>> once = Once(("input", "output"))

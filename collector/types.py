@@ -97,7 +97,7 @@ class RunRecord:
     session_id: str | None = None  # the conversation it is a turn of, as the spans name it (SPEC §7)
     conversation: dict[str, Any] | None = None  # a conversation job's session (`session_types.conversation_of`)
     incomplete: bool = False  # its trace was decided without a span its spans name as their in-process parent
-    typed: Once | None = field(default=None, compare=False, repr=False, metadata={"transient": True})  # models, not JSON
+    typed: Once | None = field(default=None, compare=False, repr=False, metadata={"transient": True})  # the run with its models, not JSON
 
     @functools.cached_property
     def run_id(self) -> str:

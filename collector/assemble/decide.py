@@ -58,7 +58,10 @@ class ScorerSelection(Protocol):
 
 def run_record(run: Any, attributes: Mapping[str, Any], *, with_models: bool = True) -> RunRecord:
     """The queued form of an adapters ``AgentRun`` whose run span has ``attributes`` (the
-    daemon's jobs and ``tracescore score --export`` build their records alike).
+    daemon's jobs and ``tracescore score --export`` build their records alike). With
+    ``with_models`` the record hands the run itself to the first worker of this process that
+    scores it (`RunRecord.typed`): that worker reads the run's models instead of validating
+    the JSON form again.
 
     Example:
         >>> from adapters import AgentRun
@@ -70,18 +73,18 @@ def run_record(run: Any, attributes: Mapping[str, Any], *, with_models: bool = T
         ('bot', 5, {'service.name': 'svc'})
     """
     ctx = dict(run.request_context or {})
+    run_input, run_output = run.json_form()  # made from the run's messages: its models are made only if read
     agent = ctx.get("agent_name") or attributes.get("gen_ai.agent.name")
     response_id = ctx.get("response_id") or attributes.get("gen_ai.response.id")
     return RunRecord(
         trace_id=run.trace_id, span_id=run.span_id, span_name=run.span_name,
         service=run.service, convention=run.convention, start_ns=run.start_ns,
-        end_ns=run.end_ns, input=run.input.model_dump(mode="json"),
-        output=run.output.model_dump(mode="json"), request_context=ctx,
+        end_ns=run.end_ns, input=run_input, output=run_output, request_context=ctx,
         response_id=str(response_id) if response_id else None,
         agent=str(agent) if agent else None,
         resource=dict(getattr(run, "resource", None) or {}),
         session_id=getattr(run, "session_id", None),
-        typed=Once((run.input, run.output)) if with_models else None,
+        typed=Once(run) if with_models else None,  # a worker of this process takes its models from the run
     )
 
 

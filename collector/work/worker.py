@@ -271,10 +271,11 @@ class Worker:
         """Run the job's scorer on its run, or on its session's conversation (SPEC §7)."""
         if run.conversation is not None:
             return await entry.scorer.run(conversation_run(run))
-        # The adapters' own models when assembly ran in this process (the first scorer of the
-        # run takes them), else validated again from the record's JSON form: equal either way.
-        typed = run.typed.take() if run.typed is not None else None
-        run_input, run_output = typed if typed is not None else (
+        # The adapters' own run when assembly ran in this process (the first scorer of the run
+        # takes it; its models are made from its messages), else the models validated again from
+        # the record's JSON form: equal either way.
+        handed = run.typed.take() if run.typed is not None else None
+        run_input, run_output = (handed.input, handed.output) if handed is not None else (
             ScorerRunInputForAgent.model_validate(run.input), ScorerRunOutputForAgent.model_validate(run.output))
         return await entry.scorer.run(
             input=run_input,

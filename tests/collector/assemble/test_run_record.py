@@ -14,12 +14,12 @@ def _run() -> AgentRun:
                     ScorerRunOutputForAgent([Message(role="assistant", content="Hello")]))
 
 
-def test_the_record_hands_over_the_adapters_models_once() -> None:
+def test_the_record_hands_over_the_adapters_run_once() -> None:
     run = _run()
     record = run_record(run, {})
     assert record.typed is not None
-    models = record.typed.take()
-    assert models[0] is run.input and models[1] is run.output
+    handed = record.typed.take()
+    assert handed is run and handed.input is run.input and handed.output is run.output
     assert record.typed.take() is None
 
 

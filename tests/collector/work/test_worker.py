@@ -6,6 +6,7 @@ import asyncio
 import time
 from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from collector.config import ScorerConfig
@@ -255,7 +256,7 @@ async def test_a_run_handed_over_with_its_models_is_scored_on_those_models(tmp_p
     store = SqliteStore(str(tmp_path / "q.db"))
     await store.start()
     models = (ScorerRunInputForAgent.model_validate(RUN.input), ScorerRunOutputForAgent.model_validate(RUN.output))
-    handed = replace(RUN, typed=Once(models))
+    handed = replace(RUN, typed=Once(SimpleNamespace(input=models[0], output=models[1])))
     await store.put([ScoreJob(handed, s.id, s.version) for s in scorers])
     worker = Worker(store, _registry(*scorers), Metrics())
     for leased in await store.take(2):
