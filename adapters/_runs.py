@@ -126,12 +126,12 @@ class AgentRun:
             (False, 'Hello', True)
         """
         run = cls.__new__(cls)
-        fields = {"trace_id": trace_id, "span_id": span_id, "span_name": span_name, "service": service,
-                  "convention": convention, "start_ns": start_ns, "end_ns": end_ns,
-                  "request_context": request_context, "resource": resource, "session_id": session_id,
-                  "_messages": messages}
-        for name, value in fields.items():
-            object.__setattr__(run, name, value)  # frozen: set once, as the dataclass's __init__ would
+        # Frozen: the fields are set once, straight into the instance's dict (one call, no
+        # per-field __setattr__), as the dataclass's __init__ would set them.
+        run.__dict__.update(trace_id=trace_id, span_id=span_id, span_name=span_name, service=service,
+                            convention=convention, start_ns=start_ns, end_ns=end_ns,
+                            request_context=request_context, resource=resource, session_id=session_id,
+                            _messages=messages)
         return run
 
     def with_session(self, session_id: str | None) -> AgentRun:

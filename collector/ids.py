@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import uuid
 from typing import Any
 
@@ -52,6 +53,8 @@ def score_outcome(score: float | None, label: str | None, reason: str | None, er
     """
     if error_type is not None:
         return f"failed:{error_type}"
+    if label is None and reason is None and type(score) is float and math.isfinite(score):
+        return f"scored:[{score!r}, null, null]"  # what the encoder writes (a float as its repr), written directly
     return "scored:" + _OUTCOME_JSON.encode([score, label, reason])
 
 

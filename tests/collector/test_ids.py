@@ -4,6 +4,7 @@ it); a score's outcome text is what it was (span ids derive from it)."""
 
 from __future__ import annotations
 
+import json
 import uuid
 
 import pytest
@@ -38,3 +39,18 @@ def test_a_run_id_known_before_stays_the_same() -> None:
 
 def test_the_outcome_text_keeps_json_dumps_spacing_and_unicode() -> None:
     assert score_outcome(0.5, "pass", "café \"ok\"", None) == 'scored:[0.5, "pass", "café \\"ok\\""]'
+
+
+@given(st.one_of(st.none(), st.floats(), st.integers(), st.booleans()),
+       st.one_of(st.none(), st.text(max_size=6)), st.one_of(st.none(), st.text(max_size=6)))
+def test_the_outcome_text_is_what_json_dumps_writes_for_any_score(score: object, label: str | None,
+                                                                  reason: str | None) -> None:
+    # A plain float score with no label or reason is written without the encoder: the same text.
+    assert score_outcome(score, label, reason, None) == "scored:" + json.dumps([score, label, reason],  # type: ignore[arg-type]
+                                                                               ensure_ascii=False)
+
+
+def test_an_outcome_known_before_stays_the_same() -> None:
+    assert (score_outcome(0.1, None, None, None), score_outcome(1e-07, None, None, None),
+            score_outcome(float("nan"), None, None, None)) == (
+        "scored:[0.1, null, null]", "scored:[1e-07, null, null]", "scored:[NaN, null, null]")

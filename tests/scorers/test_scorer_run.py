@@ -95,6 +95,7 @@ async def test_kwargs_function_receives_every_keyword() -> None:
     await scorer.run(output="o")
     assert set(received) == {"run", "results", "score"}
     assert received["score"] == 1.0 and isinstance(received["run"], ScorerRun)
+    assert received["results"] == StepResults(generate_score_step_result=1.0)  # made for it: it takes every keyword
 
 
 async def test_only_declared_keywords_are_passed() -> None:
