@@ -7,6 +7,7 @@ import asyncio
 import gc
 import logging
 import sys
+from collections.abc import Callable
 
 from collector.commands.report import report_config_error
 from collector.config import Config, ScorerConfig, load_config
@@ -44,6 +45,23 @@ def started(line: str) -> None:
     gc.freeze()
 
 
+def daemon_loop_factory() -> Callable[[], asyncio.AbstractEventLoop]:
+    """The daemon's event loop: uvloop's (libuv's). Its callbacks, timers and socket reads cost
+    less than the standard loop's, and the daemon's processes spend a tenth of their CPU in
+    the loop itself (`bench/README.md`: the worker's CPU per run fell by 6%). asyncio, aiohttp,
+    grpc.aio and the Redis client run on it unchanged.
+
+    Example:
+        >>> loop = daemon_loop_factory()()
+        >>> type(loop).__module__, loop.run_until_complete(asyncio.sleep(0, "ran"))
+        ('uvloop', 'ran')
+        >>> loop.close()
+    """
+    import uvloop
+
+    return uvloop.new_event_loop
+
+
 def run(args: argparse.Namespace) -> int:
     """Run the daemon; returns the exit code: 0 after SIGTERM/SIGINT, 2 for a configuration
     error (naming the key), 1 when it cannot start (a listener's port is taken: named).
@@ -61,7 +79,8 @@ def run(args: argparse.Namespace) -> int:
     if not registry.entries:
         logger.warning("no scorers registered: spans are received and forwarded, nothing is scored")
     try:
-        asyncio.run(service.run_until_signal(started))
+        with asyncio.Runner(loop_factory=daemon_loop_factory()) as runner:
+            runner.run(service.run_until_signal(started))
     except ConfigError as err:  # found at start: Redis refused the URL, or a bound port 0 is a destination
         print(f"tracescore: {err}", file=sys.stderr)
         return 2
