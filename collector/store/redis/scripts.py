@@ -216,6 +216,7 @@ for i = 0, (#KEYS - 3) / 2 - 1 do
   local cand, root = ARGV[a + 2] == '1', ARGV[a + 3] == '1'
   local m = redis.call('HMGET', meta, 'first_seen', 'spans', 'candidate', 'root', 'decide_at')
   local keep = true
+  local fields = {}
   if not m[1] then
     -- Full: decided traces go first (oldest decision), then the newest trace without a run
     -- span; a newcomer without one (or, failing a victim, any newcomer) is itself the one.
@@ -236,8 +237,9 @@ for i = 0, (#KEYS - 3) / 2 - 1 do
         evicted = evicted + 1
       end
     end
+    -- the meta fields are gathered in `fields` and written by one HSET below
     if keep then
-      redis.call('HSET', meta, 'first_seen', ARGV[1], 'spans', 0, 'candidate', 0, 'root', 0)
+      fields = {'first_seen', ARGV[1], 'spans', 0, 'candidate', 0, 'root', 0}
       redis.call('ZADD', KEYS[1], ARGV[1], tid)
       m = {ARGV[1], '0', '0', '0', false}
     end
@@ -263,11 +265,18 @@ for i = 0, (#KEYS - 3) / 2 - 1 do
       local cap = tonumber(m[1]) + max_age
       if decide_at > cap then decide_at = cap end
       redis.call('ZADD', KEYS[3], decide_at, tid)
-      redis.call('HSET', meta, 'decide_at', tostring(decide_at))
+      fields[#fields + 1] = 'decide_at'
+      fields[#fields + 1] = tostring(decide_at)
     end
-    redis.call('HSET', meta, 'spans', spans + n, 'candidate', has_cand and '1' or '0',
-               'root', root_seen and '1' or '0')
+    -- later pairs win within one HSET: these replace a new trace's zeros
+    fields[#fields + 1] = 'spans'
+    fields[#fields + 1] = spans + n
+    fields[#fields + 1] = 'candidate'
+    fields[#fields + 1] = has_cand and '1' or '0'
+    fields[#fields + 1] = 'root'
+    fields[#fields + 1] = root_seen and '1' or '0'
   end
+  if #fields > 0 then redis.call('HSET', meta, unpack(fields)) end
   redis.call('PEXPIRE', meta, ttl)
   redis.call('PEXPIRE', chunks, ttl)
 end
@@ -314,9 +323,10 @@ for i = 1, #ARGV do
   local score = redis.call('ZSCORE', KEYS[3], tid)
   if not score or not claim or tonumber(score) == tonumber(claim) then
     redis.call('ZREM', KEYS[3], tid)
-    redis.call('HDEL', meta, 'decide_at')
+    redis.call('HDEL', meta, 'decide_at', 'claim')
+  else
+    redis.call('HDEL', meta, 'claim')
   end
-  redis.call('HDEL', meta, 'claim')
   local first = redis.call('ZSCORE', KEYS[1], tid)
   if first then
     redis.call('ZREM', KEYS[1], tid)

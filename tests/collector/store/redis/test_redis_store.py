@@ -364,3 +364,30 @@ async def test_a_record_whose_json_reads_back_otherwise_is_parsed_from_what_redi
         assert claimed.record.cost_usd is None and claimed.record.score == 1.0
     finally:
         await store.shutdown()
+
+
+async def test_a_traces_meta_holds_its_fields_through_append_due_and_finish(prefix: str) -> None:
+    # The buffer scripts write a trace's meta hash in one HSET per chunk: what each step leaves.
+    store = await _open(prefix, decision_wait=5.0, rootless_wait=30.0, max_spans_per_trace=2)
+    meta = store.keys.meta(T1.hex())
+    t2 = b"\x02" * 16
+    try:
+        await store.append([TraceChunk(T1, "spans", b"child", 1, False)], now=100.0)
+        assert await store.client.hgetall(meta) == {b"first_seen": b"100.0", b"spans": b"1", b"candidate": b"0",
+                                                   b"root": b"0"}
+        await store.append([TraceChunk(T1, "spans", b"root run", 1, True, has_root=True)], now=101.0)
+        assert await store.client.hgetall(meta) == {b"first_seen": b"100.0", b"spans": b"2", b"candidate": b"1",
+                                                   b"root": b"1", b"decide_at": b"106"}
+        # A first chunk over the span bound is dropped, but the trace is known from then on.
+        await store.append([TraceChunk(t2, "spans", b"too many", 3, False)], now=102.0)
+        assert await store.client.hgetall(store.keys.meta(t2.hex())) == {
+            b"first_seen": b"102.0", b"spans": b"0", b"candidate": b"0", b"root": b"0"}
+        assert await store.client.llen(store.keys.chunks(t2.hex())) == 0
+        assert (await store.due(10, now=106.0))[0] == [T1]
+        assert set(await store.client.hgetall(meta)) == {b"first_seen", b"spans", b"candidate", b"root",
+                                                         b"decide_at", b"claim"}
+        await store.finish(T1)
+        assert set(await store.client.hgetall(meta)) == {b"first_seen", b"spans", b"candidate", b"root"}
+        assert await store.client.zscore(store.keys.decide, T1.hex()) is None
+    finally:
+        await store.shutdown()
