@@ -27,6 +27,7 @@ from collector.metrics import Metrics
 from collector.store.interface import JobQueue, JudgeReplies
 from collector.types import Dead, Done, LeasedJob, Retry, RunRecord, ScoreRecord, Settlement
 from collector.work.conversation import conversation_run
+from collector.work.deadlines import JobDeadlines
 from collector.work.heartbeat import LeaseHeartbeat
 from collector.work.record import judge_summary, requests_sent, score_record, truncate_json
 from collector.work.registry import RegisteredScorer, ScorerRegistry
@@ -114,6 +115,7 @@ class Worker:
         self._max_park_s = max_park_s
         self._replies = replies
         self._job_timeout = job_timeout_s
+        self._deadlines = JobDeadlines(job_timeout_s)
         self._max_take = max_take or max(1, concurrency // 4)
         self._heartbeat = LeaseHeartbeat(queue, lambda: list(self._inflight.values()), lease_s)
         self._queue = queue
@@ -240,7 +242,7 @@ class Worker:
         started = time.perf_counter()
         try:
             memo = await self._memo_of(job.key, entry)
-            async with asyncio.timeout(self._job_timeout):
+            async with self._deadlines.guard():  # one timer for every job in flight
                 with remember_judge_replies(memo), govern_judge_calls(self._governor, job.scorer_id):
                     result = await self._run_scorer(entry, run)
         except TimeoutError:
