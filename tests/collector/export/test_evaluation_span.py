@@ -139,3 +139,24 @@ def test_a_conversation_score_names_its_session_on_the_last_turns_run() -> None:
     partial = dict(build_span(session_record(session={**session_record().session, "partial": True})).attributes or {})
     assert partial["tracescore.session.partial"] is True
     assert "session.id" not in dict(build_span(record()).attributes or {})  # a run's score names no session
+
+
+def test_every_optional_attribute_is_written_when_set_in_one_order_and_none_when_unset() -> None:
+    from collector.export.evaluation import record_attributes
+
+    full = record_attributes(record(label="pass", reason="good", response_id="resp-1", judge_models=["m1", "m2"],
+                                    input_tokens=10, output_tokens=5, cost_usd=0.25, judge_attempts=2,
+                                    preprocess_json='{"p": 1}', analyze_json='{"a": 1}', error_type="E",
+                                    error_message="bad", supersedes="ab" * 8))
+    assert list(full)[7:] == [
+        "gen_ai.evaluation.score.value", "gen_ai.evaluation.score.label", "gen_ai.evaluation.explanation",
+        "gen_ai.response.id", "tracescore.scorer.version", "tracescore.judge.model",
+        "tracescore.judge.usage.input_tokens", "tracescore.judge.usage.output_tokens", "tracescore.judge.cost_usd",
+        "tracescore.judge.attempts", "tracescore.preprocess.result", "tracescore.analyze.result",
+        "tracescore.scored.service",
+        "error.type", "tracescore.error.message", "tracescore.supersedes"]
+    assert (full["tracescore.judge.model"], full["tracescore.judge.cost_usd"], full["gen_ai.evaluation.score.value"]) == (
+        "m1,m2", 0.25, 1.0)
+    bare = record_attributes(record(score=None, scorer_version=None, service="", judge_models=[], input_tokens=0))
+    assert list(bare) == ["gen_ai.evaluation.name", "openinference.span.kind", "mlflow.spanType",
+                          "tracescore.scorer.id", "tracescore.run.id", "tracescore.score.duration_ms", "tracescore.scored_at"]
