@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 import redis.asyncio as aioredis
 
-from collector.store.redis import scripts
+from collector.store.redis import outbox_scripts as scripts
 from collector.store.redis.conn import UNREACHABLE, Backoff, retry_unreachable
 from collector.store.redis.keys import RedisKeys
 from collector.store.redis.recent import RecentRecords

@@ -1,5 +1,6 @@
-"""The Lua scripts of the Redis backend (run with ``register_script``: EVALSHA, loaded again
-after a Redis restart). Each runs atomically; comments list their KEYS and ARGV.
+"""The Lua scripts of the Redis backend's queue and trace buffer (run with ``register_script``:
+EVALSHA, loaded again after a Redis restart; the outboxes' are in `outbox_scripts`). Each
+runs atomically; comments list their KEYS and ARGV.
 
 Some compute per-trace key names from the prefix they are given; on a Cluster those share
 the hash tag of the deployment's prefix, hence the slot of the declared keys
@@ -7,6 +8,19 @@ the hash tag of the deployment's prefix, hence the slot of the declared keys
 """
 
 from __future__ import annotations
+
+# Lua helper prepended to the scripts that write many fields or members in one call:
+# redis.call(fixed..., values[i..j]) over slices of `step` values (Lua's unpack takes a few
+# thousand values at most; a slice of pairs keeps them whole when `step` is even).
+SLICES = """
+local function call_slices(fixed, values, step)
+  for i = 1, #values, step do
+    local args = {unpack(fixed)}
+    for k = i, math.min(i + step - 1, #values) do args[#args + 1] = values[k] end
+    redis.call(unpack(args))
+  end
+end
+"""
 
 # ------------------------------ queue
 
@@ -127,14 +141,17 @@ redis.call('XDEL', KEYS[1], ARGV[2])
 return added
 """
 
-# Settle many leased jobs done at once (SETTLE's "done" case, one call for a worker's batch).
+# Settle many leased jobs done at once (SETTLE's "done" case, one call for a worker's batch):
+# each job's lease and idempotency key are checked in turn, then the new records, the acks and
+# the cleanups are written with one command each for the whole batch (records get outbox ids
+# in the jobs' order, as one INCR per record would give them).
 # KEYS: jobs, outbox, outbox_data, outbox_seq, parked, then (sink zset, sink data) per native
 #       sink, then (idem, replies) per job
 # ARGV: group, consumer, now, ttl_ms, number of sink keys, then (entry id, deliveries, record,
 #       job key) per job. Returns per job: -1 (the lease was lost), 1 (a record queued) or 0.
-SETTLE_DONE = """
+SETTLE_DONE = SLICES + """
 local last_sink = 5 + tonumber(ARGV[5])
-local out = {}
+local out, records, held, unpark, forget = {}, {}, {}, {}, {}
 local j = 0
 for a = 6, #ARGV, 4 do
   local id, record = ARGV[a], ARGV[a + 2]
@@ -144,27 +161,39 @@ for a = 6, #ARGV, 4 do
   if #p == 0 or p[1][2] ~= ARGV[2] or tostring(p[1][4]) ~= ARGV[a + 1] then
     out[j] = -1
   else
-    local added = 0
+    out[j] = 0
     local state = redis.call('GET', idem)
     if state ~= 'done' and state ~= 'dead' then
       redis.call('SET', idem, 'done', 'PX', ARGV[4])
       if record ~= '' then
-        local oid = redis.call('INCR', KEYS[4])
-        redis.call('HSET', KEYS[3], oid, record)
-        redis.call('ZADD', KEYS[2], ARGV[3], oid)
-        for i = 6, last_sink, 2 do
-          redis.call('HSET', KEYS[i + 1], oid, record)
-          redis.call('ZADD', KEYS[i], ARGV[3], oid)
-        end
-        added = 1
+        records[#records + 1] = record
+        out[j] = 1
       end
     end
-    redis.call('HDEL', KEYS[5], ARGV[a + 3])
-    redis.call('DEL', replies)
-    redis.call('XACK', KEYS[1], ARGV[1], id)
-    redis.call('XDEL', KEYS[1], id)
-    out[j] = added
+    held[#held + 1] = id
+    unpark[#unpark + 1] = ARGV[a + 3]
+    forget[#forget + 1] = replies
   end
+end
+if #records > 0 then
+  local first = redis.call('INCRBY', KEYS[4], #records) - #records
+  local data, scored = {}, {}
+  for i, record in ipairs(records) do
+    data[2 * i - 1], data[2 * i] = first + i, record
+    scored[2 * i - 1], scored[2 * i] = ARGV[3], first + i
+  end
+  call_slices({'HSET', KEYS[3]}, data, 1000)
+  call_slices({'ZADD', KEYS[2]}, scored, 1000)
+  for i = 6, last_sink, 2 do
+    call_slices({'HSET', KEYS[i + 1]}, data, 1000)
+    call_slices({'ZADD', KEYS[i]}, scored, 1000)
+  end
+end
+if #held > 0 then
+  call_slices({'HDEL', KEYS[5]}, unpark, 1000)
+  call_slices({'DEL'}, forget, 1000)
+  call_slices({'XACK', KEYS[1], ARGV[1]}, held, 1000)
+  call_slices({'XDEL', KEYS[1]}, held, 1000)
 end
 return out
 """
@@ -314,61 +343,30 @@ for i = 1, #KEYS do out[i] = redis.call('LRANGE', KEYS[i], 0, -1) end
 return out
 """
 
-# Mark traces decided; clear each one's timer only if it still holds this claim.
+# Mark traces decided; clear each one's timer only if it still holds this claim. Each trace's
+# meta is read and cleared in turn; the sorted-set moves are one command each for the batch.
 # KEYS: open, decided, decide, then the meta hash of each trace; ARGV: each trace's hex id
-FINISH = """
+FINISH = SLICES + """
+local unclocked, moved, firsts = {}, {}, {}
 for i = 1, #ARGV do
   local tid, meta = ARGV[i], KEYS[3 + i]
   local claim = redis.call('HGET', meta, 'claim')
   local score = redis.call('ZSCORE', KEYS[3], tid)
   if not score or not claim or tonumber(score) == tonumber(claim) then
-    redis.call('ZREM', KEYS[3], tid)
+    unclocked[#unclocked + 1] = tid
     redis.call('HDEL', meta, 'decide_at', 'claim')
   else
     redis.call('HDEL', meta, 'claim')
   end
   local first = redis.call('ZSCORE', KEYS[1], tid)
   if first then
-    redis.call('ZREM', KEYS[1], tid)
-    redis.call('ZADD', KEYS[2], first, tid)
+    moved[#moved + 1] = tid
+    firsts[#firsts + 1] = first
+    firsts[#firsts + 1] = tid
   end
 end
+call_slices({'ZREM', KEYS[3]}, unclocked, 1000)
+call_slices({'ZREM', KEYS[1]}, moved, 1000)
+call_slices({'ZADD', KEYS[2]}, firsts, 1000)
 return #ARGV
-"""
-
-# ------------------------------ outbox
-
-# Claim due outbox records. KEYS: outbox, outbox data, outbox attempts; ARGV: now, limit, claim until
-CLAIM = """
-local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, ARGV[2])
-local out = {}
-for _, id in ipairs(ids) do
-  local data = redis.call('HGET', KEYS[2], id)
-  if data then
-    redis.call('ZADD', KEYS[1], ARGV[3], id)
-    out[#out + 1] = {id, data, redis.call('HGET', KEYS[3], id) or '0'}
-  else
-    redis.call('ZREM', KEYS[1], id)
-  end
-end
-return out
-"""
-
-# Delete exported records. KEYS: outbox, outbox data, outbox attempts; ARGV: ids...
-RELEASE = """
-redis.call('ZREM', KEYS[1], unpack(ARGV))
-redis.call('HDEL', KEYS[2], unpack(ARGV))
-redis.call('HDEL', KEYS[3], unpack(ARGV))
-return #ARGV
-"""
-
-# Postpone records still in the outbox. KEYS: outbox, outbox attempts; ARGV: until, ids...
-DEFER = """
-for i = 2, #ARGV do
-  if redis.call('ZSCORE', KEYS[1], ARGV[i]) then
-    redis.call('ZADD', KEYS[1], ARGV[1], ARGV[i])
-    redis.call('HINCRBY', KEYS[2], ARGV[i], 1)
-  end
-end
-return 1
 """

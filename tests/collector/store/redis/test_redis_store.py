@@ -391,3 +391,56 @@ async def test_a_traces_meta_holds_its_fields_through_append_due_and_finish(pref
         assert await store.client.zscore(store.keys.decide, T1.hex()) is None
     finally:
         await store.shutdown()
+
+
+async def test_one_batch_settles_each_job_as_alone_and_writes_the_records_in_order(prefix: str) -> None:
+    # SETTLE_DONE checks each job's lease and idempotency key in turn, then writes the batch's
+    # records, acks and cleanups with one command each: what each job leaves is what it would alone.
+    store = await _open(prefix, sinks=["mlflow"])
+    client, keys = store.client, store.keys
+    try:
+        jobs = [ScoreJob(RunRecord(trace_id="ab" * 16, span_id=f"{i:016x}"), "q", "1") for i in range(6)]
+        await store.put(jobs)
+        leased = sorted(await store.take(10), key=lambda lj: lj.job.key)
+        assert [lj.job.key for lj in leased] == [j.key for j in jobs]
+        for lj in leased:  # judge replies kept, and every job parked once before
+            await client.hset(keys.replies(lj.job.key), "req", "reply")
+            await client.hset(keys.parked, lj.job.key, "budget")
+        lost = leased[1]  # its lease went to another worker
+        await client.xclaim(keys.jobs, "workers", "someone-else", 0, [lost.lease.split("|")[1]])
+        await client.set(keys.idem(leased[2].job.key), "done")  # settled already: no second record
+        records = [None if i == 3 else ScoreRecord(lj.job.key, "ab" * 16, lj.job.run.span_id, "ef" * 8, "q", "q",
+                                                   score=i / 10) for i, lj in enumerate(leased)]
+        await asyncio.gather(*(store.settle(lj, Done(rec)) for lj, rec in zip(leased, records, strict=True)))
+        claimed = await store.pending(10)
+        assert [item.record.score for item in claimed] == [0.0, 0.4, 0.5]  # in the jobs' order
+        assert [item.item_id for item in claimed] == sorted(item.item_id for item in claimed)
+        sunk = await store.sink_outbox("mlflow").pending(10)
+        assert [item.item_id for item in sunk] == [item.item_id for item in claimed]
+        held = [lj for lj in leased if lj is not lost]
+        assert [await client.exists(keys.replies(lj.job.key)) for lj in held] == [0] * 5
+        assert await client.exists(keys.replies(lost.job.key)) == 1  # a lost lease changes nothing
+        assert set(await client.hkeys(keys.parked)) == {lost.job.key.encode()}
+        assert await client.xlen(keys.jobs) == 1 and (await client.xpending(keys.jobs, "workers"))["pending"] == 1
+    finally:
+        await store.shutdown()
+
+
+async def test_a_claim_of_thousands_of_records_takes_them_all_and_drops_released_ones(prefix: str) -> None:
+    # CLAIM reads and moves the due records in slices (Lua's unpack takes a few thousand values).
+    store = await _open(prefix)
+    client, keys = store.client, store.keys
+    try:
+        now = time.time() - 1
+        await client.hset(keys.outbox_data, mapping={str(i): f'{{"key": "k{i}"}}' for i in range(1, 2501)})
+        await client.zadd(keys.outbox, {str(i): now for i in range(1, 2503)})  # 2501, 2502: data gone
+        await client.hset(keys.outbox_attempts, "7", "3")
+        rows = await store.outbox._claim(keys=[keys.outbox, keys.outbox_data, keys.outbox_attempts],
+                                         args=[time.time(), 3000, time.time() + 60])
+        by_id = {int(row[0]): row for row in rows}
+        assert len(rows) == 2500 and set(by_id) == set(range(1, 2501))
+        assert by_id[7] == [b"7", b'{"key": "k7"}', b"3"] and by_id[2000] == [b"2000", b'{"key": "k2000"}', b"0"]
+        assert await client.zcard(keys.outbox) == 2500  # the two without data are dropped
+        assert await client.zcount(keys.outbox, time.time() + 30, "+inf") == 2500  # claimed till then
+    finally:
+        await store.shutdown()
