@@ -13,8 +13,7 @@ or OTLP log records, ``gen_ai.content.prompt`` / ``.completion`` span events, an
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable, Mapping, Sequence
 from contextvars import ContextVar
 from typing import Any
 
@@ -37,6 +36,7 @@ _MESSAGE_EVENTS = {
     "gen_ai.tool.message": "tool",
 }
 _DETAILS_EVENT = "gen_ai.client.inference.operation.details"
+_CURRENT_KEYS = frozenset({"gen_ai.input.messages", "gen_ai.output.messages", "gen_ai.system_instructions"})
 _INDEX = re.compile(r"^(\d+)\.(.+)$")
 
 
@@ -76,12 +76,12 @@ _TRACE_MESSAGES: ContextVar[dict[str, tuple[tuple[Msg, ...], tuple[str, ...]]] |
     "tracescore_trace_messages", default=None)
 
 
-@contextmanager
-def messages_read_once() -> Iterator[None]:
+class messages_read_once:  # noqa: N801 - used as a function: ``with messages_read_once():``
     """Within this block, `messages_attr` reads each distinct text once (the spans of one trace
     often carry the same messages: an agent span and its last model call, the system
     instructions of every call) and gives every later span with that text the same messages
-    (a list of its own) and the same reports.
+    (a list of its own) and the same reports. (A class, not a generator: entered once per
+    trace on the decision path.)
 
     Example:
         >>> text = '[{"role":"user","parts":[{"type":"text","content":"Hi"}]}]'
@@ -90,11 +90,14 @@ def messages_read_once() -> Iterator[None]:
         >>> first == again, first is again, first[0] is again[0]
         (True, False, True)
     """
-    token = _TRACE_MESSAGES.set({})
-    try:
-        yield
-    finally:
-        _TRACE_MESSAGES.reset(token)
+
+    __slots__ = ("_token",)
+
+    def __enter__(self) -> None:
+        self._token = _TRACE_MESSAGES.set({})
+
+    def __exit__(self, *exc: object) -> None:
+        _TRACE_MESSAGES.reset(self._token)
 
 
 def indexed(attrs: Mapping[str, Any], prefix: str) -> list[dict[str, Any]]:
@@ -259,14 +262,14 @@ def view_span(span: TraceSpan, logs: Sequence[TraceLog], report: Report) -> Span
     op = op if isinstance(op, str) else ""
     if op in _NOT_LLM:
         return None
-    events = _EventMessages(report)
-    for event in span.events:
-        events.add(event.name, event.attributes, None)
-    for log in logs:
-        events.add(log.event_name, log.attributes, log.body)
-    current = any(
-        k in attrs for k in ("gen_ai.input.messages", "gen_ai.output.messages", "gen_ai.system_instructions")
-    )
+    events: _EventMessages | None = None  # most spans have no events and no log records
+    if span.events or logs:
+        events = _EventMessages(report)
+        for event in span.events:
+            events.add(event.name, event.attributes, None)
+        for log in logs:
+            events.add(log.event_name, log.attributes, log.body)
+    current = not attrs.keys().isdisjoint(_CURRENT_KEYS)
     legacy = _has_legacy(span)
     if op in AGENT_OPERATIONS:
         kind = "agent"
@@ -274,7 +277,7 @@ def view_span(span: TraceSpan, logs: Sequence[TraceLog], report: Report) -> Span
         kind = "tool"
     elif op and op not in LLM_OPERATIONS and not (current or legacy):
         return None  # a named step that is not a model call (Strands' execute_event_loop_cycle...)
-    elif op in LLM_OPERATIONS or current or legacy or events.seen:
+    elif op in LLM_OPERATIONS or current or legacy or (events is not None and events.seen):
         kind = "llm"
     elif "gen_ai.request.model" in attrs or "gen_ai.system" in attrs or "gen_ai.provider.name" in attrs:
         kind = "llm"
@@ -282,7 +285,7 @@ def view_span(span: TraceSpan, logs: Sequence[TraceLog], report: Report) -> Span
         return None
     view = SpanView(
         span=span,
-        convention="genai" if current or not (legacy or events.legacy) else "genai-legacy",
+        convention="genai" if current or not (legacy or (events is not None and events.legacy)) else "genai-legacy",
         kind=kind,
         context=common_context(attrs),
         usage=usage_from(attrs),
@@ -294,12 +297,13 @@ def view_span(span: TraceSpan, logs: Sequence[TraceLog], report: Report) -> Span
         view.request = indexed_messages(attrs, "gen_ai.prompt.")
     if not view.response and legacy:
         view.response = indexed_messages(attrs, "gen_ai.completion.", default_role="assistant")
-    if not view.request:
-        view.request = events.request
-    if not view.response:
-        view.response = events.response
-    if not view.system:
-        view.system = events.system
+    if events is not None:
+        if not view.request:
+            view.request = events.request
+        if not view.response:
+            view.response = events.response
+        if not view.system:
+            view.system = events.system
     if kind == "agent" and not view.has_content and not str_attr(attrs, "gen_ai.agent.name"):
         view.weak = True  # a nameless wrapper (the Agents SDK trace, an ADK workflow): yields to agents below
     if kind == "tool":

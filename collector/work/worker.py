@@ -241,7 +241,7 @@ class Worker:
         start_ns = time.time_ns()
         started = time.perf_counter()
         try:
-            memo = await self._memo_of(job.key, entry)
+            memo = await self._memo_of(job.key, entry) if entry.asks_judge and self._replies is not None else None
             async with self._deadlines.guard():  # one timer for every job in flight
                 with remember_judge_replies(memo), govern_judge_calls(self._governor, job.scorer_id):
                     result = await self._run_scorer(entry, run)
