@@ -47,9 +47,9 @@ def started(line: str) -> None:
 
 def daemon_loop_factory() -> Callable[[], asyncio.AbstractEventLoop]:
     """The daemon's event loop: uvloop's (libuv's). Its callbacks, timers and socket reads cost
-    less than the standard loop's, and the daemon's processes spend a tenth of their CPU in
-    the loop itself (`bench/README.md`: the worker's CPU per run fell by 6%). asyncio, aiohttp,
-    grpc.aio and the Redis client run on it unchanged.
+    less than the standard loop's (`bench/README.md`: the worker's CPU per run fell by 6%
+    against the standard loop). asyncio, aiohttp, grpc.aio and the Redis client run on it
+    unchanged.
 
     Example:
         >>> loop = daemon_loop_factory()()

@@ -223,10 +223,10 @@ class Worker:
                         "is not registered", None)
         return await self._score(leased, entry)
 
-    async def _memo_of(self, job_key: str, entry: RegisteredScorer) -> StoredReplies | None:
-        """The job's judge replies kept by an earlier run of it (none without a store for them,
-        and never asked for when the scorer has no prompt step: it calls no judge)."""
-        if self._replies is None or not entry.asks_judge:
+    async def _memo_of(self, job_key: str) -> StoredReplies | None:
+        """The job's judge replies kept by an earlier run of it (none without a store for them).
+        Asked only for a scorer with a prompt step: one without calls no judge."""
+        if self._replies is None:
             return None
         try:
             kept = await self._replies.judge_replies(job_key)
@@ -241,7 +241,7 @@ class Worker:
         start_ns = time.time_ns()
         started = time.perf_counter()
         try:
-            memo = await self._memo_of(job.key, entry) if entry.asks_judge and self._replies is not None else None
+            memo = await self._memo_of(job.key) if entry.asks_judge else None
             async with self._deadlines.guard():  # one timer for every job in flight
                 with remember_judge_replies(memo), govern_judge_calls(self._governor, job.scorer_id):
                     result = await self._run_scorer(entry, run)

@@ -41,8 +41,8 @@ async def test_only_the_late_jobs_are_cancelled_and_the_timer_stops_when_none_is
     assert deadlines._timer is None  # not armed while no job runs
 
 
-async def test_a_cancellation_from_elsewhere_stays_a_cancellation() -> None:
-    deadlines = JobDeadlines(10.0, check_s=0.02)
+async def _guarded_job(deadlines: JobDeadlines) -> asyncio.Task[None]:
+    """A job waiting inside its guard (returned once it has entered it)."""
     entered = asyncio.Event()
 
     async def job() -> None:
@@ -52,6 +52,12 @@ async def test_a_cancellation_from_elsewhere_stays_a_cancellation() -> None:
 
     task = asyncio.create_task(job())
     await asyncio.wait_for(entered.wait(), timeout=5)
+    return task
+
+
+async def test_a_cancellation_from_elsewhere_stays_a_cancellation() -> None:
+    deadlines = JobDeadlines(10.0, check_s=0.02)
+    task = await _guarded_job(deadlines)
     task.cancel()  # the worker shutting down
     with pytest.raises(asyncio.CancelledError):
         await asyncio.wait_for(task, timeout=5)
@@ -74,15 +80,7 @@ async def test_an_outside_cancel_that_comes_with_the_timeout_is_kept() -> None:
     # Cancelled by its deadline and by the worker before it runs again: the outside
     # cancellation wins, as with asyncio.timeout (CancelledError, not TimeoutError).
     deadlines = JobDeadlines(0.01, check_s=60.0)  # the check is made by hand below
-    entered = asyncio.Event()
-
-    async def job() -> None:
-        async with deadlines.guard():
-            entered.set()
-            await asyncio.sleep(5)
-
-    task = asyncio.create_task(job())
-    await asyncio.wait_for(entered.wait(), timeout=5)
+    task = await _guarded_job(deadlines)
     await asyncio.sleep(0.03)
     deadlines._check()  # the deadline has passed: the timer's check cancels the job
     task.cancel()  # and the worker cancels it too, in the same turn of the loop
