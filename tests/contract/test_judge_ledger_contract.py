@@ -250,7 +250,11 @@ class TestRedisLayout:
         assert ledger <= written
         rate = {k.judge_rate("openai/gpt-4o")}
         assert written - ledger - rate == {k.jobs, k.delayed, k.delayed_data, k.idem(leased.job.key)}
+        # Each window key lives the retention (40 days) after its last write. Redis counts a TTL
+        # down by the wall clock, which a paused VM steps forward when it resumes (CI saw a key
+        # 66 and 67 s short, right after writing it): the bound allows 1% of the retention, still
+        # far from any other TTL (a day's window, a rate key's seconds, none).
         for key in (k.judge_spend(WINDOW), k.judge_reservations(WINDOW), k.judge_reservation_data(WINDOW)):
-            assert WINDOW_RETENTION_S * 1000 - 60_000 < await store.client.pttl(key) <= WINDOW_RETENTION_S * 1000
+            assert WINDOW_RETENTION_S * 1000 * 0.99 < await store.client.pttl(key) <= WINDOW_RETENTION_S * 1000
         await store.settle_judge_spend("r2", WINDOW, ["global"], 0.0)
         assert not await store.client.exists(k.judge_reservations(WINDOW))  # no reservation left: no key
