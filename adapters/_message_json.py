@@ -40,6 +40,15 @@ def _plain_json(value: Any) -> bool:
     return False
 
 
+def _checked_plain(value: Any) -> bool:
+    """`_plain_json`, and False for a value nested too deep to walk (the models then say what
+    becomes of it, as they did before this form existed)."""
+    try:
+        return _plain_json(value)
+    except RecursionError:
+        return False
+
+
 def _optional_text(value: Any) -> bool:
     return value is None or type(value) is str
 
@@ -62,7 +71,7 @@ def message_json(msg: Msg) -> dict[str, Any]:
     call_parts: list[dict[str, Any]] = []
     for call in msg.tool_calls:
         arguments = parse_json_arguments(call.arguments)
-        if type(call.id) is not str or type(call.name) is not str or not _plain_json(arguments):
+        if type(call.id) is not str or type(call.name) is not str or not _checked_plain(arguments):
             return to_message(msg).model_dump(mode="json")
         calls.append({"id": call.id, "name": call.name, "arguments": arguments, "result": None,
                       "state": "call", "is_error": False})

@@ -81,6 +81,16 @@ def test_arguments_the_models_would_convert_take_the_models_path() -> None:
     assert nan["tool_calls"][0]["arguments"] == {"x": None}  # the models dump NaN as null
 
 
+def test_arguments_nested_too_deep_to_walk_fare_as_with_the_models() -> None:
+    deep: dict[str, object] = {}
+    inner = deep
+    for _ in range(3000):
+        inner["a"] = {}
+        inner = inner["a"]  # type: ignore[assignment]
+    msg = Msg("assistant", "", (Call("c1", "lookup", deep),))
+    assert _outcome(lambda: message_json(msg)) == _outcome(lambda: to_message(msg).model_dump(mode="json"))
+
+
 def test_there_are_trace_files() -> None:
     assert len(TRACE_FILES) > 100
 
