@@ -144,8 +144,7 @@ class AgentRun:
             ('s1', None)
         """
         copy = type(self).__new__(type(self))
-        copy.__dict__.update(self.__dict__)
-        object.__setattr__(copy, "session_id", session_id)
+        copy.__dict__.update(self.__dict__, session_id=session_id)  # as `from_messages` sets fields
         return copy
 
     def json_form(self) -> tuple[dict[str, Any], list[dict[str, Any]]]:

@@ -114,8 +114,7 @@ class Worker:
         self._governor = governor
         self._max_park_s = max_park_s
         self._replies = replies
-        self._job_timeout = job_timeout_s
-        self._deadlines = JobDeadlines(job_timeout_s)
+        self._deadlines = JobDeadlines(job_timeout_s)  # holds the timeout (`timeout_s`)
         self._max_take = max_take or max(1, concurrency // 4)
         self._heartbeat = LeaseHeartbeat(queue, lambda: list(self._inflight.values()), lease_s)
         self._queue = queue
@@ -246,7 +245,7 @@ class Worker:
                 with remember_judge_replies(memo), govern_judge_calls(self._governor, job.scorer_id):
                     result = await self._run_scorer(entry, run)
         except TimeoutError:
-            timeout = JobTimeout(f"scorer {job.scorer_id!r} took longer than {self._job_timeout:g}s")
+            timeout = JobTimeout(f"scorer {job.scorer_id!r} took longer than {self._deadlines.timeout_s:g}s")
             return self._failed(leased, entry, timeout, start_ns)
         except Exception as err:
             return self._failed(leased, entry, err, start_ns)
