@@ -21,10 +21,8 @@ Without a governor, each process keeps its own per-model rate limit
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import re
-from collections.abc import Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
@@ -179,10 +177,10 @@ class _Governed:
 _current: ContextVar[_Governed | None] = ContextVar("tracescore_judge_governor", default=None)
 
 
-@contextlib.contextmanager
-def govern_judge_calls(governor: JudgeGovernor | None, scorer_id: str | None = None) -> Iterator[None]:
+class govern_judge_calls:  # noqa: N801 - used as a function: ``with govern_judge_calls(...):``
     """Within this block, every judge request of ``scorer_id``'s run goes through ``governor``
-    (None: no governor, the per-process limits apply).
+    (None: no governor, the per-process limits apply). (A class, not a generator: the worker
+    enters one for every job.)
 
     Example:
         >>> class Counting:
@@ -194,11 +192,17 @@ def govern_judge_calls(governor: JudgeGovernor | None, scorer_id: str | None = N
         >>> current_governor() is None
         True
     """
-    token = _current.set(None if governor is None else _Governed(governor, scorer_id))
-    try:
-        yield
-    finally:
-        _current.reset(token)
+
+    __slots__ = ("_governed", "_token")
+
+    def __init__(self, governor: JudgeGovernor | None, scorer_id: str | None = None) -> None:
+        self._governed = None if governor is None else _Governed(governor, scorer_id)
+
+    def __enter__(self) -> None:
+        self._token = _current.set(self._governed)
+
+    def __exit__(self, *exc: object) -> None:
+        _current.reset(self._token)
 
 
 def current_governor() -> tuple[JudgeGovernor, str | None] | None:

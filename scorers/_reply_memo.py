@@ -14,11 +14,9 @@ The memo decides where replies live (the daemon keeps them in its store, per job
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import logging
-from collections.abc import Iterator
 from contextvars import ContextVar
 from typing import Any, Protocol
 
@@ -126,9 +124,9 @@ def request_digest(model: str, messages: list[dict[str, Any]], response_format: 
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
-@contextlib.contextmanager
-def remember_judge_replies(memo: JudgeReplyMemo | None) -> Iterator[None]:
-    """Within this block (and the tasks it starts), judge requests replay and keep replies in ``memo``.
+class remember_judge_replies:  # noqa: N801 - used as a function: ``with remember_judge_replies(memo):``
+    """Within this block (and the tasks it starts), judge requests replay and keep replies in
+    ``memo``. (A class, not a generator: the worker enters one for every job.)
 
     Example:
         >>> with remember_judge_replies(DictReplyMemo()):
@@ -137,11 +135,17 @@ def remember_judge_replies(memo: JudgeReplyMemo | None) -> Iterator[None]:
         >>> current_memo() is None
         True
     """
-    token = _current.set(None if memo is None else _RunMemo(memo))
-    try:
-        yield
-    finally:
-        _current.reset(token)
+
+    __slots__ = ("_run_memo", "_token")
+
+    def __init__(self, memo: JudgeReplyMemo | None) -> None:
+        self._run_memo = None if memo is None else _RunMemo(memo)
+
+    def __enter__(self) -> None:
+        self._token = _current.set(self._run_memo)
+
+    def __exit__(self, *exc: object) -> None:
+        _current.reset(self._token)
 
 
 def current_memo() -> _RunMemo | None:

@@ -4,10 +4,13 @@ span kinds, the scored span's resource with tracescore as the scope, anchored or
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 
+from hypothesis import example, given
+from hypothesis import strategies as st
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 
-from collector.export.evaluation import build_span
+from collector.export.evaluation import build_span, scored_at
 from collector.ids import run_id_for, score_span_id_for
 from collector.session_types import SessionScore
 from collector.types import RunRecord, ScoreJob, ScoreRecord
@@ -160,3 +163,22 @@ def test_every_optional_attribute_is_written_when_set_in_one_order_and_none_when
     bare = record_attributes(record(score=None, scorer_version=None, service="", judge_models=[], input_tokens=0))
     assert list(bare) == ["gen_ai.evaluation.name", "openinference.span.kind", "mlflow.spanType",
                           "tracescore.scorer.id", "tracescore.run.id", "tracescore.score.duration_ms", "tracescore.scored_at"]
+
+
+_YEAR_10000_NS = 253_402_300_800 * 10**9  # datetime's last second ends here
+
+
+@given(st.one_of(
+    st.integers(0, _YEAR_10000_NS - 10**9),
+    # near a millisecond's or a second's end, where rounding to microseconds carries over
+    st.builds(lambda s, tail: s * 10**9 - tail, st.integers(1, 253_402_300_799), st.integers(0, 2_000)),
+    st.builds(lambda ms, tail: ms * 10**6 - tail, st.integers(1, 10**12), st.integers(0, 2_000)),
+))
+@example(1_700_000_000_999_999_600)  # rounds up into the next second
+@example(1_700_000_000_123_999_500)  # half a microsecond: rounded half to even
+@example(0)
+def test_scored_at_is_the_datetime_text_of_the_scoring_start(start_ns: int) -> None:
+    """`scored_at` formats each second once; its text is still exactly what datetime makes of
+    the start (``tracescore.scored_at`` is the one wall-clock time a score span carries)."""
+    expected = datetime.fromtimestamp(start_ns / 1e9, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    assert scored_at(start_ns) == expected
