@@ -33,9 +33,7 @@ from __future__ import annotations
 
 import functools
 import json
-import math
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
 from importlib import metadata
 from typing import Any, Literal
 
@@ -50,6 +48,7 @@ from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
+from collector.export.timestamps import scored_at
 from collector.session_types import SessionScore
 from collector.types import ScoreRecord
 
@@ -103,31 +102,6 @@ SCOPE = InstrumentationScope("tracescore", _version())
 
 TRACESCORE_RESOURCE = Resource({"service.name": "tracescore"})
 """The resource of what tracescore reports about itself (score metrics), not of scores."""
-
-
-def scored_at(start_ns: int) -> str:
-    """When scoring started, as an ISO 8601 UTC timestamp with milliseconds: the text of
-    ``datetime.fromtimestamp(start_ns / 1e9, UTC)`` (its microseconds rounded half to even, as
-    ``fromtimestamp`` rounds them, then cut to milliseconds). Every score's span carries one, so
-    each second's date and time is formatted once and only the milliseconds per score.
-
-    Example:
-        >>> scored_at(1_700_000_000_123_000_000), scored_at(1_700_000_000_999_999_600)
-        ('2023-11-14T22:13:20.123Z', '2023-11-14T22:13:21.000Z')
-    """
-    fraction, whole = math.modf(start_ns / 1e9)
-    micros = round(fraction * 1e6)
-    if micros >= 1_000_000:  # rounded up into the next second
-        whole, micros = whole + 1.0, micros - 1_000_000
-    elif micros < 0:  # before 1970: the fraction of a negative time
-        whole, micros = whole - 1.0, micros + 1_000_000
-    return f"{_second_text(int(whole))}.{micros // 1000:03d}Z"
-
-
-@functools.lru_cache(maxsize=256)
-def _second_text(seconds: int) -> str:
-    """One second's UTC date and time, ``YYYY-MM-DDTHH:MM:SS``."""
-    return datetime.fromtimestamp(seconds, UTC).isoformat(timespec="seconds").removesuffix("+00:00")
 
 
 def record_attributes(record: ScoreRecord) -> dict[str, Any]:

@@ -10,7 +10,8 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 
-from collector.export.evaluation import build_span, scored_at
+from collector.export.evaluation import build_span
+from collector.export.timestamps import scored_at
 from collector.ids import run_id_for, score_span_id_for
 from collector.session_types import SessionScore
 from collector.types import RunRecord, ScoreJob, ScoreRecord
@@ -169,7 +170,7 @@ _YEAR_10000_NS = 253_402_300_800 * 10**9  # datetime's last second ends here
 
 
 @given(st.one_of(
-    st.integers(0, _YEAR_10000_NS - 10**9),
+    st.integers(-(10**18), _YEAR_10000_NS - 10**9),  # before 1970 too: a fraction of a negative time
     # near a millisecond's or a second's end, where rounding to microseconds carries over
     st.builds(lambda s, tail: s * 10**9 - tail, st.integers(1, 253_402_300_799), st.integers(0, 2_000)),
     st.builds(lambda ms, tail: ms * 10**6 - tail, st.integers(1, 10**12), st.integers(0, 2_000)),
