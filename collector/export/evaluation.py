@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from importlib import metadata
 from typing import Any, Literal
 
@@ -48,6 +48,7 @@ from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
+from collector.export.span_templates import SpanTemplates
 from collector.export.timestamps import scored_at
 from collector.session_types import SessionScore
 from collector.types import ScoreRecord
@@ -278,7 +279,7 @@ def any_value(value: Any) -> AnyValue:
     raise TypeError(f"not an attribute value: {value!r}")
 
 
-def _key_values(attributes: dict[str, Any]) -> list[KeyValue]:
+def _key_values(attributes: Mapping[str, Any]) -> list[KeyValue]:
     return [_text_key_value(key, value) if type(value) is str else KeyValue(key=key, value=any_value(value))
             for key, value in attributes.items()]
 
@@ -319,25 +320,37 @@ def encode_span(record: ScoreRecord, span_time: SpanTime = "anchored") -> Span:
 
 def _fill_span(span: Span, record: ScoreRecord, span_time: SpanTime) -> Span:
     """Write `encode_span`'s span into ``span`` (a new, empty one: a request's own, so that it is
-    not copied into the request afterwards)."""
-    attributes = _key_values(record_attributes(record))
+    not copied into the request afterwards): a copy of the span of its attributes' shape, then
+    its own ids and times."""
+    _TEMPLATES.fill(span, record_attributes(record), _build_shape)
     start, end = span_times(record, span_time)
     span.trace_id = _id_bytes(record.trace_id, 16)
     span.span_id = _id_bytes(record.score_span_id, 8)
     span.parent_span_id = _id_bytes(record.span_id, 8)
-    span.name = f"evaluation {record.scorer_name}"
-    span.kind = Span.SPAN_KIND_INTERNAL
     span.start_time_unix_nano = start
     span.end_time_unix_nano = end
-    span.attributes.extend(attributes)
-    span.events.add(name=EVENT_NAME, time_unix_nano=end).attributes.extend(attributes)
+    span.events[0].time_unix_nano = end
     if record.error_type:
-        span.status.code = PbStatus.STATUS_CODE_ERROR
         span.status.message = record.error_message or record.error_type
-    else:
-        span.status.code = PbStatus.STATUS_CODE_OK
-    span.flags = _REMOTE_PARENT
     return span
+
+
+def _build_shape(span: Span, attributes: Mapping[str, Any]) -> None:
+    """What every span with these attributes has: its name, kind, attributes, event and status."""
+    key_values = _key_values(attributes)
+    span.name = f"evaluation {attributes[GEN_AI_EVALUATION_NAME]}"
+    span.kind = Span.SPAN_KIND_INTERNAL
+    span.attributes.extend(key_values)
+    span.events.add(name=EVENT_NAME).attributes.extend(key_values)
+    span.status.code = PbStatus.STATUS_CODE_ERROR if attributes.get(ERROR_TYPE) else PbStatus.STATUS_CODE_OK
+    span.flags = _REMOTE_PARENT
+
+
+# The attributes whose values are the same for many scores (a scorer's, a service's, a label):
+# part of a span template's shape. Every other one is written into each copy.
+_TEMPLATES = SpanTemplates(shared=frozenset({
+    GEN_AI_EVALUATION_NAME, OPENINFERENCE_SPAN_KIND, MLFLOW_SPAN_TYPE, TS_SCORER_ID, TS_SCORER_VERSION,
+    GEN_AI_EVALUATION_SCORE_LABEL, TS_JUDGE_MODEL, TS_SCORED_SERVICE, ERROR_TYPE, TS_SESSION_PARTIAL}))
 
 
 def encode_spans(
