@@ -238,6 +238,7 @@ local now, wait, rootless = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[
 local max_traces, max_spans, max_age = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local prefix, ttl = ARGV[7], ARGV[8]
 local evicted, dropped = 0, 0
+local held = nil  -- traces in open + decided: counted once per call, then kept up to date here
 for i = 0, (#KEYS - 3) / 2 - 1 do
   local meta, chunks = KEYS[4 + 2 * i], KEYS[5 + 2 * i]
   local a = 9 + 5 * i
@@ -249,14 +250,16 @@ for i = 0, (#KEYS - 3) / 2 - 1 do
   if not m[1] then
     -- Full: decided traces go first (oldest decision), then the newest trace without a run
     -- span; a newcomer without one (or, failing a victim, any newcomer) is itself the one.
-    while keep and redis.call('ZCARD', KEYS[1]) + redis.call('ZCARD', KEYS[2]) >= max_traces do
+    held = held or redis.call('ZCARD', KEYS[1]) + redis.call('ZCARD', KEYS[2])
+    while keep and held >= max_traces do
       local old = redis.call('ZPOPMIN', KEYS[2])
       local victim = old[1]
+      if victim then held = held - 1 end
       if not victim and cand then
         for _, t in ipairs(redis.call('ZREVRANGE', KEYS[1], 0, 63)) do
           if redis.call('HGET', prefix .. 'meta:' .. t, 'candidate') ~= '1' then victim = t; break end
         end
-        if victim then redis.call('ZREM', KEYS[1], victim); evicted = evicted + 1 end
+        if victim then held = held - redis.call('ZREM', KEYS[1], victim); evicted = evicted + 1 end
       end
       if victim then
         redis.call('DEL', prefix .. 'meta:' .. victim, prefix .. 'chunks:' .. victim)
@@ -269,7 +272,7 @@ for i = 0, (#KEYS - 3) / 2 - 1 do
     -- the meta fields are gathered in `fields` and written by one HSET below
     if keep then
       fields = {'first_seen', ARGV[1], 'spans', 0, 'candidate', 0, 'root', 0}
-      redis.call('ZADD', KEYS[1], ARGV[1], tid)
+      held = held + redis.call('ZADD', KEYS[1], ARGV[1], tid)
       m = {ARGV[1], '0', '0', '0', false}
     end
   end

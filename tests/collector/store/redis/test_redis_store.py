@@ -444,3 +444,38 @@ async def test_a_claim_of_thousands_of_records_takes_them_all_and_drops_released
         assert await client.zcount(keys.outbox, time.time() + 30, "+inf") == 2500  # claimed till then
     finally:
         await store.shutdown()
+
+
+async def test_traces_of_one_append_count_against_the_bound_one_after_another(prefix: str) -> None:
+    """APPEND counts the buffered traces once per call, then keeps the count as it adds and evicts."""
+    t2, t3 = b"\x02" * 16, b"\x03" * 16
+    store = await _open(prefix, max_traces=2, max_spans_per_trace=3, max_trace_age=60)
+    try:
+        result = await store.append([TraceChunk(T1, "spans", b"1", 1, False), TraceChunk(t2, "spans", b"2", 1, True),
+                                     TraceChunk(t3, "spans", b"3", 1, True)], now=1.0)
+        # t3 found the buffer full: the newest trace without a run span (T1) made room for it
+        assert result.evicted_traces == 1 and await store.load(T1) == []
+        assert [[c.data for c in cs] for cs in await store.load_many([t2, t3])] == [[b"2"], [b"3"]]
+        result = await store.append([TraceChunk(T1, "spans", b"4", 1, False), TraceChunk(t2, "spans", b"5", 1, True)],
+                                    now=2.0)
+        assert result.evicted_traces == 1 and await store.load(T1) == []  # a newcomer without a run span goes itself
+        assert [c.data for c in await store.load(t2)] == [b"2", b"5"]
+    finally:
+        await store.shutdown()
+
+
+async def test_decided_traces_make_room_first_within_one_append(prefix: str) -> None:
+    t2, t3, t4 = b"\x02" * 16, b"\x03" * 16, b"\x04" * 16
+    store = await _open(prefix, max_traces=2, max_spans_per_trace=3, max_trace_age=60, decision_wait=1.0)
+    try:
+        await store.append([TraceChunk(T1, "spans", b"1", 1, True, has_root=True),
+                            TraceChunk(t2, "spans", b"2", 1, False)], now=1.0)
+        assert (await store.due(10, now=2.0))[0] == [T1]
+        await store.finish(T1)  # decided: the first to go when the buffer is full, and not counted
+        result = await store.append([TraceChunk(t3, "spans", b"3", 1, True), TraceChunk(t4, "spans", b"4", 1, True)],
+                                    now=3.0)
+        assert result.evicted_traces == 1  # t3 took T1's place, t4 the place of t2 (no run span)
+        assert await store.load(t2) == []
+        assert [[c.data for c in cs] for cs in await store.load_many([t3, t4])] == [[b"3"], [b"4"]]
+    finally:
+        await store.shutdown()
