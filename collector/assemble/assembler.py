@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
-from typing import Any
+from typing import Any, NamedTuple
 
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
@@ -51,6 +51,13 @@ def sleep_before(next_at: float | None, tick: float) -> float:
     if next_at is None:
         return tick
     return min(tick, max(0.001, next_at - time.time()))
+
+
+class _Batch(NamedTuple):
+    """Due traces claimed in one step: their ids, and the chunks of those that could be read."""
+
+    trace_ids: list[bytes]
+    loaded: list[tuple[bytes, list[TraceChunk]]]
 
 
 class TraceAssembler:
@@ -107,6 +114,7 @@ class TraceAssembler:
         self._task: asyncio.Task[None] | None = None
         self._accepting = False
         self._wake: asyncio.Event | None = None
+        self._last_logged = -math.inf
 
     async def start(self) -> None:
         """Start the decision loop (pending decisions of a previous process resume)."""
@@ -217,21 +225,57 @@ class TraceAssembler:
         return Accepted(total)
 
     async def _loop(self) -> None:
+        """Decide due traces batch after batch. On a store that claims due traces (`claims_due`)
+        this is a pipeline: the next batch is taken from the store while one is read, and a
+        batch's jobs are queued while the next one is read (in decision order: a batch's jobs
+        wait for the previous batch's). Reading is on the decision thread and the round trips
+        on the loop, so neither waits for the other; two batches are held in memory at most."""
         wake = self._wake or asyncio.Event()
-        last_logged = -math.inf
-        while True:
-            try:
-                decided = await self.decide_due()
-            except Exception as err:
-                self._metrics.errors.labels(component="assembly").inc()
-                if time.monotonic() - last_logged >= _LOG_EVERY_S:  # a failing store fails every tick
-                    last_logged = time.monotonic()
-                    logger.error("trace decision failed; retrying (logged at most every %gs)", _LOG_EVERY_S,
-                                 exc_info=err)
+        pipelined = getattr(self._buffer, "claims_due", False) is True  # else a batch is taken once the last is finished
+        ahead: asyncio.Task[_Batch] | None = None  # the next batch, taken while one is read
+        queuing: asyncio.Task[None] | None = None  # the last batch's jobs and finish, while the next is read
+        try:
+            while True:
                 decided = 0
-            if decided == 0:
-                await wait_event(wake, await self._until_next_decision())
-                wake.clear()
+                try:
+                    taking, ahead = ahead, None
+                    batch = await (taking if taking is not None else self._take_due())
+                    if batch.trace_ids:
+                        if pipelined:
+                            ahead = asyncio.create_task(self._take_due())
+                        decisions = await self._read(batch)
+                        if queuing is not None:
+                            await self._settled(queuing)
+                            queuing = None
+                        if pipelined:
+                            queuing = asyncio.create_task(self._commit([t for t, _ in batch.loaded], decisions))
+                        else:
+                            await self._commit([t for t, _ in batch.loaded], decisions)
+                        decided = len(batch.trace_ids)
+                except Exception as err:  # a batch taken ahead before the failure is decided next
+                    self._failed(err)
+                if decided == 0:
+                    if queuing is not None:
+                        await self._settled(queuing)
+                        queuing = None
+                    await wait_event(wake, await self._until_next_decision())
+                    wake.clear()
+        finally:
+            await cancel_and_wait([t for t in (ahead, queuing) if t is not None], 5.0)
+
+    async def _settled(self, task: asyncio.Task[None]) -> None:
+        """Wait for a batch's jobs to be queued; a failure is logged (its traces are decided
+        again once their claim runs out)."""
+        try:
+            await task
+        except Exception as err:
+            self._failed(err)
+
+    def _failed(self, err: BaseException) -> None:
+        self._metrics.errors.labels(component="assembly").inc()
+        if time.monotonic() - self._last_logged >= _LOG_EVERY_S:  # a failing store fails every tick
+            self._last_logged = time.monotonic()
+            logger.error("trace decision failed; retrying (logged at most every %gs)", _LOG_EVERY_S, exc_info=err)
 
     async def _until_next_decision(self) -> float:
         """How long to sleep before looking for due traces again: until the next decision is due
@@ -250,14 +294,21 @@ class TraceAssembler:
         await self._buffer.discard(trace_id, str(err))
 
     async def decide_due(self) -> int:
-        """Decide every trace whose time has come; returns how many were decided."""
-        # Bounded batch: a decided trace is held in memory whole (up to max_spans_per_trace spans).
+        """Decide one batch of due traces (up to 64); returns how many were decided."""
+        batch = await self._take_due()
+        if not batch.trace_ids:
+            return 0
+        await self._commit([t for t, _ in batch.loaded], await self._read(batch))
+        return len(batch.trace_ids)
+
+    async def _take_due(self) -> _Batch:
+        """Claim the traces whose time has come (a bounded batch: a decided trace is held in
+        memory whole, up to max_spans_per_trace spans) and load them, in one round trip each."""
         trace_ids, expired = await self._buffer.due(64)
         if expired:
             self._metrics.traces_evicted.labels(reason="no_run").inc(expired)
         if not trace_ids:
-            return 0
-        # One store round trip to load the batch and one to finish it, not one per trace.
+            return _Batch([], [])
         results = await self._buffer.load_many(trace_ids)
         loaded: list[tuple[bytes, list[TraceChunk]]] = []
         for trace_id, result in zip(trace_ids, results, strict=True):
@@ -265,11 +316,19 @@ class TraceAssembler:
                 await self._discard(trace_id, result)
             else:
                 loaded.append((trace_id, result))
-        readings = await self._processes.read(loaded) if self._processes is not None else None
-        decider = self._decider
-        decided = await asyncio.get_running_loop().run_in_executor(
+        return _Batch(trace_ids, loaded)
+
+    async def _read(self, batch: _Batch) -> list[Any]:
+        """The batch's decisions, read by the adapters on the decision thread (or processes)."""
+        readings = await self._processes.read(batch.loaded) if self._processes is not None else None
+        decider, loaded = self._decider, batch.loaded
+        return await asyncio.get_running_loop().run_in_executor(
             self._pool, lambda: [decider.decide(t, c) for t, c in loaded] if readings is None
             else [decider.decide_read(t, r) for (t, _), r in zip(loaded, readings, strict=True)])
+
+    async def _commit(self, trace_ids: list[bytes], decided: list[Any]) -> None:
+        """Queue the jobs of a batch read (``trace_ids``: its traces, not their chunks, which are
+        not held meanwhile), note its turns, and forget its traces (one round trip each)."""
         jobs = [job for d in decided for job in d.jobs]
         turns = [turn for d in decided for turn in d.turns]
         if (jobs or turns) and self._forward_log is not None:
@@ -290,5 +349,4 @@ class TraceAssembler:
                 self._metrics.child(self._metrics.decisions, job.scorer_id, reason).inc()
             if any(flags) and self._on_jobs is not None:
                 self._on_jobs()
-        await self._buffer.finish_many([t for t, _ in loaded])
-        return len(trace_ids)
+        await self._buffer.finish_many(trace_ids)

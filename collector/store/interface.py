@@ -124,7 +124,10 @@ class TraceBuffer(Protocol):
         ...
 
     async def due(self, limit: int) -> tuple[list[bytes], int]:
-        """Up to ``limit`` trace ids to decide now, and how many run-less traces expired."""
+        """Up to ``limit`` trace ids to decide now, and how many run-less traces expired. A store
+        whose ``claims_due`` is true claims them: until they are finished (or their claim runs
+        out), no other call returns them, so assembly takes the next batch while one is decided;
+        any other store returns them again until they are finished."""
         ...
 
     async def next_due(self) -> float | None:

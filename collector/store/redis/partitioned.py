@@ -195,6 +195,9 @@ class PartitionedRedisStore(PartitionedSessions, RedisJudgeLedger):
         return AppendResult(evicted_traces=sum(r.evicted_traces for r in results),
                             dropped_spans=sum(r.dropped_spans for r in results))
 
+    claims_due = True
+    """`due` claims what it returns: a second call, before those are finished, returns others."""
+
     async def due(self, limit: int, now: float | None = None) -> tuple[list[bytes], int]:
         """Claim up to ``limit`` traces ready for a decision, from each partition in turn."""
         claimed: list[bytes] = []

@@ -247,6 +247,9 @@ class RedisStore(RedisSessions, RedisJudgeLedger):
             return AppendResult()
         return await self.buffer.append(chunks, now, client=client)
 
+    claims_due = True
+    """`due` claims what it returns: a second call, before those are finished, returns others."""
+
     async def due(self, limit: int, now: float | None = None) -> tuple[list[bytes], int]:
         """Claim traces ready for a decision (see `RedisTraceBuffer.due`)."""
         return await self.buffer.due(limit, now)
