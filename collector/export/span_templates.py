@@ -9,9 +9,10 @@ attributes that differ from score to score (the run id, the times, the score, th
 written into their places.
 
 A shape is the attributes' keys in order, the type of every value (``True == 1``, but one is
-written as a bool and the other as an int), and the value itself of each ``shared`` key: two spans of one shape differ only in the values of the other keys, and in the
-fields every span sets afterwards (ids, times). Only text, bool, int and float values are
-copied this way; a span with any other value (a list) is built every time.
+written as a bool and the other as an int), and the value itself of each ``shared`` key: two
+spans of one shape differ only in the values of the other keys, and in the fields every span
+sets afterwards (ids, times). Only text, bool, int and float values are copied this way; a
+span with any other value (a list) is built every time.
 """
 
 from __future__ import annotations
