@@ -20,6 +20,7 @@ from typing import Any
 from adapters._messages import Msg, loads, parse_messages
 from adapters._trace import TraceLog, TraceSpan
 from adapters._view import Report, SpanView, common_context, str_attr, system_texts, usage_from
+from scorers._var_block import VarBlock
 
 __all__ = ["AGENT_OPERATIONS", "LLM_OPERATIONS", "indexed", "indexed_messages", "messages_attr", "messages_read_once",
            "view_span"]
@@ -76,12 +77,11 @@ _TRACE_MESSAGES: ContextVar[dict[str, tuple[tuple[Msg, ...], tuple[str, ...]]] |
     "tracescore_trace_messages", default=None)
 
 
-class messages_read_once:  # noqa: N801 - used as a function: ``with messages_read_once():``
+def messages_read_once() -> VarBlock[dict[str, tuple[tuple[Msg, ...], tuple[str, ...]]] | None]:
     """Within this block, `messages_attr` reads each distinct text once (the spans of one trace
     often carry the same messages: an agent span and its last model call, the system
     instructions of every call) and gives every later span with that text the same messages
-    (a list of its own) and the same reports. (A class, not a generator: entered once per
-    trace on the decision path.)
+    (a list of its own) and the same reports.
 
     Example:
         >>> text = '[{"role":"user","parts":[{"type":"text","content":"Hi"}]}]'
@@ -90,14 +90,7 @@ class messages_read_once:  # noqa: N801 - used as a function: ``with messages_re
         >>> first == again, first is again, first[0] is again[0]
         (True, False, True)
     """
-
-    __slots__ = ("_token",)
-
-    def __enter__(self) -> None:
-        self._token = _TRACE_MESSAGES.set({})
-
-    def __exit__(self, *exc: object) -> None:
-        _TRACE_MESSAGES.reset(self._token)
+    return VarBlock(_TRACE_MESSAGES, {})
 
 
 def indexed(attrs: Mapping[str, Any], prefix: str) -> list[dict[str, Any]]:

@@ -29,6 +29,7 @@ from typing import Any, Literal, Protocol
 
 from scorers._judge_transport import Reply
 from scorers._judge_types import JudgeUsage
+from scorers._var_block import VarBlock
 from scorers.errors import JudgeError
 
 ParkReason = Literal["budget_exhausted", "judge_unavailable"]
@@ -177,10 +178,9 @@ class _Governed:
 _current: ContextVar[_Governed | None] = ContextVar("tracescore_judge_governor", default=None)
 
 
-class govern_judge_calls:  # noqa: N801 - used as a function: ``with govern_judge_calls(...):``
+def govern_judge_calls(governor: JudgeGovernor | None, scorer_id: str | None = None) -> VarBlock[_Governed | None]:
     """Within this block, every judge request of ``scorer_id``'s run goes through ``governor``
-    (None: no governor, the per-process limits apply). (A class, not a generator: the worker
-    enters one for every job.)
+    (None: no governor, the per-process limits apply).
 
     Example:
         >>> class Counting:
@@ -192,17 +192,7 @@ class govern_judge_calls:  # noqa: N801 - used as a function: ``with govern_judg
         >>> current_governor() is None
         True
     """
-
-    __slots__ = ("_governed", "_token")
-
-    def __init__(self, governor: JudgeGovernor | None, scorer_id: str | None = None) -> None:
-        self._governed = None if governor is None else _Governed(governor, scorer_id)
-
-    def __enter__(self) -> None:
-        self._token = _current.set(self._governed)
-
-    def __exit__(self, *exc: object) -> None:
-        _current.reset(self._token)
+    return VarBlock(_current, None if governor is None else _Governed(governor, scorer_id))
 
 
 def current_governor() -> tuple[JudgeGovernor, str | None] | None:

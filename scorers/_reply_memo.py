@@ -22,6 +22,7 @@ from typing import Any, Protocol
 
 from scorers._judge_transport import Reply
 from scorers._judge_types import JudgeUsage
+from scorers._var_block import VarBlock
 
 logger = logging.getLogger(__name__)
 
@@ -124,9 +125,8 @@ def request_digest(model: str, messages: list[dict[str, Any]], response_format: 
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
-class remember_judge_replies:  # noqa: N801 - used as a function: ``with remember_judge_replies(memo):``
-    """Within this block (and the tasks it starts), judge requests replay and keep replies in
-    ``memo``. (A class, not a generator: the worker enters one for every job.)
+def remember_judge_replies(memo: JudgeReplyMemo | None) -> VarBlock[_RunMemo | None]:
+    """Within this block (and the tasks it starts), judge requests replay and keep replies in ``memo``.
 
     Example:
         >>> with remember_judge_replies(DictReplyMemo()):
@@ -135,17 +135,7 @@ class remember_judge_replies:  # noqa: N801 - used as a function: ``with remembe
         >>> current_memo() is None
         True
     """
-
-    __slots__ = ("_run_memo", "_token")
-
-    def __init__(self, memo: JudgeReplyMemo | None) -> None:
-        self._run_memo = None if memo is None else _RunMemo(memo)
-
-    def __enter__(self) -> None:
-        self._token = _current.set(self._run_memo)
-
-    def __exit__(self, *exc: object) -> None:
-        _current.reset(self._token)
+    return VarBlock(_current, None if memo is None else _RunMemo(memo))
 
 
 def current_memo() -> _RunMemo | None:
