@@ -59,6 +59,11 @@ class _Batch(NamedTuple):
     trace_ids: list[bytes]
     loaded: list[tuple[bytes, list[TraceChunk]]]
 
+    @property
+    def read_ids(self) -> list[bytes]:
+        """The ids of the traces that could be read (the ones decided and then finished)."""
+        return [trace_id for trace_id, _ in self.loaded]
+
 
 class TraceAssembler:
     """Buffers received spans per trace and turns decided traces into score jobs.
@@ -238,20 +243,18 @@ class TraceAssembler:
             while True:
                 decided = 0
                 try:
-                    taking, ahead = ahead, None
-                    batch = await (taking if taking is not None else self._take_due())
-                    if batch.trace_ids:
-                        if pipelined:
+                    if not pipelined:
+                        decided = await self.decide_due()
+                    else:
+                        taking, ahead = ahead, None
+                        batch = await (taking if taking is not None else self._take_due())
+                        if batch.trace_ids:
                             ahead = asyncio.create_task(self._take_due())
-                        decisions = await self._read(batch)
-                        if queuing is not None:
-                            await self._settled(queuing)
-                            queuing = None
-                        if pipelined:
-                            queuing = asyncio.create_task(self._commit([t for t, _ in batch.loaded], decisions))
-                        else:
-                            await self._commit([t for t, _ in batch.loaded], decisions)
-                        decided = len(batch.trace_ids)
+                            decisions = await self._read(batch)
+                            if queuing is not None:
+                                await self._settled(queuing)
+                            queuing = asyncio.create_task(self._commit(batch.read_ids, decisions))
+                            decided = len(batch.trace_ids)
                 except Exception as err:  # a batch taken ahead before the failure is decided next
                     self._failed(err)
                 if decided == 0:
@@ -298,7 +301,7 @@ class TraceAssembler:
         batch = await self._take_due()
         if not batch.trace_ids:
             return 0
-        await self._commit([t for t, _ in batch.loaded], await self._read(batch))
+        await self._commit(batch.read_ids, await self._read(batch))
         return len(batch.trace_ids)
 
     async def _take_due(self) -> _Batch:
