@@ -17,6 +17,7 @@ span with any other value (a list) is built every time.
 
 from __future__ import annotations
 
+import functools
 import operator
 from collections.abc import Callable, Hashable, Mapping
 from typing import Any
@@ -30,14 +31,17 @@ _FIELD_OF_TYPE = {str: "string_value", bool: "bool_value", int: "int_value", flo
 _SCALARS = frozenset(_FIELD_OF_TYPE)
 
 
-def _values_getter(keys: list[str]) -> Callable[[Mapping[str, Any]], tuple[Any, ...]]:
-    """A function giving the values of ``keys`` as a tuple (of none, one or several)."""
-    if not keys:
+@functools.lru_cache(maxsize=256)
+def _shared_values(keys: tuple[str, ...], shared: frozenset[str]) -> Callable[[Mapping[str, Any]], tuple[Any, ...]]:
+    """A function giving, as a tuple, the values of those of ``keys`` that are ``shared`` (made
+    once per set of keys)."""
+    wanted = [key for key in keys if key in shared]
+    if not wanted:
         return lambda attributes: ()
-    if len(keys) == 1:
-        key = keys[0]
+    if len(wanted) == 1:
+        key = wanted[0]
         return lambda attributes: (attributes[key],)
-    return operator.itemgetter(*keys)
+    return operator.itemgetter(*wanted)
 
 
 class _Template:
@@ -67,13 +71,12 @@ class SpanTemplates:
         1
     """
 
-    __slots__ = ("_by_shape", "_getters", "_limit", "_shared")
+    __slots__ = ("_by_shape", "_limit", "_shared")
 
     def __init__(self, shared: frozenset[str], limit: int = 256) -> None:
         self._shared = shared
         self._limit = limit
         self._by_shape: dict[Hashable, _Template] = {}
-        self._getters: dict[tuple[str, ...], Callable[[Mapping[str, Any]], tuple[Any, ...]]] = {}
 
     def __len__(self) -> int:
         return len(self._by_shape)
@@ -100,19 +103,12 @@ class SpanTemplates:
 
     def _shape_of(self, attributes: Mapping[str, Any]) -> Hashable | None:
         """The shape of a span with ``attributes``, or None when one of them is not a scalar.
-        (Asked for every span: each part is made by one call, the shared values' getter once
-        per set of keys.)"""
+        (Asked for every span: each part is made by one call.)"""
         types = tuple(map(type, attributes.values()))
         if not _SCALARS.issuperset(types):
             return None
         keys = tuple(attributes)
-        getter = self._getters.get(keys)
-        if getter is None:
-            shared = [key for key in keys if key in self._shared]
-            getter = self._getters[keys] = _values_getter(shared)
-            if len(self._getters) > self._limit:
-                self._getters.pop(next(iter(self._getters)), None)  # pop: safe if two threads evict
-        return keys, types, getter(attributes)
+        return keys, types, _shared_values(keys, self._shared)(attributes)
 
     def _keep(self, shape: Hashable, span: Span, attributes: Mapping[str, Any]) -> None:
         kept = Span()
@@ -122,4 +118,4 @@ class SpanTemplates:
         by_shape = self._by_shape
         by_shape[shape] = _Template(kept, per_score)
         if len(by_shape) > self._limit:
-            by_shape.pop(next(iter(by_shape)), None)
+            by_shape.pop(next(iter(by_shape)), None)  # pop: safe if two threads evict
