@@ -4,7 +4,7 @@ A run's session is named by the first of `SESSION_KEYS` (then the deployment's e
 found on the run span, else on the spans above it, nearest first, up to the trace's root
 span. The value is kept exactly as the spans carry it (the backends group a session by
 that value); a run without one belongs to no conversation. Two services never share a
-session: the collector scopes a session by service (`collector.session_types.session_scope`).
+session: the collector scopes a session by service (`collector.common.session_types.session_scope`).
 """
 
 from __future__ import annotations

@@ -58,13 +58,13 @@ from scale import Backend, free_port, wait_ready  # noqa: E402  (bench/)
 
 import adapters  # noqa: E402
 from collector.assemble.decide import RunDecider  # noqa: E402
+from collector.common.metrics import Metrics  # noqa: E402
+from collector.common.session_types import SessionTurn, session_scope  # noqa: E402
+from collector.common.types import RunRecord, TraceChunk  # noqa: E402
 from collector.config import SessionsConfig  # noqa: E402
-from collector.metrics import Metrics  # noqa: E402
-from collector.session_types import SessionTurn, session_scope  # noqa: E402
 from collector.store.interface import SessionRules  # noqa: E402
 from collector.store.redis.store import RedisStore  # noqa: E402
 from collector.store.sqlite.store import SqliteStore  # noqa: E402
-from collector.types import RunRecord, TraceChunk  # noqa: E402
 
 BATCH = 64
 """Turns per ``note_turns`` call: assembly decides up to 64 traces per batch."""

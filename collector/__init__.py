@@ -3,5 +3,6 @@
 receive (OTLP listeners) -> assemble (per-trace buffering, run decisions) -> store
 (trace buffer, job queue, dead letters, outbox; SQLite or Redis) -> work (scorers) ->
 export (evaluation spans, forwarded spans). `service` wires them; `commands` is the CLI;
-`types` is the data that flows between the stages.
+`common` is what they all share (the data that flows between the stages, its JSON, ids,
+errors, metrics and small asyncio helpers).
 """

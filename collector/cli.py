@@ -45,7 +45,7 @@ class VersionAction(argparse.Action):
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
                  option_string: str | None = None) -> None:
-        from collector.version import build_version
+        from collector.common.version import build_version
 
         print(f"{parser.prog} {build_version()}")
         parser.exit()

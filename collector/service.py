@@ -26,17 +26,17 @@ from typing import Any
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from collector._aio import cancel_and_wait
-from collector._signals import on_signals
 from collector.assemble.assembler import TraceAssembler
 from collector.assemble.sessions import SessionScheduler
+from collector.common.aio import cancel_and_wait
+from collector.common.errors import ConfigError, Unavailable
+from collector.common.metrics import Metrics
+from collector.common.signals import on_signals
 from collector.config import Config, KeyProblem, SessionsConfig, check_destinations
-from collector.errors import ConfigError, Unavailable
 from collector.export.forward import Forwarder
 from collector.export.scores import ScoreExporter, make_span_exporter
 from collector.export.signals import ScoreSignals
 from collector.export.sinks import make_senders
-from collector.metrics import Metrics
 from collector.receive.consumer import Accepted
 from collector.receive.grpc import GrpcReceiver
 from collector.receive.http import HttpReceiver
@@ -90,7 +90,7 @@ class NotReceiving:
         >>> asyncio.run(NotReceiving().consume_traces(ExportTraceServiceRequest()))
         Traceback (most recent call last):
         ...
-        collector.errors.Unavailable: this replica runs --role worker; send OTLP data to a receiver
+        collector.common.errors.Unavailable: this replica runs --role worker; send OTLP data to a receiver
     """
 
     async def consume_traces(self, request: ExportTraceServiceRequest, raw: bytes | None = None) -> Accepted:

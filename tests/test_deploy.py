@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from collector.commands.arguments import serve
+from collector.common.errors import ConfigError
 from collector.config import load_config
-from collector.errors import ConfigError
 from collector.work.registry import ScorerRegistry
 from scorers.utils import make_agent_run
 

@@ -3,7 +3,7 @@
 `TraceAssembler` is the consumer the receivers call: it writes each request to the
 store's trace buffer (durably, before the receiver answers) and, ``decision_wait`` after
 a trace's run span arrived, loads the trace and lets `RunDecider` turn it into
-`collector.types.ScoreJob`s: the adapters find the agent runs, the `ScorerSelection`
+`collector.common.types.ScoreJob`s: the adapters find the agent runs, the `ScorerSelection`
 (the daemon's scorer registry) says which scorers take each run. Jobs go to the store's
 `JobQueue`, where the workers take them.
 """

@@ -26,15 +26,15 @@ from typing import Any, NamedTuple
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from collector._aio import cancel_and_wait, wait_event
 from collector.assemble.decide import RunDecider, ScorerSelection
 from collector.assemble.processes import DecisionProcesses
+from collector.common.aio import cancel_and_wait, wait_event
+from collector.common.errors import QueueFull, Unavailable, UnreadableTrace
+from collector.common.metrics import Metrics
+from collector.common.types import CANDIDATE, Accepted, AppendResult, TraceChunk
 from collector.config import SessionsConfig
-from collector.errors import QueueFull, Unavailable, UnreadableTrace
-from collector.metrics import Metrics
 from collector.store.interface import ForwardLog, JobQueue, SessionLog, TraceBuffer
 from collector.store.split import split_logs, split_traces, summarize_spans
-from collector.types import CANDIDATE, Accepted, AppendResult, TraceChunk
 
 logger = logging.getLogger(__name__)
 _LOG_EVERY_S = 30.0  # a decision failure repeating every tick is logged this often

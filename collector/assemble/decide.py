@@ -17,11 +17,16 @@ from typing import Any, NamedTuple, Protocol
 from opentelemetry.proto.logs.v1.logs_pb2 import LogsData
 from opentelemetry.proto.trace.v1.trace_pb2 import TracesData
 
+from collector.common.handoff import Once
+from collector.common.metrics import Metrics
+from collector.common.session_types import (
+    MAX_KEY_CHARS,
+    SessionTurn,
+    key_is_storable,
+    session_scope,
+)
+from collector.common.types import RunRecord, ScoreJob, TraceChunk
 from collector.config import SessionsConfig
-from collector.handoff import Once
-from collector.metrics import Metrics
-from collector.session_types import MAX_KEY_CHARS, SessionTurn, key_is_storable, session_scope
-from collector.types import RunRecord, ScoreJob, TraceChunk
 
 logger = logging.getLogger(__name__)
 
@@ -156,7 +161,7 @@ class RunDecider:
 
         Example:
             >>> import adapters
-            >>> from collector.metrics import Metrics
+            >>> from collector.common.metrics import Metrics
             >>> class NoScorers:
             ...     entries = ()
             ...     def decisions(self, **run):

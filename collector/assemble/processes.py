@@ -28,7 +28,7 @@ from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
 from collector.assemble.decide import ReadSettings, TraceReading, read_trace
-from collector.types import TraceChunk
+from collector.common.types import TraceChunk
 
 logger = logging.getLogger(__name__)
 

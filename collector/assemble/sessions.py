@@ -21,12 +21,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Protocol
 
-from collector._aio import cancel_and_wait, wait_event
 from collector.assemble.assembler import sleep_before
-from collector.metrics import Metrics
-from collector.session_types import DueSession, conversation_of
+from collector.common.aio import cancel_and_wait, wait_event
+from collector.common.metrics import Metrics
+from collector.common.session_types import DueSession, conversation_of
+from collector.common.types import ScoreJob
 from collector.store.interface import JobQueue, SessionLog
-from collector.types import ScoreJob
 
 logger = logging.getLogger(__name__)
 _LOG_EVERY_S = 30.0
@@ -64,7 +64,7 @@ def session_jobs(due: DueSession, selection: ConversationSelection,
     trace never completed (`collector.assemble.decide.trace_incomplete`) is scored ``partial``.
 
     Example:
-        >>> from collector.types import RunRecord
+        >>> from collector.common.types import RunRecord
         >>> class Scorer:
         ...     scorer_id, version = "frustration", "1"
         >>> class All:

@@ -22,12 +22,12 @@ from typing import Any
 from rich.console import Console
 
 from collector.assemble.decide import run_record
+from collector.common.metrics import Metrics
+from collector.common.types import Dead, Done, RunRecord, ScoreJob, ScoreRecord, Settlement
 from collector.config import Config, ScorerConfig, load_config
 from collector.export.scores import ScoreExporter, make_span_exporter
 from collector.export.sinks import make_senders
-from collector.metrics import Metrics
 from collector.store.sqlite.store import SqliteStore
-from collector.types import Dead, Done, RunRecord, ScoreJob, ScoreRecord, Settlement
 from collector.work.record import score_record
 from collector.work.registry import RegisteredScorer
 
@@ -36,7 +36,7 @@ def load_export_config(args: argparse.Namespace) -> Config | None:
     """The configuration to export with (None without ``--export``).
 
     Raises:
-        collector.errors.ConfigError: the file is missing or invalid, or a sink's secret unset.
+        collector.common.errors.ConfigError: the file is missing or invalid, or a sink's secret unset.
 
     Example:
         >>> load_export_config(argparse.Namespace(export=False, config=None)) is None

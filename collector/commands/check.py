@@ -12,8 +12,8 @@ import argparse
 from typing import Any
 
 from collector.commands.report import report_config_error
+from collector.common.errors import ConfigError
 from collector.config import Config, load_config
-from collector.errors import ConfigError
 from collector.work.registry import RegisteredScorer, ScorerRegistry
 
 

@@ -17,8 +17,8 @@ from typing import Any
 from adapters import AgentRun
 from collector.assemble.decide import run_record
 from collector.commands.sessions_view import group_sessions
-from collector.session_types import DueSession, conversation_of, session_scope
-from collector.types import RunRecord
+from collector.common.session_types import DueSession, conversation_of, session_scope
+from collector.common.types import RunRecord
 from collector.work.conversation import conversation_run
 from scorers import ConversationRun
 

@@ -22,13 +22,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 from collector.commands.report import report_config_error
+from collector.common.errors import ConfigError
+from collector.common.types import DeadLetter
 from collector.config import Config, load_config
-from collector.errors import ConfigError
 from collector.store.interface import DeadLetterAdmin
 from collector.store.judge_interface import JudgeLedgerAdmin
 from collector.store.sqlite.dead_letters import SqliteDeadLetters
 from collector.store.sqlite.judge_ledger import SqliteJudgeAdmin
-from collector.types import DeadLetter
 
 
 def open_dead_letters(config: Config) -> DeadLetterAdmin:

@@ -19,8 +19,8 @@ from typing import Any
 
 from collector.commands.dead_letters import open_judge_ledger, unreachable, when_utc
 from collector.commands.report import report_config_error
+from collector.common.errors import ConfigError
 from collector.config import load_config
-from collector.errors import ConfigError
 from collector.work.governor import judge_report
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import sys
 
-from collector.errors import ConfigError
+from collector.common.errors import ConfigError
 
 logger = logging.getLogger(__name__)
 

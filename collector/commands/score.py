@@ -77,8 +77,8 @@ from collector.commands.spend_cap import (
     unpriced_message,
     unpriced_models,
 )
-from collector.errors import ConfigError
-from collector.ids import run_id_for
+from collector.common.errors import ConfigError
+from collector.common.ids import run_id_for
 from collector.work.registry import load_judge_client, resolve_scorer
 from scorers._judge_governor import JudgeGovernor, govern_judge_calls, parked_cause
 from scorers.errors import ScorerRunError
@@ -99,7 +99,7 @@ def load_scorers(refs: Sequence[str]) -> list[Any]:
         >>> load_scorers(["collections:nope"])
         Traceback (most recent call last):
         ...
-        collector.errors.ConfigError: scorer ref 'collections:nope': module has no attribute 'nope'
+        collector.common.errors.ConfigError: scorer ref 'collections:nope': module has no attribute 'nope'
     """
     scorers = []
     seen: dict[str, str] = {}

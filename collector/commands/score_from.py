@@ -34,8 +34,8 @@ from collector.commands.estimate import EstimatingGovernor
 from collector.commands.inspect import Loaded, add_runs, progress
 from collector.commands.report import report_config_error
 from collector.commands.score import Outcome, finish, score_batch
+from collector.common.errors import ConfigError, PullError
 from collector.config import Config, load_config
-from collector.errors import ConfigError, PullError
 from collector.receive.pull import Window, client_for, open_puller, parse_source, parse_time
 from collector.receive.pull import cursor as cursors
 from collector.receive.pull.page import read_ahead

@@ -10,8 +10,8 @@ import sys
 from collections.abc import Callable
 
 from collector.commands.report import report_config_error
+from collector.common.errors import ConfigError
 from collector.config import Config, ScorerConfig, load_config
-from collector.errors import ConfigError
 from collector.work.registry import ScorerRegistry
 
 logger = logging.getLogger(__name__)

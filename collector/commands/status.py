@@ -30,7 +30,7 @@ from rich.console import Console
 
 from collector.commands.arguments.status import DEFAULT_URL
 from collector.commands.report import report_config_error
-from collector.errors import ConfigError
+from collector.common.errors import ConfigError
 from collector.status.group import merge
 from collector.status.view import render
 
@@ -65,7 +65,7 @@ def listener_url(http_endpoint: str, tls: bool = False) -> str:
         >>> listener_url("")
         Traceback (most recent call last):
         ...
-        collector.errors.ConfigError: receiver.http_endpoint is empty: the daemon has no HTTP listener to read /status from; give its URL
+        collector.common.errors.ConfigError: receiver.http_endpoint is empty: the daemon has no HTTP listener to read /status from; give its URL
     """
     if not http_endpoint:
         raise ConfigError("receiver.http_endpoint is empty: the daemon has no HTTP listener to read /status from;"

@@ -3,7 +3,7 @@
 Precedence, highest first: ``TRACESCORE_<SECTION>_<KEY>`` environment variables, the TOML
 file, the standard ``OTEL_EXPORTER_OTLP_*`` variables (export only), the defaults.
 Every key has a default, so an empty file (or none) is a valid configuration. Unknown keys
-and bad values raise `collector.errors.ConfigError` naming the key's dotted path.
+and bad values raise `collector.common.errors.ConfigError` naming the key's dotted path.
 `sections` holds the models, `checks` the value checks across keys, `load` the loading.
 """
 

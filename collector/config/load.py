@@ -12,9 +12,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from collector.common.errors import ConfigError
 from collector.config.checks import KeyProblem
 from collector.config.sections import Config, ReceiverConfig
-from collector.errors import ConfigError
 
 _SECTIONS = ("receiver", "assembly", "sessions", "queue", "workers", "export", "judge")
 
@@ -124,7 +124,7 @@ def config_from_dict(
         >>> config_from_dict({"receiver": {"nope": 1}}, env={})
         Traceback (most recent call last):
         ...
-        collector.errors.ConfigError: invalid configuration: receiver.nope: unknown key
+        collector.common.errors.ConfigError: invalid configuration: receiver.nope: unknown key
     """
     env = os.environ if env is None else env
     merged: dict[str, Any] = {
@@ -196,7 +196,7 @@ def load_receiver(path: str | Path, env: Mapping[str, str] | None = None) -> Rec
         >>> load_config(path, env={})
         Traceback (most recent call last):
         ...
-        collector.errors.ConfigError: invalid configuration: sinks.langfuse.public_key: environment variable UNSET_HERE is not set
+        collector.common.errors.ConfigError: invalid configuration: sinks.langfuse.public_key: environment variable UNSET_HERE is not set
         >>> load_config(path, env={}, secrets=False).sinks.langfuse.host
         'https://x'
     """

@@ -19,6 +19,7 @@ from pydantic import (
     model_validator,
 )
 
+from collector.common.errors import ConfigError
 from collector.config.checks import (
     KeyProblem,
     check_destinations,
@@ -30,7 +31,6 @@ from collector.config.checks import (
 from collector.config.judge import JudgeConfig
 from collector.config.redis_url import SCHEMES
 from collector.config.sinks import SinksConfig
-from collector.errors import ConfigError
 
 _MODEL = ConfigDict(extra="forbid", frozen=True)
 REDIS_SCHEMES = tuple(f"{scheme}://" for scheme in SCHEMES if scheme.startswith("redis"))

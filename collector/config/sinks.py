@@ -13,8 +13,8 @@ import os
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
+from collector.common.errors import ConfigError
 from collector.config.checks import KeyProblem, url_problem
-from collector.errors import ConfigError
 
 _MODEL = ConfigDict(extra="forbid", frozen=True)
 
@@ -31,7 +31,7 @@ def secret_value(secret: SecretStr, key: str) -> str:
         >>> secret_value(SecretStr("env:TRACESCORE_DOCTEST_UNSET"), "sinks.mlflow.token")
         Traceback (most recent call last):
         ...
-        collector.errors.ConfigError: invalid configuration: sinks.mlflow.token: environment variable TRACESCORE_DOCTEST_UNSET is not set
+        collector.common.errors.ConfigError: invalid configuration: sinks.mlflow.token: environment variable TRACESCORE_DOCTEST_UNSET is not set
     """
     raw = secret.get_secret_value()
     if not raw.startswith("env:"):

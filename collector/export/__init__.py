@@ -1,6 +1,6 @@
 """Export: score records from the store's outbox, and received spans, out to the backend.
 
-`ScoreExporter` turns each `collector.types.ScoreRecord` into an ``evaluation <scorer>``
+`ScoreExporter` turns each `collector.common.types.ScoreRecord` into an ``evaluation <scorer>``
 child span with a ``gen_ai.evaluation.result`` event and sends it over OTLP, releasing a
 record from the outbox only once the backend accepted it (retrying with backoff
 otherwise). `collector.export.evaluation` builds that span. `ScoreSignals` adds the optional

@@ -1,4 +1,4 @@
-"""The evaluation span: one `collector.types.ScoreRecord` -> the ``evaluation <scorer>`` child span.
+"""The evaluation span: one `collector.common.types.ScoreRecord` -> the ``evaluation <scorer>`` child span.
 
 SPEC §5. The span is a child of the scored span (same trace, kind INTERNAL) named
 ``evaluation {scorer name}``, with one ``gen_ai.evaluation.result`` event. It is built so
@@ -24,7 +24,7 @@ trace, child of its run span, and names its session: ``session.id`` and
 
 A score's span has status OK; a scorer that failed gives the same span with ``error.type``
 and status ERROR. The span id derives from the score's key and its outcome
-(`collector.ids.score_span_id_for`): a new outcome of the same job (a dead letter replayed)
+(`collector.common.ids.score_span_id_for`): a new outcome of the same job (a dead letter replayed)
 is a new span, with ``tracescore.supersedes`` naming the span it replaces, because backends
 keep the first copy of a span id (Phoenix, MLflow) or show every copy (Jaeger, Tempo).
 """
@@ -48,10 +48,10 @@ from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
+from collector.common.session_types import SessionScore
+from collector.common.types import ScoreRecord
 from collector.export.span_templates import SpanTemplates
 from collector.export.timestamps import scored_at
-from collector.session_types import SessionScore
-from collector.types import ScoreRecord
 
 SpanTime = Literal["anchored", "actual"]
 

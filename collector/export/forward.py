@@ -32,11 +32,11 @@ from dataclasses import dataclass
 import aiohttp
 import grpc
 
-from collector._aio import cancel_and_wait, wait_event
+from collector.common.aio import cancel_and_wait, wait_event
+from collector.common.metrics import Metrics
 from collector.config import ExportConfig, without_password
 from collector.export.outage import OutageWatch, describe_error, one_line
 from collector.export.scores import http_url
-from collector.metrics import Metrics
 from collector.store.interface import ForwardItem, ForwardLog
 
 logger = logging.getLogger(__name__)

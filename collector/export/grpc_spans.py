@@ -16,8 +16,8 @@ from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExport
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
+from collector.common.types import ScoreRecord
 from collector.export.evaluation import SpanTime, encode_spans
-from collector.types import ScoreRecord
 
 
 class EncodedSpans(Sequence[Span]):

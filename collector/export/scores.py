@@ -3,7 +3,7 @@
 A record leaves the outbox only after the exporter returned SUCCESS; on failure its
 batch is deferred with exponential backoff, so a backend outage delays scores and never
 loses them. Each record's score span id is derived from the score's key and its outcome
-(`collector.ids.score_span_id_for`), so a re-export after an ambiguous failure, a second
+(`collector.common.ids.score_span_id_for`), so a re-export after an ambiguous failure, a second
 replica or a backfill that scores alike sends the same span again, never a second score. The span itself is
 built by `collector.export.evaluation` (resource per record: the OTLP encoder groups a batch
 from many services into one resource each).
@@ -23,15 +23,15 @@ from opentelemetry import context as otel_context
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
-from collector._aio import cancel_and_wait, wait_event
+from collector.common.aio import cancel_and_wait, wait_event
+from collector.common.metrics import Metrics
+from collector.common.types import ScoreRecord
 from collector.config import ExportConfig
 from collector.export.evaluation import SpanTime, build_span
 from collector.export.grpc_spans import EncodedSpanExporter, EncodedSpans
 from collector.export.outage import OutageWatch, describe_error
 from collector.export.sdk_errors import SdkExportErrors
-from collector.metrics import Metrics
 from collector.store.interface import ForwardLog, Outbox
-from collector.types import ScoreRecord
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")

@@ -22,6 +22,7 @@ from opentelemetry import trace
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
 
+from collector.common.types import ScoreRecord
 from collector.config import ExportConfig
 from collector.export.evaluation import (
     EVENT_NAME,
@@ -31,7 +32,6 @@ from collector.export.evaluation import (
     resource_of,
 )
 from collector.export.scores import http_url
-from collector.types import ScoreRecord
 
 logger = logging.getLogger(__name__)
 

@@ -1,8 +1,8 @@
 """The hand-off from receivers to the pipeline: `TraceConsumer` (answered with
-`collector.types.Accepted`).
+`collector.common.types.Accepted`).
 
 Returning from ``consume_*`` means the data is the pipeline's (durably stored); raising a
-`collector.errors.CollectorError` means it was refused, retryably or not.
+`collector.common.errors.CollectorError` means it was refused, retryably or not.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Protocol
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from collector.types import Accepted
+from collector.common.types import Accepted
 
 
 class TraceConsumer(Protocol):

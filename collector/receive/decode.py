@@ -23,7 +23,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 
-from collector.errors import InvalidPayload, PayloadTooLarge, UnsupportedMediaType
+from collector.common.errors import InvalidPayload, PayloadTooLarge, UnsupportedMediaType
 
 Encoding = Literal["protobuf", "json"]
 M = TypeVar("M", bound=Message)
@@ -46,7 +46,7 @@ def media_encoding(content_type: str | None) -> Encoding:
         >>> media_encoding("text/plain")
         Traceback (most recent call last):
         ...
-        collector.errors.UnsupportedMediaType: unsupported content type 'text/plain'
+        collector.common.errors.UnsupportedMediaType: unsupported content type 'text/plain'
     """
     base = (content_type or "").split(";", 1)[0].strip().lower()
     if base == PROTOBUF:
@@ -74,13 +74,13 @@ def decompress(body: bytes, content_encoding: str | None, max_bytes: int) -> byt
         >>> decompress(gzip.compress(b"x" * 1000), "gzip", 100)
         Traceback (most recent call last):
         ...
-        collector.errors.PayloadTooLarge: decompressed body exceeds 100 bytes
+        collector.common.errors.PayloadTooLarge: decompressed body exceeds 100 bytes
         >>> decompress(gzip.compress(b"a") + gzip.compress(b"b"), "gzip", 100)
         b'ab'
         >>> decompress(gzip.compress(b"a") + b"junk", "gzip", 100)
         Traceback (most recent call last):
         ...
-        collector.errors.InvalidPayload: 4 bytes of trailing data after the gzip stream
+        collector.common.errors.InvalidPayload: 4 bytes of trailing data after the gzip stream
     """
     encoding = (content_encoding or "identity").strip().lower()
     if encoding in ("", "identity"):

@@ -15,7 +15,7 @@ at its initial size (64 KiB) instead of growing to the whole message. A message 
 ``body_timeout_s`` of being asked for (else DEADLINE_EXCEEDED). Connections are capped
 (``grpc.max_allowed_incoming_connections``), must finish their handshake within the
 header timeout and are closed when idle for the keep-alive timeout. Requests are parsed here (large ones off the
-loop); a body that is not a valid request is INVALID_ARGUMENT. Refusals carry the code from `collector.errors.to_grpc`, and retryable ones
+loop); a body that is not a valid request is INVALID_ARGUMENT. Refusals carry the code from `collector.common.errors.to_grpc`, and retryable ones
 a ``google.rpc.RetryInfo`` in the trailing metadata, as the OTLP exporters expect.
 """
 
@@ -35,14 +35,14 @@ from google.protobuf.message import Message
 from opentelemetry.proto.collector.logs.v1 import logs_service_pb2
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 
-from collector.errors import (
+from collector.common.errors import (
     CollectorError,
     InvalidPayload,
     Unauthenticated,
     grpc_retry_info,
     to_grpc,
 )
-from collector.metrics import Metrics
+from collector.common.metrics import Metrics
 from collector.receive.consumer import TraceConsumer
 from collector.receive.decode import parse_message
 from collector.receive.http import check_bearer

@@ -33,7 +33,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from collector.errors import (
+from collector.common.errors import (
     CollectorError,
     InvalidPayload,
     PayloadTooLarge,
@@ -42,7 +42,7 @@ from collector.errors import (
     UnsupportedMediaType,
     to_http,
 )
-from collector.metrics import Metrics
+from collector.common.metrics import Metrics
 from collector.receive.consumer import TraceConsumer
 from collector.receive.decode import (
     JSON,
@@ -76,7 +76,7 @@ def check_bearer(header: str | None, token: str | None) -> None:
         >>> check_bearer(None, "s3cret")
         Traceback (most recent call last):
         ...
-        collector.errors.Unauthenticated: missing or invalid bearer token
+        collector.common.errors.Unauthenticated: missing or invalid bearer token
     """
     if token is None:
         return

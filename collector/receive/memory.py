@@ -25,7 +25,7 @@ import os
 from collections import deque
 from collections.abc import Callable
 
-from collector.errors import QueueFull
+from collector.common.errors import QueueFull
 
 logger = logging.getLogger(__name__)
 
@@ -46,7 +46,7 @@ class BodyBudget:
         >>> budget.reserve(20)
         Traceback (most recent call last):
         ...
-        collector.errors.QueueFull: 90 bytes of request bodies are being processed; retry later
+        collector.common.errors.QueueFull: 90 bytes of request bodies are being processed; retry later
         >>> budget.release(90); budget.in_flight
         0
     """

@@ -13,9 +13,9 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
-from collector.metrics import Metrics
+from collector.common.metrics import Metrics
+from collector.common.types import StoreStats
 from collector.status.snapshot import RateWindow, build_snapshot, replica_id, samples
-from collector.types import StoreStats
 
 logger = logging.getLogger(__name__)
 

@@ -5,7 +5,7 @@ Prometheus samples of the service's registry, grouped by what an operator asks a
 the store's counts. Counters are totals since the replica started; ``received`` also has
 per-minute rates over the last minute (`RateWindow`).
 
-Each figure comes from named instruments of `collector.metrics`, never from a name that
+Each figure comes from named instruments of `collector.common.metrics`, never from a name that
 merely looks alike: ``scores`` from ``tracescore_score`` alone (not the scoring duration's
 histogram), the backlog's items from ``tracescore_backlog_items`` (per backlog and
 destination) and ``tracescore_sink_backlog_records`` (per sink) and its bytes, where they
@@ -26,8 +26,8 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 from prometheus_client.samples import Sample
 
-from collector.metrics import VERSION
-from collector.types import StoreStats
+from collector.common.metrics import VERSION
+from collector.common.types import StoreStats
 
 SCHEMA = 2
 """Version of the snapshot's JSON layout (2: a backlog entry has ``bytes``, ``failures`` has
@@ -59,7 +59,7 @@ def samples(registry: CollectorRegistry) -> list[Sample]:
     """Every sample of the registry.
 
     Example:
-        >>> from collector.metrics import Metrics
+        >>> from collector.common.metrics import Metrics
         >>> any(s.name == "tracescore_build_info" for s in samples(Metrics().registry))
         True
     """
@@ -74,7 +74,7 @@ def score_histograms(found: Iterable[Sample]) -> dict[str, dict[str, Any]]:
     """Per scorer: its scores' count, sum and cumulative buckets (``le`` -> count).
 
     Example:
-        >>> from collector.metrics import Metrics
+        >>> from collector.common.metrics import Metrics
         >>> m = Metrics()
         >>> m.scores.labels(scorer="q").observe(0.75)
         >>> m.score_latency.labels(scorer="q").observe(3.0)  # seconds: not a score
@@ -99,7 +99,7 @@ def backlogs(found: Iterable[Sample]) -> list[dict[str, Any]]:
     """What waits to be sent, per (backlog, destination): items, and bytes where measured (else None).
 
     Example:
-        >>> from collector.metrics import Metrics
+        >>> from collector.common.metrics import Metrics
         >>> m = Metrics()
         >>> m.backlog.labels(backlog="forward", destination="otlp").set(58)
         >>> m.forward_backlog_bytes.set(54850)
@@ -131,7 +131,7 @@ def failures(found: Iterable[Sample]) -> dict[str, Any]:
     refused for good and dropped). `digest` adds the failed scores per scorer.
 
     Example:
-        >>> from collector.metrics import Metrics
+        >>> from collector.common.metrics import Metrics
         >>> m = Metrics()
         >>> m.forwarded.labels(signal="traces", outcome="retried").inc(232)
         >>> m.forwarded.labels(signal="logs", outcome="retried").inc(4)
@@ -157,7 +157,7 @@ def digest(found: Iterable[Sample]) -> dict[str, Any]:
     """The per-replica counters of a snapshot, from Prometheus samples.
 
     Example:
-        >>> from collector.metrics import Metrics
+        >>> from collector.common.metrics import Metrics
         >>> m = Metrics()
         >>> m.scores.labels(scorer="q").observe(0.75)
         >>> m.judge_tokens.labels(model="openai/gpt-4o-mini", direction="input").inc(12)
@@ -231,7 +231,7 @@ def build_snapshot(found: Iterable[Sample], stats: StoreStats | None, *, replica
     """The JSON snapshot of one replica (see the module docstring).
 
     Example:
-        >>> from collector.metrics import Metrics
+        >>> from collector.common.metrics import Metrics
         >>> snap = build_snapshot(samples(Metrics().registry), StoreStats(1, 0, 2, 0, 0), replica="r", role="all",
         ...                       store="sqlite:/q.db", now=0.0)
         >>> snap["queue"]["dead"], snap["replica"], snap["version"] == VERSION

@@ -7,7 +7,7 @@ backend, so that a settled job's result is written with its acknowledgement:
 receivers and workers on many hosts). `interface` holds the roles the stages call;
 `split` cuts OTLP requests into the per-trace chunks and summaries the buffers keep.
 The two backends never import each other; both import only this folder's own modules
-and `collector.types` (and errors, `_aio`).
+and `collector.common` (the records of `types`, `errors`, `aio`, ...).
 """
 
 from collector.store.interface import JobQueue, Outbox, RequestBuffer, Store, TraceBuffer

@@ -4,7 +4,7 @@
   decision timing (`due`), reading (`load`) and `finish` once a trace's jobs are queued.
   `RequestBuffer` is a trace buffer that keeps whole requests and cuts them on load.
 * `JobQueue` (assembly puts, workers take and settle): leased jobs, idempotent on
-  `collector.types.ScoreJob.key`.
+  `collector.common.types.ScoreJob.key`.
 * `Outbox` (export): results settled with a record wait here until a backend took them.
 * `SinkOutbox` (export's native sinks): the same records, once per configured sink.
 * `Store`: all of the above plus the lifecycle, gauges, retention and dead letters that
@@ -29,10 +29,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from collector.errors import UnreadableTrace
-from collector.session_types import DueSession, SessionTurn
-from collector.store.judge_interface import JudgeLedger
-from collector.types import (
+from collector.common.errors import UnreadableTrace
+from collector.common.session_types import DueSession, SessionTurn
+from collector.common.types import (
     AppendResult,
     DeadLetter,
     LeasedJob,
@@ -43,6 +42,7 @@ from collector.types import (
     SummaryEntry,
     TraceChunk,
 )
+from collector.store.judge_interface import JudgeLedger
 
 
 @dataclass(frozen=True)
@@ -145,7 +145,7 @@ class TraceBuffer(Protocol):
 
     async def load_many(self, trace_ids: Sequence[bytes]) -> list[list[TraceChunk] | UnreadableTrace]:
         """`load` for several traces in one store round trip: per trace its chunks, or the
-        `collector.errors.UnreadableTrace` that reading it raised (the others are still read)."""
+        `collector.common.errors.UnreadableTrace` that reading it raised (the others are still read)."""
         ...
 
     async def finish_many(self, trace_ids: Sequence[bytes]) -> None:
@@ -153,13 +153,13 @@ class TraceBuffer(Protocol):
         ...
 
     async def discard(self, trace_id: bytes, error: str) -> None:
-        """Dead-letter a trace that cannot be read (`collector.errors.UnreadableTrace`) and forget it."""
+        """Dead-letter a trace that cannot be read (`collector.common.errors.UnreadableTrace`) and forget it."""
         ...
 
 
 class RequestBuffer(TraceBuffer, Protocol):
     """A trace buffer that stores whole requests as received, with a per-trace summary
-    (`collector.types.SummaryEntry`), and cuts them by trace only when loading."""
+    (`collector.common.types.SummaryEntry`), and cuts them by trace only when loading."""
 
     async def append_request(
         self, signal: str, raw: bytes, entries: Sequence[SummaryEntry], *, forward: bool = False,
@@ -235,7 +235,7 @@ class SinkOutbox(Protocol):
 
 class ForwardLog(Protocol):
     """Received requests waiting to be forwarded unchanged, in the order received; bounded
-    in bytes (a full log refuses new requests with `collector.errors.QueueFull`)."""
+    in bytes (a full log refuses new requests with `collector.common.errors.QueueFull`)."""
 
     async def forward_append(self, signal: str, body: bytes) -> None:
         """Add one request (``traces`` or ``logs``) to the log, durably."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from collector.judge_types import Breaker, BudgetUse
+from collector.common.judge_types import Breaker, BudgetUse
 
 __all__ = ["AMOUNT_TOLERANCE", "WINDOW_RETENTION_S", "JudgeLedger", "JudgeLedgerAdmin"]
 
@@ -78,7 +78,7 @@ class JudgeLedger(Protocol):
         ...
 
     async def parked_jobs(self) -> dict[str, int]:
-        """Jobs parked now (handed back with `collector.judge_types.Park`), per reason: a job is
+        """Jobs parked now (handed back with `collector.common.judge_types.Park`), per reason: a job is
         parked from its park until it is settled otherwise (`Retry`, `Done`, `Dead`) or
         dead-lettered, whether it waits for its delay or was taken again meanwhile; counted
         under the reason of its last park."""

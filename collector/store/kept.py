@@ -4,7 +4,7 @@ An embedded store is written and read by one process: the run a job was queued w
 score a settled job wrote to the outbox, is read back by the same process moments later.
 `KeptRecords` holds those objects so the read returns the object itself instead of parsing
 the row's JSON again; a run keeps its agent-typed models this way
-(`collector.types.RunRecord.typed`). The row stays the source of truth: a record is used only
+(`collector.common.types.RunRecord.typed`). The row stays the source of truth: a record is used only
 when the row read names it (same key), is given out once, and a row written by another
 process, or read again after a retry, is parsed as always.
 

@@ -14,7 +14,7 @@ from typing import Any
 from opentelemetry.proto.logs.v1.logs_pb2 import LogsData, ResourceLogs
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans
 
-from collector.types import CANDIDATE, ROOT, TraceChunk
+from collector.common.types import CANDIDATE, ROOT, TraceChunk
 
 __all__ = ["CANDIDATE", "ROOT", "split_logs", "split_traces", "summarize_spans"]
 

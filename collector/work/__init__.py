@@ -3,16 +3,16 @@
 `ScorerRegistry` holds the configured scorers (imported from their refs, with each
 one's filter, sampling and labels); `Worker` takes leased jobs, runs the job's scorer
 on its run with bounded concurrency, and settles each job with the store: `Done` with a
-`collector.types.ScoreRecord` for the outbox, `Retry` after a transient failure, or
+`collector.common.types.ScoreRecord` for the outbox, `Retry` after a transient failure, or
 `Dead` (a dead letter, and a failure record so the failure is exported too).
 
-The names it exports are imported on first use (`collector._lazy`): importing one of its
+The names it exports are imported on first use (`collector.common.lazy`): importing one of its
 modules alone does not import the others.
 """
 
 from typing import TYPE_CHECKING
 
-from collector._lazy import lazy_exports
+from collector.common.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from collector.work.registry import RegisteredScorer, ScorerRegistry, load_ref

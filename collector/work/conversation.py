@@ -2,7 +2,7 @@
 `ConversationRun` a conversation scorer is given, and as the `SessionScore` its score record keeps.
 
 A conversation job's record is the session's last turn (its score lands there) with the
-session in ``RunRecord.conversation`` (`collector.session_types.conversation_of`): its scope,
+session in ``RunRecord.conversation`` (`collector.common.session_types.conversation_of`): its scope,
 key, service, revision, partial flag and every turn.
 """
 
@@ -11,9 +11,9 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from collector.record_json import known_fields
-from collector.session_types import SessionScore
-from collector.types import RunRecord
+from collector.common.record_json import known_fields
+from collector.common.session_types import SessionScore
+from collector.common.types import RunRecord
 from scorers import ConversationRun, ScorerRun
 from scorers._agent_types import ScorerRunInputForAgent, ScorerRunOutputForAgent
 
@@ -43,7 +43,7 @@ def conversation_run(run: RunRecord) -> ConversationRun:
     its trace and span are the last turn's.
 
     Example:
-        >>> from collector.session_types import DueSession, conversation_of
+        >>> from collector.common.session_types import DueSession, conversation_of
         >>> first = RunRecord("a" * 32, "1" * 16, start_ns=1, service="bot",
         ...                   input={"input_messages": [{"role": "user", "content": "I am Ann."}]},
         ...                   output=[{"role": "assistant", "content": "Hi Ann."}])
@@ -82,7 +82,7 @@ def session_score(run: RunRecord) -> dict[str, Any] | None:
     None for a run's job.
 
     Example:
-        >>> from collector.session_types import DueSession, conversation_of
+        >>> from collector.common.session_types import DueSession, conversation_of
         >>> turns = (RunRecord("a" * 32, "1" * 16, start_ns=5), RunRecord("b" * 32, "2" * 16, start_ns=9))
         >>> job_run = RunRecord("b" * 32, "2" * 16, conversation=conversation_of(DueSession("bot/c1", "c1", "bot", turns)))
         >>> s = session_score(job_run)

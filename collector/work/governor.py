@@ -39,10 +39,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from collector.common.judge_types import PARK_REASONS, Breaker
+from collector.common.metrics import Metrics
 from collector.config import JudgeConfig, WorkersConfig
 from collector.config.judge import MAX_PROBE_INTERVAL_S, now_s
-from collector.judge_types import PARK_REASONS, Breaker
-from collector.metrics import Metrics
 from collector.store.judge_interface import JudgeLedger
 from scorers._judge_governor import JudgeParked, JudgeRequest, JudgeTicket, unavailable_reason
 from scorers._judge_types import JudgeUsage

@@ -9,9 +9,9 @@ import asyncio
 import logging
 from collections.abc import Callable, Sequence
 
-from collector._aio import cancel_and_wait
+from collector.common.aio import cancel_and_wait
+from collector.common.types import LeasedJob
 from collector.store.interface import JobQueue
-from collector.types import LeasedJob
 
 logger = logging.getLogger(__name__)
 

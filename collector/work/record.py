@@ -1,8 +1,8 @@
-"""A scorer's result -> the `collector.types.ScoreRecord` that export and the sinks send.
+"""A scorer's result -> the `collector.common.types.ScoreRecord` that export and the sinks send.
 
 The daemon's worker and ``tracescore score --export`` build records here, so a backfill
 sends exactly what the daemon would: the same evaluation span id (derived from the
-score's key and its outcome, `collector.ids.score_span_id_for`), the same ``tracescore.run.id`` (derived from the run's ids), the scored
+score's key and its outcome, `collector.common.ids.score_span_id_for`), the same ``tracescore.run.id`` (derived from the run's ids), the scored
 span's resource and end time. Reasons and step-result JSON are cut to ``max_chars``.
 """
 
@@ -15,8 +15,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from collector.ids import score_outcome, score_span_id_for
-from collector.types import ScoreJob, ScoreRecord
+from collector.common.ids import score_outcome, score_span_id_for
+from collector.common.types import ScoreJob, ScoreRecord
 from collector.work.conversation import session_run_id, session_score
 from collector.work.registry import RegisteredScorer
 
@@ -127,11 +127,11 @@ def score_record(
 ) -> ScoreRecord:
     """The outbox record of one job's result (``error``: the scorer failed; ``result`` is then
     its partial result, or None). Its evaluation span id derives from the job's key and the
-    outcome (`collector.ids.score_outcome`); a replayed job's record names the span it replaces.
+    outcome (`collector.common.ids.score_outcome`); a replayed job's record names the span it replaces.
 
     Example:
         >>> from collector.config import ScorerConfig
-        >>> from collector.types import RunRecord
+        >>> from collector.common.types import RunRecord
         >>> class S:
         ...     id = name = "q"; version = "1"
         >>> class Result:

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
+from collector.common.errors import ConfigError
 from collector.config import FilterConfig, ScorerConfig
-from collector.errors import ConfigError
 
 logger = logging.getLogger(__name__)
 
@@ -67,7 +67,7 @@ def load_ref(ref: str) -> Any:
         >>> load_ref("collections:nope")
         Traceback (most recent call last):
         ...
-        collector.errors.ConfigError: scorer ref 'collections:nope': module has no attribute 'nope'
+        collector.common.errors.ConfigError: scorer ref 'collections:nope': module has no attribute 'nope'
     """
     target, sep, attr = ref.rpartition(":")
     if not sep or not target or not attr:
@@ -120,7 +120,7 @@ def resolve_scorer(ref: str, args: Mapping[str, Any] | None = None) -> Any:
         >>> resolve_scorer("collections:OrderedDict")
         Traceback (most recent call last):
         ...
-        collector.errors.ConfigError: scorer ref 'collections:OrderedDict': OrderedDict() returned OrderedDict, not a scorer (needs id, name and run)
+        collector.common.errors.ConfigError: scorer ref 'collections:OrderedDict': OrderedDict() returned OrderedDict, not a scorer (needs id, name and run)
     """
     obj = load_ref(ref)
     if _is_scorer(obj):

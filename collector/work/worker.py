@@ -21,11 +21,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from collector._aio import bounded, cancel_and_wait, wait_event
-from collector.judge_types import Park
-from collector.metrics import Metrics
+from collector.common.aio import bounded, cancel_and_wait, wait_event
+from collector.common.judge_types import Park
+from collector.common.metrics import Metrics
+from collector.common.types import Dead, Done, LeasedJob, Retry, RunRecord, ScoreRecord, Settlement
 from collector.store.interface import JobQueue, JudgeReplies
-from collector.types import Dead, Done, LeasedJob, Retry, RunRecord, ScoreRecord, Settlement
 from collector.work.conversation import conversation_run
 from collector.work.deadlines import JobDeadlines
 from collector.work.heartbeat import LeaseHeartbeat

@@ -8,10 +8,10 @@ import asyncio
 import aiohttp
 from backends_support import Turn
 
+from collector.common.ids import score_span_id_for
+from collector.common.session_types import SessionScore, session_scope
+from collector.common.types import ScoreRecord
 from collector.export.sinks import Answer, SinkClient
-from collector.ids import score_span_id_for
-from collector.session_types import SessionScore, session_scope
-from collector.types import ScoreRecord
 
 SCORER = "Goal met"
 """The conversation scorer's name, as the README's session queries name it."""

@@ -24,11 +24,11 @@ from backends_support import (
 )
 from session_scores import SCORER, send, session_record
 
+from collector.common.metrics import Metrics
+from collector.common.types import Done, RunRecord, ScoreJob, ScoreRecord
 from collector.config import PhoenixSinkConfig
 from collector.export.sinks import Answer, PhoenixSink, SinkSender
-from collector.metrics import Metrics
 from collector.store.sqlite.store import SqliteStore
-from collector.types import Done, RunRecord, ScoreJob, ScoreRecord
 
 LOW_RUNS = readme_block("graphql", "annotations['Relevance'].score < 0.5")
 LOW_SESSIONS = readme_block("graphql", "session_annotations['Goal met'].score < 0.5")

@@ -9,6 +9,7 @@ from typing import Any
 
 from test_queue_contract import StoreFactory, job, record, take_until
 
+from collector.common.types import Dead, Done
 from collector.store.interface import DeadLetterAdmin
 from collector.store.redis.conn import connect
 from collector.store.redis.dead_letters import RedisDeadLetters
@@ -16,7 +17,6 @@ from collector.store.redis.partitioned import PartitionedRedisStore
 from collector.store.redis.partitioned_admin import PartitionedDeadLetters
 from collector.store.redis.store import RedisStore
 from collector.store.sqlite.dead_letters import SqliteDeadLetters
-from collector.types import Dead, Done
 
 TRACEBACK = 'Traceback (most recent call last):\n  File "s.py", line 3, in score\nZeroDivisionError: division by zero\n'
 

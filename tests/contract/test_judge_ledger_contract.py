@@ -15,12 +15,12 @@ import pytest
 from shared_redis import REDIS_URL
 
 from collector.commands.dead_letters import open_judge_ledger
+from collector.common.judge_types import Breaker, BudgetUse, Park
+from collector.common.types import RunRecord, ScoreJob
 from collector.config import config_from_dict
-from collector.judge_types import Breaker, BudgetUse, Park
 from collector.store.judge_interface import WINDOW_RETENTION_S, JudgeLedgerAdmin
 from collector.store.redis.partitioned import PartitionedRedisStore
 from collector.store.redis.store import RedisStore
-from collector.types import RunRecord, ScoreJob
 
 StoreFactory = Callable[..., Awaitable[Any]]
 WINDOW = "1d:2026-12-05"

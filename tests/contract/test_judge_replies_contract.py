@@ -7,7 +7,7 @@ from typing import Any
 
 from test_queue_contract import StoreFactory, job, record, take_until
 
-from collector.types import Dead, Done, Retry
+from collector.common.types import Dead, Done, Retry
 
 
 async def test_replies_survive_a_hand_back_and_leave_with_the_job(make_store: StoreFactory) -> None:

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 from test_queue_contract import StoreFactory, job, record, take_until
 
-from collector.judge_types import Park
+from collector.common.judge_types import Park
+from collector.common.types import Dead, Done, LeasedJob, Retry, RunRecord, ScoreJob
 from collector.store.redis.job_json import job_json
-from collector.types import Dead, Done, LeasedJob, Retry, RunRecord, ScoreJob
 
 BUDGET, BREAKER = "budget_exhausted", "judge_unavailable"
 

@@ -8,7 +8,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from collector.types import (
+from collector.common.types import (
     Dead,
     Done,
     LeasedJob,

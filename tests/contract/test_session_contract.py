@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from collector.session_types import DueSession, SessionTurn
+from collector.common.session_types import DueSession, SessionTurn
+from collector.common.types import RunRecord
 from collector.store.interface import SessionRules
 from collector.store.redis.partitioned import PartitionedRedisStore, open_redis_store
 from collector.store.sqlite.store import SqliteStore
-from collector.types import RunRecord
 
 StoreFactory = Callable[..., Awaitable[Any]]
 T0 = 1_000.0

@@ -11,7 +11,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from collector.types import Dead, Done, RunRecord, ScoreJob, ScoreRecord
+from collector.common.types import Dead, Done, RunRecord, ScoreJob, ScoreRecord
 
 StoreFactory = Callable[..., Awaitable[Any]]
 SINKS = ("phoenix", "mlflow", "langfuse")

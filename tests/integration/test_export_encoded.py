@@ -9,11 +9,11 @@ from pathlib import Path
 
 from daemon_harness import CaptureBackend
 
+from collector.common.metrics import Metrics
+from collector.common.types import Done, RunRecord, ScoreJob, ScoreRecord
 from collector.config import ExportConfig
 from collector.export.scores import ScoreExporter, make_span_exporter
-from collector.metrics import Metrics
 from collector.store.sqlite.store import SqliteStore
-from collector.types import Done, RunRecord, ScoreJob, ScoreRecord
 
 TRACE = "5b8efff798038103d269b633813fc60c"
 

@@ -31,12 +31,12 @@ from daemon_harness import wait_until
 from redis_topology import ClusterGroup, Node
 from test_redis_failover import LAG_BOUND_S, failover_under_load
 
-from collector.errors import Unavailable
+from collector.common.errors import Unavailable
+from collector.common.types import TraceChunk
 from collector.store.redis.keys import RedisKeys
 from collector.store.redis.partitioned_admin import partition_keys
 from collector.store.redis.partitions import PartitionMap
 from collector.store.redis.store import RedisStore
-from collector.types import TraceChunk
 
 
 @pytest.fixture

@@ -16,8 +16,8 @@ from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExport
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from shared_redis import REDIS_URL
 
+from collector.common.errors import ConfigError
 from collector.config import config_from_dict
-from collector.errors import ConfigError
 from collector.service import Service
 from collector.store.redis.partitioned import open_redis_store
 from collector.work.registry import ScorerRegistry

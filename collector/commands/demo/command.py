@@ -33,11 +33,11 @@ from typing import Any
 from rich.console import Console
 
 import adapters
-from collector._signals import on_signals
 from collector.commands.demo.printer import Outcome, Printer, describe_scorers, summarize
 from collector.commands.demo.replay import IdRemap, replay
 from collector.commands.demo.samples import demo_config, load_samples, plan_runs, plan_sessions
 from collector.commands.demo.sink import ScoreSink
+from collector.common.signals import on_signals
 from collector.work.registry import ScorerRegistry
 
 

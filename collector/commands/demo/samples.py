@@ -14,8 +14,8 @@ import adapters
 from collector.commands.demo.replay import IdRemap
 from collector.commands.demo.scorers import SCORERS
 from collector.commands.sessions_view import group_sessions
+from collector.common.session_types import session_scope
 from collector.config import Config, config_from_dict
-from collector.session_types import session_scope
 from collector.work.registry import ScorerRegistry
 
 DECISION_WAIT_S = 0.5

@@ -26,8 +26,8 @@ import grpc
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
-from collector._aio import wait_event
 from collector.commands.demo.replay import attributes
+from collector.common.aio import wait_event
 from collector.export.evaluation import (
     ERROR_TYPE,
     EVENT_NAME,

@@ -2,7 +2,7 @@
 evaluation span. Phoenix span annotations, MLflow assessments, Langfuse scores.
 
 `base` holds what they share (answers, ids from the score key, HTTP), one module per
-backend maps a `collector.types.ScoreRecord` to its API, and `sender.SinkSender` drains
+backend maps a `collector.common.types.ScoreRecord` to its API, and `sender.SinkSender` drains
 the sink's outbox in the store (durable, retried with backoff, idempotent). `make_senders`
 builds a sender per configured sink.
 """
@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from collector.common.metrics import Metrics
 from collector.config import SinksConfig
 from collector.export.sinks.base import Answer, SinkClient
 from collector.export.sinks.langfuse import LangfuseSink
 from collector.export.sinks.mlflow import MlflowSink
 from collector.export.sinks.phoenix import PhoenixSink
 from collector.export.sinks.sender import SinkSender
-from collector.metrics import Metrics
 from collector.store.interface import SinkOutbox
 
 __all__ = ["Answer", "LangfuseSink", "MlflowSink", "PhoenixSink", "SinkClient", "SinkSender", "make_senders"]
@@ -27,7 +27,7 @@ def make_senders(cfg: SinksConfig, outbox_of: Callable[[str], SinkOutbox], metri
     """A sender per sink that is on, reading its outbox from ``outbox_of(name)``.
 
     Raises:
-        collector.errors.ConfigError: a key's ``env:NAME`` variable is not set.
+        collector.common.errors.ConfigError: a key's ``env:NAME`` variable is not set.
 
     Example:
         >>> make_senders(SinksConfig(), lambda name: None, Metrics())  # type: ignore[arg-type,return-value]

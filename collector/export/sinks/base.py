@@ -1,7 +1,7 @@
 """What every native score sink shares: the answer a backend gave, the client protocol, ids
 derived from the score key, and the HTTP plumbing.
 
-A sink client turns one `collector.types.ScoreRecord` into its backend's score object and
+A sink client turns one `collector.common.types.ScoreRecord` into its backend's score object and
 says how the backend answered (`Answer`): taken, not yet (retry), the span or trace is
 unknown (retry until ``span_wait_s``), or refused for good. `collector.export.sinks.sender`
 does the rest (outbox, backoff, metrics). Every id sent is derived from the score's key,
@@ -22,8 +22,8 @@ from typing import Any, Protocol
 
 import aiohttp
 
-from collector.session_types import SessionScore
-from collector.types import ScoreRecord
+from collector.common.session_types import SessionScore
+from collector.common.types import ScoreRecord
 
 logger = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ and no ``traceId`` (Langfuse takes exactly one of them, and its Sessions view sh
 with their own session id). Its id comes from the session, scorer and version (not the
 revision) and its timestamp is the session's first turn's start, so each revision updates the
 same score. Langfuse drops session ids it cannot store (over 200 characters or not printable
-ASCII: `collector.session_types.key_is_storable`), so such a session's score goes on its last
+ASCII: `collector.common.session_types.key_is_storable`), so such a session's score goes on its last
 turn's trace instead, with the key in its metadata (``session_id``), logged once per session.
 """
 
@@ -25,6 +25,8 @@ from typing import Any
 
 import aiohttp
 
+from collector.common.session_types import key_is_storable
+from collector.common.types import ScoreRecord
 from collector.config import LangfuseSinkConfig, secret_value
 from collector.export.sinks.base import (
     Answer,
@@ -35,8 +37,6 @@ from collector.export.sinks.base import (
     session_digest,
     session_of,
 )
-from collector.session_types import key_is_storable
-from collector.types import ScoreRecord
 
 logger = logging.getLogger(__name__)
 
@@ -49,7 +49,7 @@ def timestamp(record: ScoreRecord) -> str:
     Example:
         >>> timestamp(ScoreRecord("k", "t", "s", "x", "q", "Q", scored_end_ns=1_700_000_000_000_000_000))
         '2023-11-14T22:13:20.000000Z'
-        >>> from collector.session_types import SessionScore
+        >>> from collector.common.session_types import SessionScore
         >>> timestamp(ScoreRecord("k", "t", "s", "x", "q", "Q", scored_end_ns=1_700_000_000_000_000_000,
         ...     session=SessionScore("bot/c1", "c1", first_start_ns=1_600_000_000_000_000_000).to_dict()))
         '2020-09-13T12:26:40.000000Z'
@@ -87,7 +87,7 @@ def session_score_body(record: ScoreRecord) -> dict[str, Any]:
     ``traceId``), or, for a key Langfuse drops, on the last turn's trace with the key in its metadata.
 
     Example:
-        >>> from collector.session_types import SessionScore
+        >>> from collector.common.session_types import SessionScore
         >>> def rec(key): return ScoreRecord(f"session/bot/{key}/1/q/1", "ab" * 16, "cd" * 8, "x", "q", "Goal", "1",
         ...     score=1.0, session=SessionScore(f"bot/{key}", key, turns=3).to_dict())
         >>> body = session_score_body(rec("c1"))

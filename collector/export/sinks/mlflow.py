@@ -28,6 +28,7 @@ from typing import Any
 
 import aiohttp
 
+from collector.common.types import ScoreRecord
 from collector.config import MlflowSinkConfig, secret_value
 from collector.export.sinks.base import (
     Answer,
@@ -39,7 +40,6 @@ from collector.export.sinks.base import (
     session_digest,
     session_of,
 )
-from collector.types import ScoreRecord
 
 API = "/api/3.0/mlflow/traces"
 SESSION_KEY = "mlflow.trace.session"
@@ -52,7 +52,7 @@ def trace_id(record: ScoreRecord) -> str:
     Example:
         >>> trace_id(ScoreRecord("k", "ab" * 16, "s", "x", "q", "Q"))
         'tr-abababababababababababababababab'
-        >>> from collector.session_types import SessionScore
+        >>> from collector.common.session_types import SessionScore
         >>> trace_id(ScoreRecord("k", "ab" * 16, "s", "x", "q", "Q",
         ...                      session=SessionScore("bot/c1", "c1", first_trace_id="01" * 16).to_dict()))
         'tr-01010101010101010101010101010101'
@@ -144,7 +144,7 @@ def stale_assessments(reply: str, record: ScoreRecord) -> list[str]:
     assessment stays, as a run's does (each version is its own score in every destination).
 
     Example:
-        >>> from collector.session_types import SessionScore
+        >>> from collector.common.session_types import SessionScore
         >>> rec = ScoreRecord("k", "ab" * 16, "s", "x", "q", "Goal", "2", score=1.0,
         ...                   session=SessionScore("bot/c1", "c1", first_trace_id="ab" * 16).to_dict())
         >>> def item(aid, session="c1", name="Goal", source="q", version="2"):

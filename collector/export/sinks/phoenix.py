@@ -16,7 +16,7 @@ turns and the evaluation span). A session Phoenix does not know yet is answered 
 unknown span.
 
 Phoenix keeps the first copy of a span, so a new outcome is a new evaluation span
-(`collector.ids`), and the span it replaces (``record.supersedes``) is marked with a
+(`collector.common.ids`), and the span it replaces (``record.supersedes``) is marked with a
 `superseded` annotation: ``annotations['superseded'].label == 'superseded'`` finds the
 evaluation spans that are no longer current. That span may never have reached Phoenix (a
 failure replayed before its span was exported), so the mark is posted without ``sync``:
@@ -29,9 +29,9 @@ from typing import Any
 
 import aiohttp
 
+from collector.common.types import ScoreRecord
 from collector.config import PhoenixSinkConfig, secret_value
 from collector.export.sinks.base import Answer, answer_of, request, score_metadata, session_of
-from collector.types import ScoreRecord
 
 
 def identifier(record: ScoreRecord) -> str:
@@ -69,7 +69,7 @@ def session_annotation(record: ScoreRecord) -> dict[str, Any]:
     """The ``SessionAnnotationData`` of a conversation score: `annotation`'s fields on the session.
 
     Example:
-        >>> from collector.session_types import SessionScore
+        >>> from collector.common.session_types import SessionScore
         >>> a = session_annotation(ScoreRecord("k", "ab" * 16, "cd" * 8, "ef" * 8, "q", "Goal met", "1", score=0.2,
         ...                                    session=SessionScore("bot/c1", "c1", turns=3, revision=2).to_dict()))
         >>> (a["session_id"], a["name"], a["identifier"], a["metadata"]["revision"], "span_id" in a)

@@ -22,12 +22,12 @@ import time
 
 import aiohttp
 
-from collector._aio import cancel_and_wait, wait_event
+from collector.common.aio import cancel_and_wait, wait_event
+from collector.common.metrics import Metrics
+from collector.common.types import OutboxItem, ScoreRecord
 from collector.config.sinks import SinkConfig
 from collector.export.sinks.base import Answer, SinkClient
-from collector.metrics import Metrics
 from collector.store.interface import SinkOutbox
-from collector.types import OutboxItem, ScoreRecord
 
 logger = logging.getLogger(__name__)
 

@@ -36,7 +36,7 @@ def client_for(source: Source, sinks: SinksConfig, retry: Retry | None = None) -
     """The HTTP client of ``source``, with its credentials (see the module docstring).
 
     Raises:
-        collector.errors.ConfigError: a sink's ``env:NAME`` names an unset variable.
+        collector.common.errors.ConfigError: a sink's ``env:NAME`` names an unset variable.
 
     Example:
         >>> c = client_for(parse_source("phoenix+http://h:6006/p"), SinksConfig(phoenix={"api_key": "k"}))

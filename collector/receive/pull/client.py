@@ -4,7 +4,7 @@ A request that gets 408, 425, 429 or a 5xx, or no answer at all (refused, reset,
 out), is retried with exponential backoff and full jitter (``min_backoff_s`` doubling up to
 ``max_backoff_s``), honouring ``Retry-After`` (seconds or an HTTP date) when the backend
 sends one, at most ``attempts`` times. Any other status, or a body that is not JSON, is a
-`collector.errors.PullError` at once: one line naming the method, the URL (credentials
+`collector.common.errors.PullError` at once: one line naming the method, the URL (credentials
 masked) and what the backend said (its first 200 characters).
 """
 
@@ -22,7 +22,7 @@ from typing import Any
 
 import aiohttp
 
-from collector.errors import PullError
+from collector.common.errors import PullError
 from collector.receive.pull.source import mask_url
 
 logger = logging.getLogger(__name__)
@@ -201,7 +201,7 @@ def expect(where: str, value: Any, kind: type, what: str) -> Any:
         >>> expect("GET http://h/x", [1], dict, "a JSON object")
         Traceback (most recent call last):
         ...
-        collector.errors.PullError: GET http://h/x: expected a JSON object, got [1]
+        collector.common.errors.PullError: GET http://h/x: expected a JSON object, got [1]
     """
     if not isinstance(value, kind):
         raise PullError(f"{where}: expected {what}, got {short(repr(value), 80)}")

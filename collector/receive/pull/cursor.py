@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from collector.errors import ConfigError
+from collector.common.errors import ConfigError
 from collector.receive.pull.source import Window
 
 STATE_DIR = Path(".tracescore") / "backfill"

@@ -22,7 +22,7 @@ from datetime import datetime
 from typing import Any
 
 from adapters import TraceSpan
-from collector.errors import PullError
+from collector.common.errors import PullError
 from collector.receive.pull.client import JsonClient, expect
 from collector.receive.pull.langfuse_io import parsed, restore_io
 from collector.receive.pull.page import Page, Reader, page_of
@@ -87,7 +87,7 @@ class LangfusePuller(Reader):
         self.api = f"{base_url}/api/public"
 
     async def check(self) -> None:
-        """`collector.errors.PullError` when the keys are refused (401)."""
+        """`collector.common.errors.PullError` when the keys are refused (401)."""
         await self.client.get(f"{self.api}/projects")
 
     async def pages(self, token: str | None) -> AsyncIterator[Page]:

@@ -73,7 +73,7 @@ class MlflowPuller(Reader):
         self.experiment = source.target
 
     async def check(self) -> None:
-        """`collector.errors.PullError` when the experiment is unknown or the token refused."""
+        """`collector.common.errors.PullError` when the experiment is unknown or the token refused."""
         await self.client.get(f"{self.base}/api/2.0/mlflow/experiments/get", {"experiment_id": self.experiment})
 
     async def pages(self, token: str | None) -> AsyncIterator[Page]:

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from adapters import SpanEvent, TraceSpan
-from collector.errors import PullError
+from collector.common.errors import PullError
 
 _KINDS = {"SPAN_KIND_UNSPECIFIED": 0, "SPAN_KIND_INTERNAL": 1, "SPAN_KIND_SERVER": 2, "SPAN_KIND_CLIENT": 3,
           "SPAN_KIND_PRODUCER": 4, "SPAN_KIND_CONSUMER": 5}
@@ -141,7 +141,7 @@ def trace_spans(documents: Iterable[Any], resource: Mapping[str, Any] | None = N
         ...             where="GET http://h/x")
         Traceback (most recent call last):
         ...
-        collector.errors.PullError: GET http://h/x: a span is not OTLP JSON: ValueError: invalid literal for int() with base 10: 'soon'
+        collector.common.errors.PullError: GET http://h/x: a span is not OTLP JSON: ValueError: invalid literal for int() with base 10: 'soon'
     """
     shared = dict(resource or {})
     try:

@@ -47,7 +47,7 @@ class Puller(Protocol):
     name: str
 
     async def check(self) -> None:
-        """Fail at once (`collector.errors.PullError`) when the project or experiment is
+        """Fail at once (`collector.common.errors.PullError`) when the project or experiment is
         unknown or the credentials are refused: before anything is scored."""
         ...
 

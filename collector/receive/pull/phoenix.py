@@ -66,7 +66,7 @@ class PhoenixPuller(Reader):
         self.project_url = f"{source.base_url}/v1/projects/{quote(source.target, safe='')}"
 
     async def check(self) -> None:
-        """`collector.errors.PullError` when the project is unknown (404) or the key refused."""
+        """`collector.common.errors.PullError` when the project is unknown (404) or the key refused."""
         await self.client.get(self.project_url)
 
     async def pages(self, token: str | None) -> AsyncIterator[Page]:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
-from collector.errors import ConfigError
+from collector.common.errors import ConfigError
 
 BACKENDS = ("phoenix", "mlflow", "langfuse")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
@@ -71,11 +71,11 @@ def parse_source(text: str) -> Source:
         >>> parse_source("mlflow+http://localhost:5000")
         Traceback (most recent call last):
         ...
-        collector.errors.ConfigError: --from mlflow+http://localhost:5000: name the experiment id, as mlflow+http://host:5000/<experiment id>
+        collector.common.errors.ConfigError: --from mlflow+http://localhost:5000: name the experiment id, as mlflow+http://host:5000/<experiment id>
         >>> parse_source("jaeger+http://localhost:16686")
         Traceback (most recent call last):
         ...
-        collector.errors.ConfigError: --from jaeger+http://localhost:16686: expected phoenix+URL, mlflow+URL or langfuse+URL
+        collector.common.errors.ConfigError: --from jaeger+http://localhost:16686: expected phoenix+URL, mlflow+URL or langfuse+URL
     """
     backend, plus, url = text.partition("+")
     if not plus or backend not in BACKENDS:
@@ -136,7 +136,7 @@ def parse_time(text: str, now: datetime | None = None) -> datetime:
         >>> parse_time("last week")
         Traceback (most recent call last):
         ...
-        collector.errors.ConfigError: 'last week': expected an ISO 8601 time (2026-12-01T00:00:00Z) or a duration back from now (30m, 12h, 7d, 2w)
+        collector.common.errors.ConfigError: 'last week': expected an ISO 8601 time (2026-12-01T00:00:00Z) or a duration back from now (30m, 12h, 7d, 2w)
     """
     text = text.strip()
     match = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([smhdw])", text)

@@ -9,13 +9,13 @@ Redis is away or failing over. `partitioned.PartitionedRedisStore` spreads one d
 over several such key sets (``queue.partitions``, one slot each: `partitions` names them);
 `partitioned.open_redis_store` picks one or the other.
 
-The names it exports are imported on first use (`collector._lazy`): importing one of its
+The names it exports are imported on first use (`collector.common.lazy`): importing one of its
 modules alone does not import the others.
 """
 
 from typing import TYPE_CHECKING
 
-from collector._lazy import lazy_exports
+from collector.common.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from collector.store.redis.partitioned import PartitionedRedisStore, open_redis_store

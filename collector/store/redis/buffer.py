@@ -6,7 +6,7 @@ reach different receivers (behind a load balancer) are decided as one trace. Inv
 
 * `append` stores the chunks and moves the trace's decision time in one script before it
   returns (the receiver answers success after it); Redis being unreachable raises
-  `collector.errors.Unavailable`, so receivers answer a retryable code, never success;
+  `collector.common.errors.Unavailable`, so receivers answer a retryable code, never success;
 * a trace with a run candidate is decided ``decision_wait`` after its root span arrived,
   or ``rootless_wait`` after its latest candidate while the root is missing, and at the
   latest ``max_trace_age`` after its first span;
@@ -33,11 +33,11 @@ from typing import Any
 import redis.asyncio as aioredis
 from redis.exceptions import ResponseError
 
-from collector.errors import QueueFull, Unavailable
+from collector.common.errors import QueueFull, Unavailable
+from collector.common.types import AppendResult, TraceChunk
 from collector.store.redis import scripts
 from collector.store.redis.conn import UNREACHABLE, Backoff, Coalescer, retry_unreachable
 from collector.store.redis.keys import SIGNAL_LOGS, SIGNAL_SPANS, RedisKeys
-from collector.types import AppendResult, TraceChunk
 
 logger = logging.getLogger(__name__)
 

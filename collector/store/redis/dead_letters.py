@@ -4,7 +4,7 @@ A replay runs one script per call: for each entry it sets the job's idempotency 
 to "queued" (it was "dead", which makes the settle script drop a result), adds the job to
 the job stream with its attempts reset, and deletes the dead letter: the workers of the
 deployment take it like any new job and score it once. The job queued is the letter's,
-naming the failure span its new outcome replaces (`collector.types.DeadLetter.replayed_job`);
+naming the failure span its new outcome replaces (`collector.common.types.DeadLetter.replayed_job`);
 an entry deleted meanwhile (by another replay or a purge) is skipped. A purge deletes entries; their
 keys stay "dead" until their TTL (``queue.retention_s``), so the runs are not queued again.
 """
@@ -16,9 +16,9 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
+from collector.common.types import DeadLetter
 from collector.store.redis.job_json import job_json, parse_job
 from collector.store.redis.keys import RedisKeys
-from collector.types import DeadLetter
 
 # KEYS: dead, jobs; ARGV: idem prefix, ttl ms, then (entry id, job JSON to queue) per letter.
 # Returns the ids replayed.

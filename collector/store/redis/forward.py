@@ -10,7 +10,7 @@ acceptance was not yet released may be sent twice (at least once, as the Collect
 Positions are a counter (``forward:seq``), used as the stream entry ids (``<seq>-0``);
 ``forward:sent`` is the last position the backend accepted (scores wait for it, see
 `collector.export.scores`), ``forward:bytes`` the bytes waiting, bounded by
-``max_bytes``: a request over it is refused with `collector.errors.QueueFull`.
+``max_bytes``: a request over it is refused with `collector.common.errors.QueueFull`.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import Any
 import redis.asyncio as aioredis
 from redis.exceptions import ResponseError
 
-from collector.errors import QueueFull, Unavailable, forward_backlog_full
+from collector.common.errors import QueueFull, Unavailable, forward_backlog_full
 from collector.store.interface import ForwardItem, ForwardState
 from collector.store.redis.conn import UNREACHABLE
 from collector.store.redis.keys import RedisKeys

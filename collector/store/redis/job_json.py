@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from collector.record_json import dumps, known_fields, loads, record_dict
-from collector.types import RunRecord, ScoreJob
+from collector.common.record_json import dumps, known_fields, loads, record_dict
+from collector.common.types import RunRecord, ScoreJob
 
 
 def job_json(job: ScoreJob) -> str:

@@ -28,7 +28,7 @@ from typing import Any
 import redis.asyncio as aioredis
 from redis.commands.core import AsyncScript
 
-from collector.judge_types import Breaker, BudgetUse
+from collector.common.judge_types import Breaker, BudgetUse
 from collector.store.judge_interface import AMOUNT_TOLERANCE, WINDOW_RETENTION_S
 from collector.store.redis import judge_scripts
 from collector.store.redis.keys import RedisKeys

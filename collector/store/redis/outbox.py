@@ -16,11 +16,11 @@ from collections.abc import Sequence
 
 import redis.asyncio as aioredis
 
+from collector.common.types import OutboxItem, ScoreRecord
 from collector.store.redis import outbox_scripts as scripts
 from collector.store.redis.conn import UNREACHABLE, Backoff, retry_unreachable
 from collector.store.redis.keys import RedisKeys
 from collector.store.redis.recent import RecentRecords
-from collector.types import OutboxItem, ScoreRecord
 
 logger = logging.getLogger(__name__)
 

@@ -25,8 +25,18 @@ from typing import Any, TypeVar
 
 from redis.exceptions import OutOfMemoryError, ReadOnlyError
 
-from collector._aio import cancel_and_wait
-from collector.errors import UnreadableTrace
+from collector.common.aio import cancel_and_wait
+from collector.common.errors import UnreadableTrace
+from collector.common.types import (
+    AppendResult,
+    LeasedJob,
+    OutboxItem,
+    Retry,
+    ScoreJob,
+    Settlement,
+    StoreStats,
+    TraceChunk,
+)
 from collector.store.interface import ForwardLog, SessionRules
 from collector.store.redis.conn import UNREACHABLE
 from collector.store.redis.judge_ledger import RedisJudgeLedger
@@ -39,16 +49,6 @@ from collector.store.redis.partitioned_admin import (
 from collector.store.redis.partitioned_sessions import PartitionedSessions
 from collector.store.redis.partitions import PartitionMap, Rotation, partition_prefix
 from collector.store.redis.store import RedisStore
-from collector.types import (
-    AppendResult,
-    LeasedJob,
-    OutboxItem,
-    Retry,
-    ScoreJob,
-    Settlement,
-    StoreStats,
-    TraceChunk,
-)
 
 logger = logging.getLogger(__name__)
 GATHER_S = 0.002
@@ -85,7 +85,7 @@ class PartitionedRedisStore(PartitionedSessions, RedisJudgeLedger):
 
     Example:
         >>> import asyncio, uuid
-        >>> from collector.types import Done, RunRecord, ScoreJob
+        >>> from collector.common.types import Done, RunRecord, ScoreJob
         >>> async def demo():
         ...     store = PartitionedRedisStore("redis://127.0.0.1:6379/0", partitions=3,
         ...                                   key_prefix=f"doctest-{uuid.uuid4().hex}:", block_ms=0)

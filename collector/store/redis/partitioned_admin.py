@@ -16,13 +16,13 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
-from collector.errors import ConfigError
+from collector.common.errors import ConfigError
+from collector.common.types import DeadLetter, OutboxItem
 from collector.store.redis.dead_letters import RedisDeadLetters
 from collector.store.redis.judge_ledger import RedisJudgeAdmin
 from collector.store.redis.keys import RedisKeys
 from collector.store.redis.partitions import PartitionMap, Rotation, partition_prefix
 from collector.store.redis.sink_outbox import RedisSinkOutbox
-from collector.types import DeadLetter, OutboxItem
 
 
 def partition_keys(configured: str, count: int) -> list[RedisKeys]:

@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 
 import redis.asyncio as aioredis
 
-from collector.session_types import DueSession, SessionTurn
+from collector.common.session_types import DueSession, SessionTurn
 from collector.store.interface import SESSION_COUNTS
 from collector.store.redis.partitions import PartitionMap
 from collector.store.redis.store import RedisStore

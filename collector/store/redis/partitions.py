@@ -82,7 +82,7 @@ class PartitionMap:
         return zlib.crc32(trace_id) % self.count
 
     def of_key(self, key: str) -> int:
-        """The partition of a job (by `collector.types.ScoreJob.key`) or a conversation (scope)."""
+        """The partition of a job (by `collector.common.types.ScoreJob.key`) or a conversation (scope)."""
         return zlib.crc32(key.encode()) % self.count
 
     def item_id(self, partition: int, local: int) -> int:

@@ -25,7 +25,7 @@ from redis.asyncio.connection import Connection
 from redis.exceptions import AskError, MovedError, ResponseError, SlotNotCoveredError, TryAgainError
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from collector.errors import ConfigError
+from collector.common.errors import ConfigError
 from collector.store.redis.conn import UNREACHABLE, Backoff, retry_unreachable, slot_primary
 
 _MOVING = (MovedError, AskError, TryAgainError)

@@ -36,7 +36,16 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from collector.judge_types import Park
+from collector.common.judge_types import Park
+from collector.common.types import (
+    Dead,
+    Done,
+    LeasedJob,
+    Retry,
+    ScoreJob,
+    Settlement,
+    dead_letter_error,
+)
 from collector.store.redis import scripts
 from collector.store.redis.conn import (
     UNREACHABLE,
@@ -48,15 +57,6 @@ from collector.store.redis.conn import (
 from collector.store.redis.job_json import job_json, parse_job
 from collector.store.redis.keys import GROUP, RedisKeys
 from collector.store.redis.recent import RecentRecords, record_text
-from collector.types import (
-    Dead,
-    Done,
-    LeasedJob,
-    Retry,
-    ScoreJob,
-    Settlement,
-    dead_letter_error,
-)
 
 logger = logging.getLogger(__name__)
 

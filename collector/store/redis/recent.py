@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 
-from collector.types import ScoreRecord
+from collector.common.types import ScoreRecord
 
 DEFAULT_LIMIT = 1024
 """Records remembered at most (the oldest are forgotten first): four export batches' worth. A

@@ -14,11 +14,11 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
-from collector.session_types import DueSession, SessionTurn
+from collector.common.session_types import DueSession, SessionTurn
+from collector.common.types import RunRecord
 from collector.store.interface import PARTIAL_REASONS, SESSION_COUNTS, SessionRules
 from collector.store.redis import session_scripts
 from collector.store.redis.keys import RedisKeys
-from collector.types import RunRecord
 
 
 def _text(value: bytes | str) -> str:

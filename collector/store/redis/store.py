@@ -23,9 +23,18 @@ from typing import Any
 import redis.asyncio as aioredis
 from redis.exceptions import AuthenticationError, OutOfMemoryError, ReadOnlyError, ResponseError
 
-from collector._aio import cancel_and_wait
-from collector.errors import ConfigError, Unavailable, UnreadableTrace
-from collector.session_types import SessionTurn
+from collector.common.aio import cancel_and_wait
+from collector.common.errors import ConfigError, Unavailable, UnreadableTrace
+from collector.common.session_types import SessionTurn
+from collector.common.types import (
+    AppendResult,
+    LeasedJob,
+    OutboxItem,
+    ScoreJob,
+    Settlement,
+    StoreStats,
+    TraceChunk,
+)
 from collector.store.interface import SessionRules
 from collector.store.redis.buffer import RedisTraceBuffer
 from collector.store.redis.conn import UNREACHABLE, connect, slot_primary
@@ -41,15 +50,6 @@ from collector.store.redis.queue import RedisJobQueue
 from collector.store.redis.recent import RecentRecords
 from collector.store.redis.sessions import RedisSessions
 from collector.store.redis.sink_outbox import RedisSinkOutbox
-from collector.types import (
-    AppendResult,
-    LeasedJob,
-    OutboxItem,
-    ScoreJob,
-    Settlement,
-    StoreStats,
-    TraceChunk,
-)
 
 logger = logging.getLogger(__name__)
 
@@ -93,7 +93,7 @@ class RedisStore(RedisSessions, RedisJudgeLedger):
 
     Example:
         >>> import asyncio, uuid
-        >>> from collector.types import Done, RunRecord, ScoreJob
+        >>> from collector.common.types import Done, RunRecord, ScoreJob
         >>> async def demo():
         ...     store = RedisStore("redis://127.0.0.1:6379/0", key_prefix=f"doctest-{uuid.uuid4().hex}:")
         ...     await store.start()

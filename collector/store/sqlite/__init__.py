@@ -5,13 +5,13 @@
 requests on disk, a per-trace index in memory), `body_log` the segment files that
 hold large request bodies beside the database.
 
-The names it exports are imported on first use (`collector._lazy`): importing one of its
+The names it exports are imported on first use (`collector.common.lazy`): importing one of its
 modules alone does not import the others.
 """
 
 from typing import TYPE_CHECKING
 
-from collector._lazy import lazy_exports
+from collector.common.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from collector.store.sqlite.store import SqliteStore

@@ -34,14 +34,14 @@ from google.protobuf.message import DecodeError
 from opentelemetry.proto.logs.v1.logs_pb2 import LogsData
 from opentelemetry.proto.trace.v1.trace_pb2 import TracesData
 
-from collector.errors import QueueFull, UnreadableTrace
+from collector.common.errors import QueueFull, UnreadableTrace
+from collector.common.types import CANDIDATE, ROOT, AppendResult, SummaryEntry, TraceChunk
 from collector.store.interface import ForwardItem
 from collector.store.split import split_logs, split_traces
 from collector.store.sqlite.body_log import BodyLog
 from collector.store.sqlite.forward import ForwardTables
 from collector.store.sqlite.index import TraceIndex
 from collector.store.sqlite.schema import pack_summary, summary_entry, unpack_summary
-from collector.types import CANDIDATE, ROOT, AppendResult, SummaryEntry, TraceChunk
 
 _TRANSIENT = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.EINTR})
 _IN_BATCH = 500  # ids per IN (...) statement, far below SQLite's limit on parameters

@@ -17,8 +17,8 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from collector.common.types import DeadLetter, RunRecord
 from collector.store.sqlite.runner import run_beside
-from collector.types import DeadLetter, RunRecord
 
 _COLUMNS = "id, key, payload, error, attempts, failed_at"
 

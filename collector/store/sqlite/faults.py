@@ -2,7 +2,7 @@
 the store's write health (what ``/readyz`` reports while the disk is full or failing).
 
 A full disk (ENOSPC, EDQUOT, SQLite's SQLITE_FULL) or an I/O error (EIO, SQLITE_IOERR)
-while buffering is refused retryably (`collector.errors.StorageFault`, 503 / UNAVAILABLE)
+while buffering is refused retryably (`collector.common.errors.StorageFault`, 503 / UNAVAILABLE)
 so exporters keep the data. While the store is unhealthy a small probe write is tried at
 most once per ``probe_every_s``; the first probe (or real write) that succeeds makes the
 store healthy again: recovery after space returns needs no restart.
@@ -19,7 +19,7 @@ from collections.abc import Awaitable
 from pathlib import Path
 from typing import TypeVar
 
-from collector.errors import StorageFault
+from collector.common.errors import StorageFault
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")

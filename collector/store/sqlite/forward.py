@@ -9,7 +9,7 @@ is not written twice: its row points at the same bytes of the body log as the
 in ``id`` order and deleted up to the position the backend accepted (`release`).
 
 The backlog is bounded in bytes: a request that would take it over ``max_bytes`` is refused
-with `collector.errors.QueueFull` (the receivers answer 429 / RESOURCE_EXHAUSTED) before
+with `collector.common.errors.QueueFull` (the receivers answer 429 / RESOURCE_EXHAUSTED) before
 anything of it is stored; an empty log always takes one request.
 
 Counters kept in memory (size, rows, head, sent) are rebuilt from the table by `reload`,
@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from collector.errors import forward_backlog_full
+from collector.common.errors import forward_backlog_full
 from collector.store.interface import ForwardItem, ForwardState
 from collector.store.sqlite.body_log import BodyLog
 
@@ -50,7 +50,7 @@ class ForwardTables:
         >>> log.add(db, "traces", b"second!", None)
         Traceback (most recent call last):
         ...
-        collector.errors.QueueFull: the forward backlog is full (5 of export.max_forward_backlog_bytes = 10 bytes): the export endpoint is down or not keeping up
+        collector.common.errors.QueueFull: the forward backlog is full (5 of export.max_forward_backlog_bytes = 10 bytes): the export endpoint is down or not keeping up
         >>> [(i.position, i.body) for i in log.pending(db, None, 1 << 20, 10)]
         [(1, b'first')]
         >>> log.release(db, 1, None)

@@ -13,7 +13,7 @@ from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from collector.types import CANDIDATE, ROOT, AppendResult, SummaryEntry
+from collector.common.types import CANDIDATE, ROOT, AppendResult, SummaryEntry
 
 _DECIDED = 4  # index flag beside CANDIDATE and ROOT
 _NEVER = math.inf  # decide_at of a trace not waiting for a decision

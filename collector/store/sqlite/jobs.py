@@ -4,7 +4,7 @@ Functions of a connection, run on the store's thread inside its transactions (se
 `collector.store.sqlite.runner`): a key in ``done`` (completed or dead-lettered) is never
 queued again; a taken job is leased until ``lease_until``; a job taken more than
 ``max_attempts`` times is dead-lettered; a job settled done or dead leaves with its judge
-replies. A job handed back by `collector.judge_types.Park` gets its attempt back (the take
+replies. A job handed back by `collector.common.judge_types.Park` gets its attempt back (the take
 is undone) and keeps ``parked_since`` (its first park) and ``park_reason`` until it is
 settled otherwise (`Retry`, `Done`, `Dead`) or dead-lettered: that is what "parked" means
 (`count_parked`), whether it waits for its delay or was taken again meanwhile.
@@ -17,9 +17,8 @@ import sqlite3
 import time
 from collections.abc import Sequence
 
-from collector.judge_types import Park
-from collector.store.kept import KeptRecords
-from collector.types import (
+from collector.common.judge_types import Park
+from collector.common.types import (
     Dead,
     Done,
     LeasedJob,
@@ -29,6 +28,7 @@ from collector.types import (
     ScoreRecord,
     Settlement,
 )
+from collector.store.kept import KeptRecords
 
 
 def put_jobs(db: sqlite3.Connection, jobs: Sequence[ScoreJob], now: float,

@@ -20,7 +20,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
 
-from collector.judge_types import Breaker, BudgetUse
+from collector.common.judge_types import Breaker, BudgetUse
 from collector.store.judge_interface import AMOUNT_TOLERANCE, WINDOW_RETENTION_S
 from collector.store.sqlite.jobs import count_parked
 from collector.store.sqlite.judge_rates import LocalRates

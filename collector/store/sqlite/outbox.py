@@ -13,9 +13,9 @@ import sqlite3
 import time
 from collections.abc import Sequence
 
+from collector.common.types import OutboxItem, ScoreRecord
 from collector.store.kept import KeptRecords
 from collector.store.sqlite.runner import SqliteRunner
-from collector.types import OutboxItem, ScoreRecord
 
 
 class SqliteOutbox:

@@ -7,7 +7,7 @@ import sqlite3
 import struct
 from collections.abc import Iterable
 
-from collector.types import CANDIDATE, ROOT, SummaryEntry
+from collector.common.types import CANDIDATE, ROOT, SummaryEntry
 
 _ENTRY = struct.Struct("<16sIB")  # summary entry: trace id, span count, flags
 
@@ -41,7 +41,7 @@ CREATE TABLE IF NOT EXISTS jobs (
     last_error TEXT,
     supersedes TEXT,  -- a replayed job: the evaluation span id of the failure it replaces
     parked_since REAL,  -- handed back by a Park: when it was first parked (until settled otherwise)
-    park_reason TEXT  -- and why it was last parked (collector.judge_types.PARK_REASONS)
+    park_reason TEXT  -- and why it was last parked (collector.common.judge_types.PARK_REASONS)
 );
 CREATE INDEX IF NOT EXISTS jobs_available ON jobs(available_at);
 CREATE TABLE IF NOT EXISTS done (
@@ -92,7 +92,7 @@ CREATE TABLE IF NOT EXISTS forward (
 );
 -- Conversations (collector.store.sqlite.sessions): one row per session, open or scored.
 CREATE TABLE IF NOT EXISTS sessions (
-    scope TEXT PRIMARY KEY,  -- collector.session_types.session_scope
+    scope TEXT PRIMARY KEY,  -- collector.common.session_types.session_scope
     session_id TEXT NOT NULL,
     service TEXT NOT NULL,
     open INTEGER NOT NULL,  -- 1: waiting to be scored (or claimed); 0: scored, retained
@@ -141,7 +141,7 @@ JUDGE_TABLES = (
     expires_at REAL NOT NULL,
     PRIMARY KEY (budget_window, reservation, scope)
 ) WITHOUT ROWID""",
-    # Open circuit breakers, one per (model, credentials) key (collector.judge_types.Breaker).
+    # Open circuit breakers, one per (model, credentials) key (collector.common.judge_types.Breaker).
     """CREATE TABLE IF NOT EXISTS judge_breakers (
     key TEXT PRIMARY KEY,
     model TEXT NOT NULL,

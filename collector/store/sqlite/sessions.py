@@ -13,10 +13,10 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Sequence
 
-from collector.session_types import DueSession, SessionTurn
+from collector.common.session_types import DueSession, SessionTurn
+from collector.common.types import RunRecord
 from collector.store.interface import PARTIAL_REASONS, SESSION_COUNTS, SessionRules
 from collector.store.sqlite.runner import SqliteRunner
-from collector.types import RunRecord
 
 FORGET_BATCH = 64
 """Scored sessions forgotten per call at most (the rest on later calls)."""

@@ -14,8 +14,8 @@ import sqlite3
 import time
 from collections.abc import Callable, Sequence
 
+from collector.common.types import OutboxItem, ScoreRecord
 from collector.store.sqlite.runner import SqliteRunner
-from collector.types import OutboxItem, ScoreRecord
 
 
 def add_sink_rows(db: sqlite3.Connection, sinks: Sequence[str], record: ScoreRecord, now: float) -> int:

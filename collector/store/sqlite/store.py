@@ -22,7 +22,19 @@ import uuid
 from collections.abc import Sequence
 from pathlib import Path
 
-from collector.errors import UnreadableTrace
+from collector.common.errors import UnreadableTrace
+from collector.common.types import (
+    AppendResult,
+    Dead,
+    LeasedJob,
+    RunRecord,
+    ScoreJob,
+    ScoreRecord,
+    Settlement,
+    StoreStats,
+    TraceChunk,
+    dead_letter_error,
+)
 from collector.store.interface import SessionRules
 from collector.store.kept import KeptRecords
 from collector.store.sqlite.body_log import BodyLog
@@ -35,18 +47,6 @@ from collector.store.sqlite.outbox import SqliteOutbox
 from collector.store.sqlite.runner import SqliteRunner
 from collector.store.sqlite.sessions import SqliteSessions
 from collector.store.sqlite.sink_outbox import SqliteSinkOutbox, add_sink_rows
-from collector.types import (
-    AppendResult,
-    Dead,
-    LeasedJob,
-    RunRecord,
-    ScoreJob,
-    ScoreRecord,
-    Settlement,
-    StoreStats,
-    TraceChunk,
-    dead_letter_error,
-)
 
 logger = logging.getLogger(__name__)
 
@@ -66,7 +66,7 @@ class SqliteStore(SqliteOutbox, SqliteSessions, SqliteJudgeLedger):
         max_attempts: takes of one job before it is dead-lettered.
         sinks: the native score sinks configured: a settled record is written to each one's outbox.
         max_buffer_bytes: request bodies buffered on disk at most (0: no cap); requests
-            beyond it are refused with `collector.errors.QueueFull` (429) before the disk fills.
+            beyond it are refused with `collector.common.errors.QueueFull` (429) before the disk fills.
         forward: keep received requests in the forward log (`forward_log`) until forwarded.
         max_forward_bytes: the forward log's bound; beyond it requests are refused (429).
         retry_after_s: the retry delay told with such a refusal.
@@ -74,7 +74,7 @@ class SqliteStore(SqliteOutbox, SqliteSessions, SqliteJudgeLedger):
 
     Example:
         >>> import asyncio, tempfile, os
-        >>> from collector.types import Done, RunRecord, ScoreJob
+        >>> from collector.common.types import Done, RunRecord, ScoreJob
         >>> async def demo():
         ...     store = SqliteStore(os.path.join(tempfile.mkdtemp(), "q.db"))
         ...     await store.start()

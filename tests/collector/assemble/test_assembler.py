@@ -25,9 +25,9 @@ from shared_redis import REDIS_URL
 
 import adapters
 from collector.assemble.assembler import TraceAssembler, split_traces
+from collector.common.errors import QueueFull, Unavailable
+from collector.common.metrics import Metrics
 from collector.config import FilterConfig, ScorerConfig
-from collector.errors import QueueFull, Unavailable
-from collector.metrics import Metrics
 from collector.store.redis.store import RedisStore
 from collector.store.sqlite.store import SqliteStore
 from collector.work.registry import RegisteredScorer, ScorerRegistry, sampled

@@ -21,8 +21,8 @@ from shared_redis import REDIS_URL
 
 import adapters
 from collector.assemble.assembler import TraceAssembler
+from collector.common.metrics import Metrics
 from collector.config import ScorerConfig
-from collector.metrics import Metrics
 from collector.store.redis.store import RedisStore
 from collector.store.sqlite.store import SqliteStore
 from collector.work.registry import RegisteredScorer, ScorerRegistry

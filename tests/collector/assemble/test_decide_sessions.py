@@ -11,9 +11,9 @@ from conversation_traces import turn_body, without_root
 
 import adapters
 from collector.assemble.decide import RunDecider
+from collector.common.metrics import Metrics
+from collector.common.types import TraceChunk
 from collector.config import ScorerConfig, SessionsConfig
-from collector.metrics import Metrics
-from collector.types import TraceChunk
 from collector.work.registry import RegisteredScorer, ScorerRegistry
 from scorers import create_scorer
 

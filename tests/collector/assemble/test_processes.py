@@ -14,8 +14,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 import adapters
 from collector.assemble.decide import ReadSettings, read_trace
 from collector.assemble.processes import DecisionProcesses
+from collector.common.types import TraceChunk
 from collector.store.split import split_traces
-from collector.types import TraceChunk
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from adapters import AgentRun
 from collector.assemble.decide import run_record
-from collector.types import RunRecord
+from collector.common.types import RunRecord
 from scorers._agent_types import Message, ScorerRunInputForAgent, ScorerRunOutputForAgent
 
 

@@ -5,9 +5,9 @@ session key reused for a new conversation after the old one was forgotten is sco
 from __future__ import annotations
 
 from collector.assemble.sessions import session_jobs
+from collector.common.session_types import DueSession
+from collector.common.types import RunRecord
 from collector.config import ScorerConfig
-from collector.session_types import DueSession
-from collector.types import RunRecord
 from collector.work.registry import RegisteredScorer, ScorerRegistry
 from scorers import create_scorer
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from collector.cli import main
-from collector.errors import ConfigError
+from collector.common.errors import ConfigError
 from collector.receive.pull import cursor as cursors
 from collector.receive.pull.source import Window
 

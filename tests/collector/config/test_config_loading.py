@@ -10,8 +10,8 @@ from pydantic import ValidationError
 from repo_paths import REPO
 
 from collector.commands import check
+from collector.common.errors import ConfigError
 from collector.config import Config, config_from_dict, load_config
-from collector.errors import ConfigError
 
 
 def test_defaults_match_spec() -> None:

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from collector.cli import main
+from collector.common.errors import ConfigError
 from collector.config import KeyProblem, check_destinations, config_from_dict
-from collector.errors import ConfigError
 
 LISTENERS = {"receiver": {"grpc_endpoint": "127.0.0.1:14317", "http_endpoint": "0.0.0.0:14318"}}
 LOOPBACK = {"receiver": {"grpc_endpoint": "127.0.0.1:14317", "http_endpoint": "127.0.0.1:14318"}}

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from collector.cli import main
+from collector.common.errors import ConfigError
 from collector.config import BudgetsConfig, config_from_dict
-from collector.errors import ConfigError
 
 README = Path(__file__).parents[3] / "README.md"
 

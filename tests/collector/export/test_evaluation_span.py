@@ -10,11 +10,11 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 
+from collector.common.ids import run_id_for, score_span_id_for
+from collector.common.session_types import SessionScore
+from collector.common.types import RunRecord, ScoreJob, ScoreRecord
 from collector.export.evaluation import build_span
 from collector.export.timestamps import scored_at
-from collector.ids import run_id_for, score_span_id_for
-from collector.session_types import SessionScore
-from collector.types import RunRecord, ScoreJob, ScoreRecord
 
 TRACE, SPAN = "5b8efff798038103d269b633813fc60c", "eee19b7ec3c1b174"
 RESOURCE = {"service.name": "support-bot", "deployment.environment": "prod", "host.ids": ["a", "b"],

@@ -21,9 +21,9 @@ from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord, ResourceLogs, ScopeL
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
 from ports import hold_port  # tests/support
 
+from collector.common.metrics import Metrics
 from collector.config import ExportConfig
 from collector.export.forward import Forwarder
-from collector.metrics import Metrics
 from collector.store.sqlite.store import SqliteStore
 
 

@@ -16,12 +16,12 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode
 from polling import wait_until
 
+from collector.common.metrics import Metrics
+from collector.common.types import Done, RunRecord, ScoreJob, ScoreRecord
 from collector.config import ExportConfig
 from collector.export.evaluation import build_span
 from collector.export.scores import ScoreExporter, make_span_exporter
-from collector.metrics import Metrics
 from collector.store.sqlite.store import SqliteStore
-from collector.types import Done, RunRecord, ScoreJob, ScoreRecord
 
 TRACE, SPAN = "5b8efff798038103d269b633813fc60c", "eee19b7ec3c1b174"
 

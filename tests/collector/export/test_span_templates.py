@@ -13,10 +13,10 @@ from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans 
 from opentelemetry.proto.common.v1.common_pb2 import KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
+from collector.common.session_types import SessionScore
+from collector.common.types import ScoreRecord
 from collector.export.evaluation import any_value, build_span, encode_spans
 from collector.export.span_templates import SpanTemplates
-from collector.session_types import SessionScore
-from collector.types import ScoreRecord
 
 HEX16 = st.text("0123456789abcdef", min_size=16, max_size=16).filter(lambda s: s != "0" * 16)
 TEXT = st.text(max_size=12)

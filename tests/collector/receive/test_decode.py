@@ -10,7 +10,7 @@ import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
 
-from collector.errors import InvalidPayload, PayloadTooLarge, UnsupportedMediaType
+from collector.common.errors import InvalidPayload, PayloadTooLarge, UnsupportedMediaType
 from collector.receive.decode import decode_logs, decode_traces, decompress, encode_message
 
 

@@ -26,8 +26,8 @@ from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
 from repo_paths import REPO
 
-from collector.errors import CollectorError, QueueFull
-from collector.metrics import Metrics
+from collector.common.errors import CollectorError, QueueFull
+from collector.common.metrics import Metrics
 from collector.receive.consumer import Accepted
 from collector.receive.grpc import GrpcReceiver
 from collector.receive.http import HttpReceiver

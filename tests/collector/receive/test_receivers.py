@@ -15,8 +15,8 @@ from opentelemetry.proto.collector.logs.v1 import logs_service_pb2, logs_service
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
 
-from collector.errors import CollectorError, QueueFull
-from collector.metrics import Metrics
+from collector.common.errors import CollectorError, QueueFull
+from collector.common.metrics import Metrics
 from collector.receive.consumer import Accepted
 from collector.receive.grpc import GrpcReceiver
 from collector.receive.http import HttpReceiver
@@ -283,7 +283,7 @@ def test_the_bearer_scheme_is_case_insensitive(header: str) -> None:
 
 @pytest.mark.parametrize("header", [None, "", "Bearer", "Bearer tok2", "Basic tok", "Bearertok", "tok"])
 def test_a_wrong_or_missing_bearer_token_is_refused(header: str | None) -> None:
-    from collector.errors import Unauthenticated
+    from collector.common.errors import Unauthenticated
     from collector.receive.http import check_bearer
 
     with pytest.raises(Unauthenticated):

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import grpc
 import pytest
 
-from collector.metrics import Metrics
+from collector.common.metrics import Metrics
 from collector.receive.grpc import GrpcReceiver
 from collector.receive.http import HttpReceiver
 

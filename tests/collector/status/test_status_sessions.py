@@ -7,11 +7,11 @@ import io
 
 from rich.console import Console
 
-from collector.metrics import Metrics
+from collector.common.metrics import Metrics
+from collector.common.types import StoreStats
 from collector.status.group import merge
 from collector.status.snapshot import build_snapshot, samples
 from collector.status.view import render
-from collector.types import StoreStats
 
 
 def _snapshot(replica: str, role: str, at: float, sessions: dict[str, float] | None) -> dict:

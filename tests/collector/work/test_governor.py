@@ -15,11 +15,11 @@ from typing import Any
 import llm_server  # tests/support (pytest pythonpath): the fake OpenAI-compatible server
 import pytest
 
+from collector.common.judge_types import Park
+from collector.common.metrics import Metrics
+from collector.common.types import Dead, Done, RunRecord, ScoreJob
 from collector.config import BudgetsConfig, JudgeConfig, ScorerConfig, WorkersConfig
-from collector.judge_types import Park
-from collector.metrics import Metrics
 from collector.store.sqlite.store import SqliteStore
-from collector.types import Dead, Done, RunRecord, ScoreJob
 from collector.work.governor import JudgeGovernance, judge_report
 from collector.work.registry import RegisteredScorer, ScorerRegistry
 from collector.work.worker import Worker

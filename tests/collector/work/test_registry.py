@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from collector.common.errors import ConfigError
 from collector.config import FilterConfig, ScorerConfig
-from collector.errors import ConfigError
 from collector.work.registry import ScorerRegistry, load_ref, matches, sampled
 
 

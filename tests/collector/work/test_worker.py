@@ -9,11 +9,11 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from collector.common.handoff import Once
+from collector.common.metrics import Metrics
+from collector.common.types import Dead, Done, Retry, RunRecord, ScoreJob
 from collector.config import ScorerConfig
-from collector.handoff import Once
-from collector.metrics import Metrics
 from collector.store.sqlite.store import SqliteStore
-from collector.types import Dead, Done, Retry, RunRecord, ScoreJob
 from collector.work.registry import RegisteredScorer, ScorerRegistry
 from collector.work.worker import Worker
 from scorers import JudgeError, create_scorer, not_scorable

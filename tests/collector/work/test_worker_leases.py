@@ -7,10 +7,10 @@ import asyncio
 import time
 from pathlib import Path
 
+from collector.common.metrics import Metrics
+from collector.common.types import RunRecord, ScoreJob
 from collector.config import ScorerConfig
-from collector.metrics import Metrics
 from collector.store.sqlite.store import SqliteStore
-from collector.types import RunRecord, ScoreJob
 from collector.work.registry import RegisteredScorer, ScorerRegistry
 from collector.work.worker import Worker
 from scorers import create_scorer

@@ -32,8 +32,8 @@ from collector.commands.demo import samples as demo_samples
 from collector.commands.demo.command import _signals_stop
 from collector.commands.demo.printer import Outcome
 from collector.commands.demo.sink import ReceivedScore, ScoreSink
+from collector.common.types import ScoreRecord
 from collector.export.evaluation import build_span
-from collector.types import ScoreRecord
 
 SCORERS = ("Keyword Coverage", "Completeness", "Tone Consistency", "check no-tool-errors",
            "check called-tool", "Conversation answered")

@@ -23,7 +23,7 @@ from repo_paths import FIXTURES
 
 import adapters
 from collector.commands.demo.replay import IdRemap, attributes, replay
-from collector.metrics import Metrics
+from collector.common.metrics import Metrics
 from collector.receive.consumer import Accepted
 from collector.receive.grpc import GrpcReceiver
 from collector.receive.http import HttpReceiver

@@ -12,11 +12,11 @@ import aiohttp
 import pytest
 from langfuse_server import LangfuseServer
 
+from collector.common.ids import score_span_id_for
+from collector.common.session_types import SessionScore, session_scope
+from collector.common.types import ScoreRecord
 from collector.config import LangfuseSinkConfig
 from collector.export.sinks import Answer, LangfuseSink
-from collector.ids import score_span_id_for
-from collector.session_types import SessionScore, session_scope
-from collector.types import ScoreRecord
 
 TRACES = ["0af7651916cd43dd8448eb211c80319c", "4bf92f3577b34da6a3ce929d0e0e4736", "5b8efff798038103d269b633813fc60c"]
 RUN_SPAN = "eee19b7ec3c1b174"

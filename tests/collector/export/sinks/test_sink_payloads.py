@@ -14,11 +14,11 @@ from langfuse.api.core.pydantic_utilities import parse_obj_as
 from langfuse_server import known_keys
 from repo_paths import REPO
 
+from collector.common.session_types import SessionScore
+from collector.common.types import ScoreRecord
 from collector.export.sinks.langfuse import score_body, session_score_body
 from collector.export.sinks.mlflow import assessment
 from collector.export.sinks.phoenix import annotation, session_annotation
-from collector.session_types import SessionScore
-from collector.types import ScoreRecord
 
 sys.path.insert(0, str(REPO / "tests" / "backends"))
 from backends_support import venv  # noqa: E402

@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 from langfuse_server import LangfuseServer
 
+from collector.common.ids import score_span_id_for
+from collector.common.metrics import Metrics
+from collector.common.types import Done, RunRecord, ScoreJob, ScoreRecord
 from collector.config import LangfuseSinkConfig
 from collector.export.sinks import LangfuseSink, SinkSender
-from collector.ids import score_span_id_for
-from collector.metrics import Metrics
 from collector.store.sqlite.store import SqliteStore
-from collector.types import Done, RunRecord, ScoreJob, ScoreRecord
 
 TRACE = "5b8efff798038103d269b633813fc60c"
 

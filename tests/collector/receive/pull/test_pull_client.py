@@ -12,7 +12,7 @@ from aiohttp import web
 from ports import hold_port
 from web_app import start_app
 
-from collector.errors import PullError
+from collector.common.errors import PullError
 from collector.receive.pull.client import JsonClient, Retry
 
 FAST = Retry(attempts=4, min_backoff_s=0.01, max_backoff_s=0.02, timeout_s=5)

@@ -21,7 +21,7 @@ from adapters import (
     spans_from_resource_spans,
 )
 from collector.commands.inspect import run_row
-from collector.errors import PullError
+from collector.common.errors import PullError
 from collector.receive.pull.langfuse import observation_span, time_ns
 from collector.receive.pull.mlflow import resource_of, search_filter
 from collector.receive.pull.otlp_json import trace_spans

@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from collector.errors import ConfigError
+from collector.common.errors import ConfigError
 from collector.receive.pull.source import Source, Window, iso, mask_url, parse_source, parse_time
 
 NOW = datetime(2026, 12, 5, 12, 0, tzinfo=UTC)

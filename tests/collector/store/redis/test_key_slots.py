@@ -20,14 +20,14 @@ from redis.asyncio.connection import AbstractConnection
 from redis.crc import key_slot
 from shared_redis import REDIS_URL
 
-from collector.judge_types import Breaker, Park
-from collector.session_types import SessionTurn
+from collector.common.judge_types import Breaker, Park
+from collector.common.session_types import SessionTurn
+from collector.common.types import Dead, Done, Retry, RunRecord, ScoreJob, ScoreRecord, TraceChunk
 from collector.store.redis.dead_letters import RedisDeadLetters
 from collector.store.redis.keys import RedisKeys
 from collector.store.redis.partitioned import PartitionedRedisStore, open_redis_store
 from collector.store.redis.partitioned_admin import PartitionedDeadLetters
 from collector.store.redis.status import RedisStatusBoard
-from collector.types import Dead, Done, Retry, RunRecord, ScoreJob, ScoreRecord, TraceChunk
 
 KEYLESS = {"PING", "SCRIPT", "INFO", "WAIT", "CLIENT", "HELLO", "SELECT", "MULTI", "EXEC", "AUTH", "ECHO"}
 ALL_KEYS = {"DEL", "EXISTS", "MGET", "UNLINK", "TOUCH"}

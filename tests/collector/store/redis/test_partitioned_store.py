@@ -15,15 +15,15 @@ import pytest
 from redis.crc import key_slot
 from shared_redis import REDIS_URL
 
-from collector.errors import ConfigError
-from collector.session_types import SessionTurn
+from collector.common.errors import ConfigError
+from collector.common.session_types import SessionTurn
+from collector.common.types import Done, RunRecord, ScoreJob, TraceChunk
 from collector.store.interface import SessionRules
 from collector.store.redis.conn import connect
 from collector.store.redis.keys import GROUP, RedisKeys
 from collector.store.redis.partitioned import PartitionedRedisStore, open_redis_store
 from collector.store.redis.partitions import PartitionMap, partition_prefix
 from collector.store.redis.store import RedisStore
-from collector.types import Done, RunRecord, ScoreJob, TraceChunk
 
 Opener = Callable[..., Any]
 

@@ -10,10 +10,10 @@ from collections.abc import AsyncIterator
 import pytest
 from shared_redis import REDIS_URL
 
-from collector.errors import QueueFull
+from collector.common.errors import QueueFull
+from collector.common.types import TraceChunk
 from collector.store.redis.forward import RedisForwardLog
 from collector.store.redis.store import RedisStore
-from collector.types import TraceChunk
 
 T1 = b"\x01" * 16
 

@@ -9,10 +9,10 @@ from collections.abc import AsyncIterator
 import pytest
 from shared_redis import REDIS_URL
 
-from collector.session_types import SessionTurn
+from collector.common.session_types import SessionTurn
+from collector.common.types import RunRecord
 from collector.store.interface import SessionRules
 from collector.store.redis.store import RedisStore
-from collector.types import RunRecord
 
 RULES = SessionRules(idle_s=10.0)
 T0 = 1_000.0

@@ -14,12 +14,12 @@ import redis.asyncio as aioredis
 from repo_paths import INTEGRATION
 from shared_redis import REDIS_URL
 
-from collector._aio import cancel_and_wait
-from collector.errors import ConfigError, Unavailable
-from collector.session_types import SessionTurn
+from collector.common.aio import cancel_and_wait
+from collector.common.errors import ConfigError, Unavailable
+from collector.common.session_types import SessionTurn
+from collector.common.types import Done, RunRecord, ScoreJob, ScoreRecord, TraceChunk
 from collector.store.redis.pinned import NotReplicated
 from collector.store.redis.store import RedisStore
-from collector.types import Done, RunRecord, ScoreJob, ScoreRecord, TraceChunk
 
 T1 = b"\x01" * 16
 

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from collector.errors import QueueFull
+from collector.common.errors import QueueFull
+from collector.common.types import CANDIDATE, TraceChunk
 from collector.store.sqlite.body_log import BodyLog
 from collector.store.sqlite.store import SqliteStore
-from collector.types import CANDIDATE, TraceChunk
 
 T1, T2 = b"\x01" * 16, b"\x02" * 16
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from collector.judge_types import Breaker, BudgetUse, Park
+from collector.common.judge_types import Breaker, BudgetUse, Park
+from collector.common.types import RunRecord, ScoreJob
 from collector.store.sqlite.judge_ledger import SqliteJudgeAdmin
 from collector.store.sqlite.store import SqliteStore
-from collector.types import RunRecord, ScoreJob
 
 WINDOW = "1d:2026-12-05"
 

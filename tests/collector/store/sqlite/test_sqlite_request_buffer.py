@@ -14,9 +14,9 @@ from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span, TracesData
 
 import adapters
+from collector.common.types import TraceChunk
 from collector.store.split import CANDIDATE, ROOT, summarize_spans
 from collector.store.sqlite.store import SqliteStore
-from collector.types import TraceChunk
 
 T1 = bytes.fromhex("0af7651916cd43dd8448eb211c80319c")
 T2 = bytes.fromhex("4bf92f3577b34da6a3ce929d0e0e4736")

@@ -7,9 +7,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from collector.handoff import Once
+from collector.common.handoff import Once
+from collector.common.types import Dead, Done, Retry, RunRecord, ScoreJob, ScoreRecord, TraceChunk
 from collector.store.sqlite.store import SqliteStore
-from collector.types import Dead, Done, Retry, RunRecord, ScoreJob, ScoreRecord, TraceChunk
 
 T1, T2, T3 = b"\x01" * 16, b"\x02" * 16, b"\x03" * 16
 

@@ -19,9 +19,9 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 import adapters
 from collector.assemble.assembler import TraceAssembler
+from collector.common.errors import QueueFull, StorageFault
+from collector.common.metrics import Metrics
 from collector.config import ScorerConfig
-from collector.errors import QueueFull, StorageFault
-from collector.metrics import Metrics
 from collector.store.split import summarize_spans
 from collector.store.sqlite import body_log, faults
 from collector.store.sqlite.body_log import BodyLog

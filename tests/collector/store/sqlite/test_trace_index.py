@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from collector.common.types import AppendResult
 from collector.store.split import CANDIDATE, ROOT
 from collector.store.sqlite.buffer import TraceIndex
-from collector.types import AppendResult
 
 A, B, C, D, E = (bytes([n]) * 16 for n in range(1, 6))
 BOTH = CANDIDATE | ROOT

@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
-from collector._aio import bounded, cancel_and_wait, wait_event
+from collector.common.aio import bounded, cancel_and_wait, wait_event
 
 
 async def _cancel_as_event_fires(

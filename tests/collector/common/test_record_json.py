@@ -1,4 +1,4 @@
-"""Record JSON (`collector.record_json`): orjson writes and reads the records of the hot path;
+"""Record JSON (`collector.common.record_json`): orjson writes and reads the records of the hot path;
 what it would not keep exactly is written and read by json, so every record reads back as it
 was written, and records written by earlier versions (json.dumps's spaced form) read exactly."""
 
@@ -13,9 +13,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from collector.record_json import dumps, loads
+from collector.common.record_json import dumps, loads
+from collector.common.types import RunRecord, ScoreJob, ScoreRecord
 from collector.store.redis.job_json import job_json, parse_job
-from collector.types import RunRecord, ScoreJob, ScoreRecord
 
 JSON_VALUES = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(),

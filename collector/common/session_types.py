@@ -19,8 +19,8 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
-from collector.record_json import known_fields, record_dict
-from collector.types import RunRecord
+from collector.common.record_json import known_fields, record_dict
+from collector.common.types import RunRecord
 
 __all__ = [
     "MAX_KEY_CHARS",

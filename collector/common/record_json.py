@@ -1,4 +1,4 @@
-"""JSON of the daemon's dataclass records (`collector.types`), without deep copies.
+"""JSON of the daemon's dataclass records (`collector.common.types`), without deep copies.
 
 ``dataclasses.asdict`` copies every nested value and ``fields()`` is slow to ask per key:
 on the hot path (a job queued, a score settled and exported) records are read and written

@@ -20,10 +20,10 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from collector.handoff import Once
-from collector.ids import failure_span_of, run_id_for
-from collector.judge_types import Park
-from collector.record_json import dumps, fast_init, known_fields, loads, record_dict
+from collector.common.handoff import Once
+from collector.common.ids import failure_span_of, run_id_for
+from collector.common.judge_types import Park
+from collector.common.record_json import dumps, fast_init, known_fields, loads, record_dict
 
 CANDIDATE = 1
 """Summary flag: the trace holds a span that may be a run or LLM span."""

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from collector.ids import run_id_for, score_outcome
+from collector.common.ids import run_id_for, score_outcome
 
 HEX = "0123456789abcdef"
 

@@ -32,7 +32,7 @@ def run_id_for(trace_id: str, span_id: str) -> str:
         False
     """
     # uuid.uuid5(NAMESPACE_URL, name), written out: the same text in half the time (it is made
-    # for every run on the hot path); `tests/collector/test_ids.py` checks it against uuid5.
+    # for every run on the hot path); `tests/collector/common/test_ids.py` checks it against uuid5.
     digest = bytearray(hashlib.sha1(_URL_NAMESPACE + f"tracescore:run/{trace_id}/{span_id}".encode()).digest()[:16])
     digest[6] = (digest[6] & 0x0F) | 0x50  # version 5
     digest[8] = (digest[8] & 0x3F) | 0x80  # RFC 4122 variant

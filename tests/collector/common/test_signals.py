@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-from collector._signals import on_signals
+from collector.common.signals import on_signals
 
 
 def _fill_self_pipe(loop: asyncio.AbstractEventLoop) -> int:

@@ -1,6 +1,6 @@
 """The installed tracescore version, read from the package metadata when first asked for.
 
-Apart from `collector.metrics` (which reads it once at import) so that ``tracescore
+Apart from `collector.common.metrics` (which reads it once at import) so that ``tracescore
 --version`` reads it without importing the Prometheus client.
 """
 

@@ -22,7 +22,7 @@ from prometheus_client import (
 )
 from prometheus_client.metrics import MetricWrapperBase
 
-from collector.version import build_version
+from collector.common.version import build_version
 
 _M = TypeVar("_M", bound=MetricWrapperBase)
 
