@@ -3,7 +3,7 @@
 The backend is read a page of traces at a time (`collector.receive.pull`): each page's whole
 traces go through the adapters as the files' traces do (`collector.commands.inspect.add_runs`),
 and the page is scored, printed and, with ``--export``, exported by the same
-`collector.commands.score.score_batch` as files are, with the daemon's ids (scoring a window
+`collector.commands.scoring.score_batch` as files are, with the daemon's ids (scoring a window
 twice, or after the daemon scored it live, creates nothing twice). Then the cursor file
 records the next page (`collector.receive.pull.cursor`), so ``--resume`` continues an
 interrupted backfill there. One page is held at a time; with a conversation scorer the
@@ -33,7 +33,7 @@ from collector.commands.conversations import is_conversation_scorer, session_uni
 from collector.commands.estimate import EstimatingGovernor
 from collector.commands.inspect import Loaded, add_runs, progress
 from collector.commands.report import report_config_error
-from collector.commands.score import Outcome, finish, score_batch
+from collector.commands.scoring import Outcome, finish, score_batch
 from collector.common.errors import ConfigError, PullError
 from collector.config import Config, load_config
 from collector.receive.pull import Window, client_for, open_puller, parse_source, parse_time

@@ -57,7 +57,8 @@ def test_version_and_help_import_no_command(argv: list[str], tmp_path: Path) -> 
     done, modules = imported(*argv, cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
     heavy = ("pydantic", "rich", "aiohttp", "redis", "prometheus_client", "pythonjsonlogger", "collector.config",
-             "collector.commands.check", "collector.commands.score", "collector.commands.inspect")
+             "collector.commands.check", "collector.commands.score", "collector.commands.scoring",
+             "collector.commands.inspect")
     assert found(modules, NEVER + heavy) == []
 
 
