@@ -40,7 +40,8 @@ from collector.store.kept import KeptRecords
 from collector.store.sqlite.body_log import BodyLog
 from collector.store.sqlite.buffer import BufferTables
 from collector.store.sqlite.faults import WriteHealth
-from collector.store.sqlite.forward import ForwardTables, SqliteForwardLog
+from collector.store.sqlite.forward import ForwardTables
+from collector.store.sqlite.forward_log import SqliteForwardLog
 from collector.store.sqlite.jobs import lease_jobs, put_jobs, renew_leases, settle_job
 from collector.store.sqlite.judge_ledger import SqliteJudgeLedger
 from collector.store.sqlite.outbox import SqliteOutbox
