@@ -6,7 +6,9 @@ Layers, top to bottom (a module may import its own folder and any lower layer):
     service                            the only place that wires the parts
     receive, assemble, work, export    the stages (never each other)
     store                              interface and split; backends sqlite, redis (never each other)
-    common (types, errors, metrics, ...), config, status
+    config, status                     the configuration and the status snapshots
+    common                             what all of them share (types, errors, metrics, ...): imports
+                                       nothing else of the collector
 
 Every import is read from the source (lazy imports inside functions included), so an
 arrow that runs back up fails here however it is written.
@@ -23,12 +25,14 @@ from repo_paths import REPO
 
 COLLECTOR = REPO / "collector"
 
+COMMON, SETTINGS, STORE, STAGES, SERVICE, CLI = range(6)
 LAYERS: dict[str, int] = {
-    "collector.cli": 4, "collector.commands": 4,
-    "collector.service": 3,
-    "collector.receive": 2, "collector.assemble": 2, "collector.work": 2, "collector.export": 2,
-    "collector.store": 1,
-    "collector.config": 0, "collector.status": 0, "collector.common": 0,
+    "collector.cli": CLI, "collector.commands": CLI,
+    "collector.service": SERVICE,
+    "collector.receive": STAGES, "collector.assemble": STAGES, "collector.work": STAGES, "collector.export": STAGES,
+    "collector.store": STORE,
+    "collector.config": SETTINGS, "collector.status": SETTINGS,
+    "collector.common": COMMON,
 }
 STORE_BACKENDS = ("collector.store.sqlite", "collector.store.redis")
 MAX_LINES = 400
@@ -97,12 +101,12 @@ def wrong_way(arrow: Arrow) -> str | None:
     (source_folder, source_layer), (target_folder, target_layer) = source, target
     if target_layer > source_layer:
         return "runs back up"
-    if source_layer == 2 and target_layer == 2 and source_folder != target_folder:
+    if source_layer == STAGES and target_layer == STAGES and source_folder != target_folder:
         return "one stage reaches into another"
     source_backend, target_backend = backend_of(arrow.source), backend_of(arrow.target)
     if source_backend and target_backend and source_backend != target_backend:
         return "one store backend imports the other"
-    if target_backend and not source_backend and source_layer == 1:
+    if target_backend and not source_backend and source_layer == STORE:
         return "the store interface imports a backend"
     return None
 
@@ -138,6 +142,10 @@ def test_libraries_never_import_the_daemon(package: str, forbidden: tuple[str, .
     (Arrow("collector.store.redis.store", "collector.store.sqlite.store", 1), "one store backend imports the other"),
     (Arrow("collector.store.interface", "collector.store.sqlite", 1), "the store interface imports a backend"),
     (Arrow("collector.common.types", "collector.store.interface", 1), "runs back up"),
+    (Arrow("collector.common.errors", "collector.config.checks", 1), "runs back up"),
+    (Arrow("collector.common.metrics", "collector.status.snapshot", 1), "runs back up"),
+    (Arrow("collector.config.load", "collector.common.errors", 1), None),
+    (Arrow("collector.common.session_types", "collector.common.types", 1), None),
     (Arrow("collector.service", "collector.store.redis", 1), None),
     (Arrow("collector.store.redis.store", "collector.store.interface", 1), None),
     (Arrow("collector.receive.grpc", "collector.receive.http", 1), None),
@@ -163,3 +171,32 @@ def test_no_collector_module_is_over_400_lines() -> None:
     long = {str(p.relative_to(REPO)): n for p in COLLECTOR.rglob("*.py")
             if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
     assert long == {}
+
+
+def two_file_circles(arrows: list[Arrow]) -> list[tuple[str, str]]:
+    """Each pair of collector modules that import each other (a package and the modules inside
+    it are one thing, not a circle: the ``__init__`` of a folder re-exports its modules).
+
+    Example:
+        >>> two_file_circles([Arrow("collector.a.x", "collector.a.y", 1), Arrow("collector.a.y", "collector.a.x", 9),
+        ...                   Arrow("collector.a", "collector.a.x", 1), Arrow("collector.a.x", "collector.a", 2)])
+        [('collector.a.x', 'collector.a.y')]
+    """
+    edges = {(a.source, a.target) for a in arrows
+             if a.target.startswith("collector.") and not a.target.startswith(a.source + ".")
+             and not a.source.startswith(a.target + ".") and a.source != a.target}
+    return sorted({(s, t) for s, t in edges if (t, s) in edges and s < t})
+
+
+def test_no_two_collector_modules_import_each_other() -> None:
+    """A circle means what both need lives in the wrong one of them (issue 41: commands/score ↔
+    score_from, store/sqlite/buffer ↔ forward): move it where it belongs, never behind a lazy import
+    (lazy and TYPE_CHECKING imports are read as arrows too)."""
+    assert two_file_circles(all_arrows("collector")) == []
+
+
+def test_the_top_level_holds_only_the_entry_points() -> None:
+    """The top level is the package, the command line and the wiring (issue 41 bounds it at 10
+    modules): shared types and helpers live in `collector.common`, the rest in the stage folders."""
+    top = sorted(p.name for p in COLLECTOR.glob("*.py"))
+    assert top == ["__init__.py", "cli.py", "service.py"]
