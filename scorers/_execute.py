@@ -11,8 +11,8 @@ A `ScorerRunError`'s ``partial_result`` is, as Mastra's ``error.result``, the ru
 output, run_id...) with what completed (step results, prompts, judge executions, the score
 if generate_score completed) plus the failed step's judge executions under
 ``judge[<failed step>]``: the failed call's record (status "failed", its prompt, usage,
-``attempt_count``, ``model_call_count``, error; also the chained `JudgeError`'s
-``execution``) and any call of that step that succeeded before the step failed. The
+``attempt_count``, ``model_call_count`` (0 when no request returned a reply, as in
+Mastra), ``request_count``, error; also the chained `JudgeError`'s ``execution``) and any call of that step that succeeded before the step failed. The
 failed step's own ``<step>_prompt`` and result stay unset. As in Mastra, a judge call that
 failed before its first attempt (an unusable model string, an invalid schema, an input
 processor that raised) leaves no execution, and ``partial_result`` is None when no step

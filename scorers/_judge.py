@@ -31,8 +31,10 @@ with the JSON fallback), each sending one or more *requests* to the model:
 Every outcome is recorded as a `JudgeExecution` (attached to `JudgeError.execution` on
 failure): usage summed over requests, cost computed once from that usage,
 ``attempt_count`` (structured-output attempts: 1, or 2 with the fallback) and
-``model_call_count`` (every request sent, retries and fallback included), as Mastra's
-``attemptCount`` and ``modelCallCount``.
+``model_call_count`` (model calls that returned a reply, whether or not it then parsed;
+a request that failed is not one), as Mastra's ``attemptCount`` and ``modelCallCount``;
+and ``request_count``, every request sent (failed ones and retries included), which the
+judge metrics count.
 """
 
 from __future__ import annotations
@@ -136,7 +138,8 @@ class _Execution:
         self.prompt = prompt
         self.started = time.perf_counter()
         self.attempts = 0
-        self.model_calls = 0
+        self.requests = 0  # sent, failed ones included
+        self.model_calls = 0  # that returned a reply
         self.processor_retries = 0
         self.max_retries = max_retries_of(judge.model_settings)
         self.input_tokens = 0
@@ -173,6 +176,7 @@ class _Execution:
             cost_usd=self.route.cost_usd(usage),
             attempt_count=self.attempts,
             model_call_count=self.model_calls,
+            request_count=self.requests,
             duration_ms=int((time.perf_counter() - self.started) * 1000),
             error=error,
         )
@@ -227,8 +231,9 @@ class _Execution:
 
     async def _send(self, messages: list[dict[str, Any]], response_format: dict[str, Any] | None,
                     format_key: str) -> Reply:
-        """Exactly one HTTP request, counted, within the rate limit and the concurrency slot;
-        or, inside `remember_judge_replies`, the reply already paid for the same request."""
+        """Exactly one HTTP request, counted as sent and, once it returns a reply, as a model
+        call; within the rate limit and the concurrency slot; or, inside
+        `remember_judge_replies`, the reply already paid for the same request (neither)."""
         memo = current_memo()
         key = memo.key_for(self.route.model, messages, response_format) if memo is not None else ""
         if memo is not None and (kept := await memo.recall(key)) is not None:
@@ -241,8 +246,7 @@ class _Execution:
             if limiter is not None:  # before the slot: waiting for the rate holds no slot
                 await limiter.acquire()
             async with _semaphore(self.route.model):
-                self.model_calls += 1
-                reply = await send(self.route, messages, response_format, format_key)
+                reply = await self._counted_send(self.route, messages, response_format, format_key)
         if memo is not None:
             await memo.keep(key, reply)
         return reply
@@ -265,14 +269,22 @@ class _Execution:
             return ticket.reply
         try:
             async with _semaphore(route.model):
-                self.model_calls += 1
-                reply = await send(route, messages, response_format, format_key)
+                reply = await self._counted_send(route, messages, response_format, format_key)
         except BaseException as exc:
             parked = await asyncio.shield(governor.settle(ticket, request, None, None, exc))
             if parked is not None:
                 raise parked from exc
             raise
         await asyncio.shield(governor.settle(ticket, request, reply.usage, route.cost_usd(reply.usage), None))
+        return reply
+
+    async def _counted_send(self, route: Route, messages: list[dict[str, Any]],
+                            response_format: dict[str, Any] | None, format_key: str) -> Reply:
+        """`send`, counted: a request sent, and a model call only once the model replied (Mastra
+        counts completed model steps: a request that failed for good or was retried is none)."""
+        self.requests += 1
+        reply = await send(route, messages, response_format, format_key)
+        self.model_calls += 1
         return reply
 
     async def _ask_error_processors(self, exc: BaseException) -> RetryDecision | None:

@@ -176,9 +176,14 @@ class JudgeExecution(BaseModel):
 
     As in Mastra, ``attempt_count`` counts structured-output attempts: 1, or 2 when the
     JSON fallback ran (a plain-text generate_reason is always 1); ``model_call_count``
-    counts every request sent to the model: model-level retries (``max_retries``),
-    error-processor retries and the fallback included. A 503, a 503, then a success under
-    ``StreamErrorRetryProcessor(max_retries=3)`` is 1 attempt and 3 model calls.
+    counts the model calls that returned a reply (Mastra's completed model steps), a reply
+    that then failed to parse included: a request that failed (a provider error, a timeout,
+    a dropped connection), retried or not, is not a model call. ``request_count`` counts
+    every request sent to the model: model-level retries (``max_retries``), error-processor
+    retries, failed requests and the fallback included (what the judge metrics and
+    ``tracescore.judge.attempts`` count; not a Mastra field). A 503, a 503, then a success
+    under ``StreamErrorRetryProcessor(max_retries=3)`` is 1 attempt, 1 model call and 3
+    requests; a non-retryable 400 is 1 attempt, 0 model calls and 1 request.
     ``prompt`` is the step's prompt, as ``create_prompt`` returned it (input processors such
     as `PIIRedactor` change what is sent, not what is recorded, as in Mastra);
     ``raw_output`` is the model's last reply text, as received; ``output`` the step's value
@@ -201,6 +206,7 @@ class JudgeExecution(BaseModel):
     cost_usd: float | None = None
     attempt_count: int = 0
     model_call_count: int = 0
+    request_count: int = 0
     duration_ms: int = 0
     error: dict[str, Any] | None = None
 

@@ -41,21 +41,26 @@ def truncate_json(value: Any, limit: int) -> str | None:
 
 
 def requests_sent(execution: Any) -> int:
-    """HTTP requests one judge execution sent to the model (at least one).
+    """HTTP requests one judge execution sent to the model (at least one): its
+    ``request_count``, failed requests included, not its ``model_call_count`` (only the
+    calls that returned a reply, as Mastra counts them).
 
     Example:
         >>> from types import SimpleNamespace
-        >>> requests_sent(SimpleNamespace(attempt_count=1, model_call_count=3))
+        >>> requests_sent(SimpleNamespace(attempt_count=1, model_call_count=1, request_count=3))
         3
+        >>> requests_sent(SimpleNamespace(attempt_count=1, model_call_count=0, request_count=1))
+        1
     """
-    return max(1, int(getattr(execution, "model_call_count", 0) or 0))
+    return max(1, int(getattr(execution, "request_count", 0) or 0))
 
 
 def judge_summary(result: Any) -> tuple[list[str], int, int, float | None, int, int]:
     """Models, input/output tokens, cost, requests sent and failed executions of a result's judge calls.
 
-    Requests are each execution's ``model_call_count`` (error-processor retries and the JSON
-    fallback included), not its ``attempt_count`` (structured-output attempts, as Mastra counts).
+    Requests are each execution's ``request_count`` (failed requests, error-processor retries
+    and the JSON fallback included), neither its ``model_call_count`` (the calls that returned
+    a reply) nor its ``attempt_count`` (structured-output attempts), as Mastra counts those.
 
     Example:
         >>> judge_summary(None)

@@ -241,4 +241,5 @@ async def test_processors_work_on_a_conversation_judge(server: Any) -> None:
     assert [r.message_text("user") for r in server.requests] == [
         "Was the goal met?\nuser: Mail me at [EMAIL]\nassistant: Will do."] * 2  # redacted, retried once
     assert result.analyze_prompt is not None and "jane.doe@example.com" in result.analyze_prompt
-    assert result.judge["analyze"].executions[0].model_call_count == 2
+    (execution,) = result.judge["analyze"].executions
+    assert (execution.model_call_count, execution.request_count) == (1, 2)

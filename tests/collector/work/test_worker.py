@@ -245,6 +245,32 @@ async def test_a_dead_lettered_judge_failure_is_counted_once(tmp_path: Path, ser
     await store.shutdown()
 
 
+async def test_a_failed_judge_calls_requests_are_counted_though_none_was_a_model_call(
+        tmp_path: Path, server: Any) -> None:
+    """Issue 41: two 400s (the second a processor retry) return no reply, so the failed
+    execution's ``model_call_count`` is 0, as in Mastra; the judge metrics count requests sent,
+    and both were sent."""
+    from llm_server import Reply
+
+    from scorers import Judge
+    from scorers.processors import StreamErrorRetryProcessor, is_bad_request_error
+
+    server.script(Reply.error(400), Reply.error(400))
+    judge = Judge(model="openai/gpt-4o-mini", instructions="Rate it.",
+                  error_processors=[StreamErrorRetryProcessor(matchers=[is_bad_request_error])],
+                  model_settings={"api_base": server.url + "/v1", "api_key": "k"})
+    scorer = create_scorer(id="judged", description="d", judge=judge).generate_score(
+        description="score", create_prompt=lambda run: "Rate this.")
+    store, worker, metrics = await _setup(tmp_path, scorer)
+    (leased,) = await store.take(1)
+    outcome = await worker.process(leased)
+    assert isinstance(outcome, Dead) and len(server.requests) == 2
+    text = metrics.render().decode()
+    assert 'tracescore_judge_attempts_total{model="openai/gpt-4o-mini"} 2.0' in text
+    assert 'tracescore_judge_errors_total{model="openai/gpt-4o-mini"} 1.0' in text
+    await store.shutdown()
+
+
 async def test_a_run_handed_over_with_its_models_is_scored_on_those_models(tmp_path: Path) -> None:
     seen: list[Any] = []
 

@@ -34,7 +34,8 @@ async def test_a_judge_without_a_key_fails_at_once_naming_the_variable(monkeypat
     assert error.retryable is False and error.missing_env == ("OPENAI_API_KEY",)
     assert "'openai/gpt-4o-mini' has no credentials: the environment does not set OPENAI_API_KEY" in str(error)
     assert "Missing credentials" in str(error)  # litellm's own words follow
-    assert error.execution is not None and error.execution.model_call_count == 1  # sent once, retried never
+    assert error.execution is not None and error.execution.request_count == 1  # sent once, retried never
+    assert error.execution.model_call_count == 0  # and no reply came back
 
 
 @pytest.mark.parametrize("status", [401, 403])

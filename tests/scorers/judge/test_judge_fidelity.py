@@ -141,16 +141,19 @@ async def test_a_user_pydantic_model_sends_its_own_schema(server: Any, settings:
 
 
 # --------------------------------------------------------------------------- 4. counters
+# attempt_count: structured-output attempts; model_call_count: model calls that returned a
+# reply (Mastra's completed model steps), a reply that then failed to parse included;
+# request_count: every request sent (tracescore's own, what the judge metrics count).
 
 
-async def test_processor_retries_are_model_calls_not_attempts(server: Any, settings: dict[str, Any],
-                                                              transport: str) -> None:
+async def test_processor_retries_are_requests_not_model_calls_or_attempts(
+        server: Any, settings: dict[str, Any], transport: str) -> None:
     server.script(Reply.error(503), Reply.error(503), Reply.json({"score": 0.9}))
     scorer = quality(settings, error_processors=[StreamErrorRetryProcessor(max_retries=3)])
     result = await scorer.run(output="a")
     (execution,) = result.judge["generate_score"].executions
     assert result.score == 0.9 and len(server.requests) == 3
-    assert (execution.attempt_count, execution.model_call_count) == (1, 3)
+    assert (execution.attempt_count, execution.model_call_count, execution.request_count) == (1, 1, 3)
 
 
 async def test_the_json_fallback_is_a_second_attempt(server: Any, settings: dict[str, Any],
@@ -159,25 +162,72 @@ async def test_the_json_fallback_is_a_second_attempt(server: Any, settings: dict
     scorer = quality(settings, reason=True, error_processors=[StreamErrorRetryProcessor()])
     result = await scorer.run(output="a")
     score, reason = result.judge["generate_score"].executions[0], result.judge["generate_reason"].executions[0]
-    assert (score.attempt_count, score.model_call_count) == (2, 3)
-    assert (reason.attempt_count, reason.model_call_count) == (1, 1)
-
-
-async def test_a_failed_request_is_one_attempt_and_one_model_call(server: Any, settings: dict[str, Any],
-                                                                  transport: str) -> None:
-    server.script(Reply.error(500))
-    with pytest.raises(ScorerRunError) as caught:
-        await quality(settings).run(output="a")
-    cause = caught.value.__cause__
-    assert isinstance(cause, JudgeError) and cause.execution is not None
-    assert (cause.execution.attempt_count, cause.execution.model_call_count) == (1, 1)
+    # The 429 is a request without a reply; "junk" is a model call although it did not parse.
+    assert (score.attempt_count, score.model_call_count, score.request_count) == (2, 2, 3)
+    assert (reason.attempt_count, reason.model_call_count, reason.request_count) == (1, 1, 1)
 
 
 # --------------------------------------------------------------------------- 5. partial results
 
 
+def failed_execution(caught: pytest.ExceptionInfo[ScorerRunError], step: str) -> Any:
+    """The failed step's one judge execution on the partial result, the judge error's own record."""
+    err = caught.value
+    assert err.failed_step == step and err.partial_result is not None
+    (failed,) = err.partial_result.judge[step].executions
+    cause = err.__cause__
+    assert isinstance(cause, JudgeError) and failed is cause.execution
+    assert failed.status == "failed"
+    return failed
+
+
+async def test_a_non_retryable_provider_error_is_an_attempt_without_a_model_call(
+        server: Any, settings: dict[str, Any], transport: str) -> None:
+    """Mastra: a non-retryable provider error leaves attemptCount 1 and modelCallCount 0."""
+    server.script(Reply.error(400), Reply.json({"score": 1}))
+    scorer = quality(settings, error_processors=[StreamErrorRetryProcessor(max_retries=3)])
+    with pytest.raises(ScorerRunError) as caught:
+        await scorer.run(output="a")
+    assert len(server.requests) == 1  # not retried, even with a retry processor
+    failed = failed_execution(caught, "generate_score")
+    assert (failed.attempt_count, failed.model_call_count, failed.request_count) == (1, 0, 1)
+    assert (failed.error["status_code"], failed.raw_output, failed.usage.total_tokens) == (400, None, 0)
+    assert caught.value.partial_result.score is None
+
+
+@pytest.mark.parametrize(("processors", "requests"), [(None, 1), ([StreamErrorRetryProcessor()], 2)],
+                         ids=["no-processor", "default-retry-processor"])
+async def test_a_plain_error_under_the_default_handling_is_no_model_call(
+        server: Any, settings: dict[str, Any], processors: Any, requests: int, transport: str) -> None:
+    """A dropped connection (no HTTP reply at all) under the default handling: the default
+    ``max_retries`` (0), with no error processor or with `StreamErrorRetryProcessor`'s defaults
+    (one retry): every request sent, none a model call."""
+    server.default = Reply.reset()
+    with pytest.raises(ScorerRunError) as caught:
+        await quality(settings, error_processors=processors).run(output="a")
+    assert len(server.requests) == requests
+    failed = failed_execution(caught, "generate_score")
+    assert (failed.attempt_count, failed.model_call_count, failed.request_count) == (1, 0, requests)
+    assert "Connection" in failed.error["message"] and failed.raw_output is None
+
+
+async def test_a_retryable_error_without_an_error_processor_is_no_model_call(
+        server: Any, settings: dict[str, Any], transport: str) -> None:
+    """Mastra: without an error processor a retryable 429 makes exactly one call and fails."""
+    server.script(Reply.error(429, headers={"retry-after": "3"}), Reply.json({"score": 1}))
+    with pytest.raises(ScorerRunError) as caught:
+        await quality(settings).run(output="a")
+    assert len(server.requests) == 1
+    failed = failed_execution(caught, "generate_score")
+    assert (failed.attempt_count, failed.model_call_count, failed.request_count) == (1, 0, 1)
+    cause = caught.value.__cause__
+    assert isinstance(cause, JudgeError) and (cause.retryable, cause.retry_after_s) == (True, 3.0)
+
+
 async def test_partial_result_holds_what_completed_and_the_failed_call(
         server: Any, settings: dict[str, Any], transport: str) -> None:
+    """A reason step failing after the score step: the score's execution counts its model call,
+    the reason's none (Mastra's modelCallCount 0)."""
     server.script(Reply.json({"score": 0.7}), Reply.error(500))
     with pytest.raises(ScorerRunError) as caught:
         await quality(settings, reason=True).run(output="a")
@@ -188,9 +238,25 @@ async def test_partial_result_holds_what_completed_and_the_failed_call(
     assert partial.generate_score_prompt == "Score: a"
     assert (partial.generate_reason_prompt, partial.reason) == (None, None)  # the failed step's fields
     assert set(partial.judge) == {"generate_score", "generate_reason"}
-    (failed,) = partial.judge["generate_reason"].executions
-    assert failed is err.__cause__.execution  # the failure's own record, chained too
-    assert (failed.status, failed.prompt) == ("failed", "Explain 0.7")
+    (score,) = partial.judge["generate_score"].executions
+    assert (score.status, score.attempt_count, score.model_call_count, score.request_count) == (
+        "success", 1, 1, 1)
+    failed = failed_execution(caught, "generate_reason")
+    assert failed.prompt == "Explain 0.7"
+    assert (failed.attempt_count, failed.model_call_count, failed.request_count) == (1, 0, 1)
+
+
+async def test_a_reply_that_failed_to_parse_is_a_model_call(
+        server: Any, settings: dict[str, Any], transport: str) -> None:
+    """Mastra: a reply that did not parse, then a fallback rejected by the provider: 2 attempts,
+    1 model call (the reply), its raw text kept."""
+    server.script(Reply.text("not valid JSON"), Reply.error(400))
+    with pytest.raises(ScorerRunError) as caught:
+        await quality(settings).run(output="a")
+    assert len(server.requests) == 2
+    failed = failed_execution(caught, "generate_score")
+    assert (failed.attempt_count, failed.model_call_count, failed.request_count) == (2, 1, 2)
+    assert failed.raw_output == "not valid JSON" and failed.usage.total_tokens == 15
 
 
 # --------------------------------------------------------------------------- 6. output processors

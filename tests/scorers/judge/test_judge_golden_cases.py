@@ -77,7 +77,8 @@ async def test_a_failed_later_step_adds_its_record_to_what_completed(
     assert [e.status for e in partial.judge["analyze"].executions] == ["success"]
     (failed,) = partial.judge["generate_score"].executions
     assert (failed.status, failed.prompt, failed.error["status_code"]) == ("failed", "Score", 503)
-    assert (failed.attempt_count, failed.model_call_count) == (1, 2)  # one processor retry
+    # one processor retry: two requests, neither answered
+    assert (failed.attempt_count, failed.model_call_count, failed.request_count) == (1, 0, 2)
 
 
 # --------------------------------------------------------------------------- 7. error processors at the cap
@@ -109,7 +110,7 @@ async def test_error_processors_are_asked_once_more_at_the_cap(
     assert err.failed_step == "generate_score" and isinstance(err.__cause__, JudgeError)
     execution = err.__cause__.execution
     assert execution is not None and execution.status == "failed"
-    assert (execution.attempt_count, execution.model_call_count) == (1, 3)
+    assert (execution.attempt_count, execution.model_call_count, execution.request_count) == (1, 0, 3)
 
 
 async def test_a_zero_budget_still_asks_the_error_processors_once(

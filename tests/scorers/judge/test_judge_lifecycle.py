@@ -40,7 +40,7 @@ async def test_timeout_is_retried_by_the_retry_processor(server: Any, settings: 
                   error_processors=[StreamErrorRetryProcessor()])
     value, execution = await execute_judge_call(judge, "p", output_schema=None)
     assert value == "on time" and len(server.requests) == 2
-    assert (execution.attempt_count, execution.model_call_count) == (1, 2)
+    assert (execution.attempt_count, execution.model_call_count, execution.request_count) == (1, 1, 2)
 
 
 def run_in_fresh_process(body: str, *python_flags: str) -> subprocess.CompletedProcess[str]:

@@ -51,7 +51,7 @@ async def test_max_retries_retries_retryable_provider_errors(server: Any, settin
     result = await scorer({**settings, "max_retries": 2}).run(output="a")
     (execution,) = result.judge["generate_score"].executions
     assert result.score == 0.5 and len(server.requests) == 3
-    assert (execution.attempt_count, execution.model_call_count) == (1, 3)
+    assert (execution.attempt_count, execution.model_call_count, execution.request_count) == (1, 1, 3)
     assert "max_retries" not in server.requests[0].body
 
 
@@ -63,7 +63,7 @@ async def test_max_retries_gives_up_after_that_many_retries(server: Any, setting
     assert len(server.requests) == 3
     err = failure(caught)
     assert err.retryable and err.status_code == 500 and err.execution is not None
-    assert err.execution.model_call_count == 3
+    assert (err.execution.model_call_count, err.execution.request_count) == (0, 3)
 
 
 @pytest.mark.parametrize("status", [400, 401, 404])
@@ -95,7 +95,8 @@ async def test_model_retries_come_before_error_processors(server: Any, settings:
     result = await scorer({**settings, "max_retries": 1}, error_processors=[Recorder()]).run(output="a")
     assert result.score == 1.0
     assert seen == [(2, 0)]  # asked once, after the request and its one model-level retry
-    assert result.judge["generate_score"].executions[0].model_call_count == 4
+    (execution,) = result.judge["generate_score"].executions
+    assert (execution.model_call_count, execution.request_count) == (1, 4)
 
 
 async def test_the_default_is_no_model_retry(server: Any, settings: dict[str, Any], transport: str) -> None:
@@ -174,7 +175,8 @@ async def test_a_timeout_is_retried_by_max_retries(silent_server: Any, fast_back
     with pytest.raises(ScorerRunError) as caught:
         await asyncio.wait_for(scorer(settings).run(output="a"), HANG_S)
     assert 0.4 - SLACK_S <= time.monotonic() - started < NOT_THE_DEFAULT_S  # two attempts, each timed out
-    assert failure(caught).execution.model_call_count == 2  # type: ignore[union-attr]
+    execution = failure(caught).execution
+    assert execution is not None and (execution.model_call_count, execution.request_count) == (0, 2)
 
 
 async def test_a_slow_test_server_reply_times_out(server: Any, settings: dict[str, Any],

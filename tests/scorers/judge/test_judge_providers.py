@@ -55,7 +55,7 @@ async def test_provider_error_is_one_request_then_retried_by_processor(server: A
         provider_judge(model, server, error_processors=[StreamErrorRetryProcessor()]), "p",
         output_schema=None)
     assert value == "ok" and len(server.requests) == 2
-    assert (execution.attempt_count, execution.model_call_count) == (1, 2)
+    assert (execution.attempt_count, execution.model_call_count, execution.request_count) == (1, 1, 2)
 
 
 async def test_known_model_cost_through_litellm(server: Any) -> None:

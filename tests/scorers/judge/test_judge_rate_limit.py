@@ -137,7 +137,7 @@ async def test_every_attempt_takes_a_token(server: Any, settings: dict[str, Any]
     started = time.monotonic()  # before the first token: the second token is a second after it, at least
     value, execution = await execute_judge_call(judge, "p", output_schema=None)
     first, second = server.requests
-    assert execution.attempt_count == 1 and execution.model_call_count == 2
+    assert (execution.attempt_count, execution.model_call_count, execution.request_count) == (1, 1, 2)
     # Measured from before the first token, not from the first request's arrival: a first request
     # that a busy machine delays on its way would shorten the gap between arrivals, not the rate.
     assert second.received_at - started >= 1.0 - SLACK_S

@@ -113,7 +113,7 @@ async def test_provider_errors_never_trigger_the_json_fallback(
     assert not isinstance(err, JudgeOutputError)
     assert err.status_code == status and err.retryable is True
     assert err.execution is not None and err.execution.attempt_count == 1
-    assert err.execution.model_call_count == 1  # one request sent (it failed)
+    assert (err.execution.model_call_count, err.execution.request_count) == (0, 1)  # sent, no reply
     assert err.execution.error == {"type": type(err.__cause__).__name__,
                                    "message": str(err.__cause__), "status_code": status}
 
@@ -154,7 +154,7 @@ async def test_default_retry_processor_retries_transient_errors_once(
         judge(settings, error_processors=[StreamErrorRetryProcessor()]), "Hi", output_schema=None)
     assert value == "ok"
     assert len(server.requests) == 2
-    assert (execution.attempt_count, execution.model_call_count) == (1, 2)
+    assert (execution.attempt_count, execution.model_call_count, execution.request_count) == (1, 1, 2)
 
 
 async def test_default_retry_processor_stops_at_its_max_retries(server: Any, settings: dict[str, Any]) -> None:
@@ -164,7 +164,8 @@ async def test_default_retry_processor_stops_at_its_max_retries(server: Any, set
                                  "Hi", output_schema=None)
     assert len(server.requests) == 2
     assert caught.value.execution is not None
-    assert (caught.value.execution.attempt_count, caught.value.execution.model_call_count) == (1, 2)
+    execution = caught.value.execution
+    assert (execution.attempt_count, execution.model_call_count, execution.request_count) == (1, 0, 2)
 
 
 @pytest.mark.parametrize("status", [400, 401, 403])
@@ -193,7 +194,8 @@ async def test_bad_request_matcher_retries_400(server: Any, settings: dict[str, 
     processor = StreamErrorRetryProcessor(matchers=[is_bad_request_error])
     value, execution = await execute_judge_call(judge(settings, error_processors=[processor]),
                                                 "Hi", output_schema=None)
-    assert value == "ok" and len(server.requests) == 2 and execution.model_call_count == 2
+    assert value == "ok" and len(server.requests) == 2
+    assert (execution.model_call_count, execution.request_count) == (1, 2)
 
 
 async def test_connection_reset_is_retried_and_matched(server: Any, settings: dict[str, Any],
@@ -206,7 +208,8 @@ async def test_connection_reset_is_retried_and_matched(server: Any, settings: di
         judge(settings, error_processors=[StreamErrorRetryProcessor(matchers=[matcher])]),
         "Hi", output_schema=None)
     assert value == "ok" and len(server.requests) == 3
-    assert (execution.attempt_count, execution.model_call_count) == (1, 3)  # two resets, then a reply
+    # two resets, then a reply: three requests, one model call
+    assert (execution.attempt_count, execution.model_call_count, execution.request_count) == (1, 1, 3)
     assert seen == [True, True]  # the matcher's policy (2 retries) outranks the default (1)
 
 
@@ -225,7 +228,8 @@ async def test_max_processor_retries_caps_the_processor(server: Any, settings: d
             judge(settings, error_processors=[StreamErrorRetryProcessor(max_retries=50)],
                   max_processor_retries=2), "Hi", output_schema=None)
     assert len(server.requests) == 3
-    assert caught.value.execution is not None and caught.value.execution.model_call_count == 3
+    execution = caught.value.execution
+    assert execution is not None and (execution.model_call_count, execution.request_count) == (0, 3)
 
 
 async def test_implicit_budget_is_ten(server: Any, settings: dict[str, Any]) -> None:
@@ -274,7 +278,8 @@ async def test_retry_then_fallback_share_one_execution(server: Any, settings: di
         judge(settings, error_processors=[StreamErrorRetryProcessor()]), "Hi",
         output_schema=SCORE_SCHEMA)
     assert value == {"score": 2} and len(server.requests) == 3
-    assert (execution.attempt_count, execution.model_call_count) == (2, 3)
+    # the 429 sent no reply: two model calls (junk, then the score) of three requests
+    assert (execution.attempt_count, execution.model_call_count, execution.request_count) == (2, 2, 3)
 
 
 # --------------------------------------------------------------------------- delays

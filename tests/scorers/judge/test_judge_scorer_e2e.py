@@ -98,7 +98,8 @@ async def test_reason_429_retries_only_the_reason_request(server: Any, settings:
     assert (result.score, result.reason) == (0.8, "because")
     score, reason = result.judge["generate_score"].executions[0], result.judge["generate_reason"].executions[0]
     assert (score.attempt_count, score.model_call_count) == (1, 1)
-    assert (reason.attempt_count, reason.model_call_count) == (1, 2)  # the 429 and its retry
+    # the 429 and its retry: two requests, one model call (the 429 returned no reply)
+    assert (reason.attempt_count, reason.model_call_count, reason.request_count) == (1, 1, 2)
 
 
 async def test_reason_429_without_processors_fails_with_one_request(
@@ -147,7 +148,8 @@ async def test_step_judge_overrides_field_by_field(server: Any, settings: dict[s
     assert analyze.message_text("user") == "[EMAIL] analyze"  # input processors inherited
     assert [r.message_text("user") for r in score_requests] == ["c@d.io score"] * 3  # [] disables
     assert score_requests[0].message_text("system") == "Scorer instructions"
-    assert result.judge["generate_score"].executions[0].model_call_count == 3
+    (execution,) = result.judge["generate_score"].executions
+    assert (execution.model_call_count, execution.request_count) == (1, 3)
 
     # The analyze step's [] really disabled retries: a 500 there fails at once.
     server.reset_stats()
