@@ -26,19 +26,42 @@ import math
 import numbers
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from pydantic import TypeAdapter, ValidationError
 
 from scorers._agent_types import ScorerRunInputForAgent, ScorerRunOutputForAgent
 from scorers._conversation import CONVERSATION_FIELDS, ConversationRun, check_run_kind
-from scorers._judge_types import JudgeExecution, JudgeStepRecord, merge_judges
+from scorers._judge_types import Judge, JudgeExecution, JudgeStepRecord, merge_judges
 from scorers._run import STEP_ORDER, NotScorable, ScorerResult, ScorerRun, StepResults
-from scorers._steps import StepDefinition, format_validation_error
+from scorers._steps import InjectedCallable, StepDefinition, format_validation_error
 from scorers.errors import JudgeError, ScorerDefinitionError, ScorerInputError, ScorerRunError
 
-if TYPE_CHECKING:
-    from scorers._builder import Scorer
+
+class Pipeline(Protocol):
+    """What `execute` runs: a scorer's id and kind, its judge, how a run's input and output are
+    coerced, its ``prepare_run`` and its steps by name. `scorers._builder.Scorer` is one (it
+    holds these as its slots); this module needs nothing else of the builder, which imports it.
+    """
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def type(self) -> str | None: ...
+    @property
+    def judge(self) -> Judge | None: ...
+    @property
+    def _steps(self) -> Mapping[str, StepDefinition]: ...
+    @property
+    def _prepare_run(self) -> InjectedCallable | None: ...
+    @property
+    def _input_type(self) -> Any: ...
+    @property
+    def _input_adapter(self) -> TypeAdapter[Any] | None: ...
+    @property
+    def _output_type(self) -> Any: ...
+    @property
+    def _output_adapter(self) -> TypeAdapter[Any] | None: ...
 
 
 def default_score_schema() -> dict[str, Any]:
@@ -195,7 +218,7 @@ class _StepOutcome:
     executions: list[JudgeExecution] = field(default_factory=list)
 
 
-def _coerce_run(scorer: Scorer[Any, Any], run: ScorerRun[Any, Any]) -> ScorerRun[Any, Any]:
+def _coerce_run(scorer: Pipeline, run: ScorerRun[Any, Any]) -> ScorerRun[Any, Any]:
     new_input = coerce(run.input, scorer._input_adapter, scorer._input_type, "run.input", scorer.id)
     new_output = coerce(
         run.output, scorer._output_adapter, scorer._output_type, "run.output", scorer.id
@@ -287,7 +310,7 @@ def make_run(
         raise ScorerRunError(scorer_id, None, [], cause=cause) from cause
 
 
-async def execute(scorer: Scorer[Any, Any], run: ScorerRun[Any, Any]) -> ScorerResult[Any, Any]:
+async def execute(scorer: Pipeline, run: ScorerRun[Any, Any]) -> ScorerResult[Any, Any]:
     """Run ``scorer`` on ``run``; see the module docstring for the error contract."""
     steps = scorer._steps
     if "generate_score" not in steps:
@@ -339,7 +362,7 @@ async def execute(scorer: Scorer[Any, Any], run: ScorerRun[Any, Any]) -> ScorerR
 
 
 async def _run_step(
-    scorer: Scorer[Any, Any], step: StepDefinition, run: ScorerRun[Any, Any], state: _State,
+    scorer: Pipeline, step: StepDefinition, run: ScorerRun[Any, Any], state: _State,
     outcome: _StepOutcome,
 ) -> None:
     available = {"run": run, "results": state.results(), "score": state.score}
@@ -353,7 +376,7 @@ async def _run_step(
 
 
 async def _run_prompt_step(
-    scorer: Scorer[Any, Any], step: StepDefinition, available: dict[str, Any],
+    scorer: Pipeline, step: StepDefinition, available: dict[str, Any],
     outcome: _StepOutcome,
 ) -> Any:
     assert step.prompt is not None and step.create_prompt is not None
