@@ -23,8 +23,13 @@ SHARED_SERVERS = ("phoenix", "mlflow")
 worker (``--dist loadgroup``), so each server starts once per run, not once per worker."""
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Group the tests of each shared backend server, and run the long tests first.
+
+    It runs first: pytest-xdist's own hook of the same name reads the ``xdist_group`` markers
+    to name each test's group (``nodeid@group``), and a marker added after it is ignored, so
+    every worker then started a Phoenix and an MLflow server of its own.
 
     Parallel workers (pytest-xdist) hand out tests in collection order; a test that lasts tens
     of seconds by design (an outage, a drain, a lease running out; marked ``long``) started
@@ -35,6 +40,21 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if used:
             item.add_marker(pytest.mark.xdist_group(used[0]))
     items.sort(key=lambda item: item.get_closest_marker("long") is None)  # stable: else as collected
+
+
+@pytest.fixture(autouse=True)
+def shared_server_grouped(request: pytest.FixtureRequest) -> None:
+    """Fail a test that uses a shared backend server outside that server's xdist group.
+
+    With ``--dist loadgroup`` xdist names a grouped test ``nodeid@group``; a test without the
+    suffix may run on any worker, which then starts a server of its own (seconds of CPU each).
+    """
+    if not getattr(request.config.option, "loadgroup", False):  # set in xdist's workers
+        return
+    for name in SHARED_SERVERS:
+        if name in request.fixturenames:
+            assert request.node.nodeid.endswith(f"@{name}"), (
+                f"{request.node.nodeid} uses the shared {name} server outside its xdist group")
 
 
 EXIT_WATCHDOG_S = 120.0
