@@ -48,7 +48,7 @@ from collector.store.redis.partitioned import PartitionedRedisStore, open_redis_
 from collector.store.redis.status import RedisStatusBoard
 from collector.store.redis.store import RedisStore
 from collector.store.sqlite.store import SqliteStore
-from collector.work.governor import JudgeGovernance, judge_report
+from collector.work.governor import JudgeGovernance, close_unused_breakers, judge_report
 from collector.work.registry import ScorerRegistry, load_judge_client
 from collector.work.worker import Worker
 from scorers import set_judge_concurrency
@@ -224,6 +224,7 @@ class Service:
         receives, works = self.role in ("all", "receiver"), self.role in ("all", "worker")
         await self.store.start()
         if works:
+            await close_unused_breakers(self.store, self.registry.judge_models())
             await self.exporter.start()
             for sink in self.sinks:
                 await sink.start()

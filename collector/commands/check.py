@@ -1,4 +1,5 @@
-"""``tracescore check CONFIG``: validate a configuration and import every scorer, nothing more.
+"""``tracescore check CONFIG`` (or ``--config CONFIG``): validate a configuration and import every
+scorer, nothing more.
 
 A configuration without ``[[scorers]]`` is checked without importing the scorers' or the
 adapters' packages: only what loading and validating the file needs. With a judge scorer
@@ -9,8 +10,10 @@ provider reads its key from: a judge without its key is warned about (every call
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
+from collector.commands.arguments.check import config_path
 from collector.commands.report import report_config_error
 from collector.common.errors import ConfigError
 from collector.config import Config, load_config
@@ -134,7 +137,12 @@ def run(args: argparse.Namespace) -> int:
         2
     """
     try:
-        config = load_config(args.config)
+        path = config_path(args)
+    except ValueError as err:
+        print(f"tracescore check: {err}", file=sys.stderr)
+        return 2
+    try:
+        config = load_config(path)
         registry = ScorerRegistry.load(config.scorers)
         problems = unpriced_judges(config, registry.entries)
         if problems:
@@ -142,7 +150,7 @@ def run(args: argparse.Namespace) -> int:
     except ConfigError as err:
         report_config_error(err)
         return 2
-    print(f"{args.config}: OK")
+    print(f"{path or '(no file: the defaults and TRACESCORE_* variables)'}: OK")
     print(f"  queue: {config.queue.display_url}{queue_shape(config)}")
     print(f"  export: {config.export.endpoint or '(none: scores are logged)'} ({config.export.protocol})")
     for key, url in config.sinks.urls().items():  # URLs only: keys and tokens are never printed

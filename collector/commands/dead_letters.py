@@ -109,13 +109,17 @@ def _print_list(letters: Sequence[DeadLetter], fmt: str) -> None:
     from rich.console import Console
     from rich.table import Table
 
+    from collector.commands.layout import print_table
+
     table = Table(title=f"{len(letters)} dead letter(s)")
     for name in ("id", "failed at", "scorer", "trace / span", "error"):
         table.add_column(name, overflow="fold")
     for letter in letters:
+        error = letter.row()["error"]
         table.add_row(letter.id, when_utc(letter.failed_at), letter.job.scorer_id,
-                      f"{letter.job.run.trace_id}\n{letter.job.run.span_id}", letter.row()["error"][:300])
-    Console().print(table)
+                      f"{letter.job.run.trace_id}\n{letter.job.run.span_id}",
+                      error if len(error) <= 300 else error[:299] + "… (dead-letters show ID: all of it)")
+    print_table(Console(), table)
 
 
 def _print_one(letter: DeadLetter, fmt: str) -> None:

@@ -24,6 +24,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from collector.commands.layout import print_table
 from scorers._judge_governor import JudgeRequest, JudgeTicket
 from scorers._judge_transport import Reply
 from scorers._judge_types import JudgeUsage
@@ -270,8 +271,8 @@ def print_estimate(out_format: str, governor: EstimatingGovernor, scorer_ids: Se
         for row in rows[:-1]:
             sys.stdout.write(json.dumps(row.as_dict(), ensure_ascii=False) + "\n")
         sys.stdout.flush()
-        err.print(estimate_table(rows))
+        print_table(err, estimate_table(rows))
     else:
-        Console().print(estimate_table(rows))
+        print_table(Console(), estimate_table(rows))
     for note in estimate_notes(rows, outcomes):
         err.print(note, markup=False, highlight=False, soft_wrap=True)

@@ -44,6 +44,7 @@ from adapters import (
     read_trace_file,
     spans_from_resource_spans,
 )
+from collector.commands.layout import print_table
 from collector.commands.paths import expand_paths
 from collector.commands.sessions_view import group_sessions, session_row, sessions_table
 from scorers._agent_types import Message
@@ -315,7 +316,7 @@ def _print_sessions(loaded: Loaded, out_format: str) -> None:
     if out_format in ("jsonl", "json"):
         _print_rows([session_row(s) for s in sessions], out_format)
     else:
-        Console().print(sessions_table(sessions, unkeyed))
+        print_table(Console(), sessions_table(sessions, unkeyed))
 
 
 def _print_rows(rows: list[dict[str, Any]], out_format: str) -> None:
@@ -345,7 +346,7 @@ def run(args: argparse.Namespace) -> int:
     elif out_format in ("jsonl", "json"):
         _print_rows([_inspect_row(agent_run) for agent_run in loaded.runs], out_format)
     else:
-        Console().print(_table(loaded.runs))
+        print_table(Console(), _table(loaded.runs), fold=True)
     summary = f"{len(loaded.runs)} run(s) in {loaded.traces} trace(s) from {len(args.files)} file(s)"
     if loaded.skips:
         summary += "; skipped: " + ", ".join(f"{k}={v}" for k, v in sorted(loaded.skips.items()))

@@ -80,7 +80,7 @@ def load_scorers(refs: Sequence[str]) -> list[Any]:
         >>> load_scorers(["collections:nope"])
         Traceback (most recent call last):
         ...
-        collector.common.errors.ConfigError: scorer ref 'collections:nope': module has no attribute 'nope'
+        collector.common.errors.ConfigError: scorer ref 'collections:nope': module has no attribute 'nope'; it defines no scorer object (a factory that returns one is named the same way: module:factory)
     """
     scorers = []
     seen: dict[str, str] = {}

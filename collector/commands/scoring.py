@@ -32,8 +32,10 @@ from collector.commands.conversations import SessionUnit, is_conversation_scorer
 from collector.commands.estimate import EstimatingGovernor, print_estimate
 from collector.commands.gate import gate_failures, summarize, summary_table
 from collector.commands.inspect import Loaded, progress, run_row
+from collector.commands.layout import print_table
 from collector.commands.spend_cap import SpendCap, governor_for_run, unpriced_message
 from collector.common.ids import run_id_for
+from collector.work.conversation import scored_what
 from collector.work.registry import load_judge_client
 from scorers._judge_governor import JudgeGovernor, govern_judge_calls, parked_cause
 from scorers.errors import ScorerRunError
@@ -86,6 +88,8 @@ def _jsonable(value: Any) -> Any:
 async def _score_one(scorer: Any, index: int, agent_run: AgentRun, conversation: Any = None,
                      governor: JudgeGovernor | None = None) -> Outcome:
     scorer_id = str(getattr(scorer, "id", "?"))
+    what = scored_what(agent_run.trace_id, agent_run.span_id, getattr(conversation, "session_id", None),
+                       getattr(conversation, "revision", None))
     start_ns = time.time_ns()
     try:
         with govern_judge_calls(governor, scorer_id):
@@ -100,12 +104,10 @@ async def _score_one(scorer: Any, index: int, agent_run: AgentRun, conversation:
     except Exception as err:  # a user scorer outside the engine may raise anything
         parked = parked_cause(err)
         if parked is not None:  # the governor refused a judge call: not scored, not failed
-            logger.info("not scored: %s on trace %s span %s: %s", scorer_id, agent_run.trace_id,
-                        agent_run.span_id, parked)
+            logger.info("not scored: %s on %s: %s", scorer_id, what, parked)
             return Outcome(index, scorer_id, None, f"not scored: {parked}", None, start_ns=start_ns,
                            end_ns=time.time_ns(), not_scored=str(parked))
-        logger.info("scorer %s failed on trace %s span %s", scorer_id, agent_run.trace_id, agent_run.span_id,
-                    exc_info=err)  # the traceback at -v
+        logger.info("scorer %s failed on %s", scorer_id, what, exc_info=err)  # the traceback at -v
         message = str(err) if isinstance(err, ScorerRunError) else f"{type(err).__name__}: {err}"
         return Outcome(index, scorer_id, None, None, message, result=getattr(err, "partial_result", None),
                        exception=err, start_ns=start_ns, end_ns=time.time_ns())
@@ -114,12 +116,10 @@ async def _score_one(scorer: Any, index: int, agent_run: AgentRun, conversation:
     not_scorable = getattr(result, "not_scorable", None)
     if not_scorable is not None and not_scorable is not False:
         why = getattr(not_scorable, "reason", None)
-        logger.info("not scorable: %s on trace %s span %s (%.0f ms): %s", scorer_id, agent_run.trace_id,
-                    agent_run.span_id, elapsed_ms, why or "-")
+        logger.info("not scorable: %s on %s (%.0f ms): %s", scorer_id, what, elapsed_ms, why or "-")
         return Outcome(index, scorer_id, None, f"not scorable: {why}" if why else "not scorable", None, True)
     score = getattr(result, "score", None)
-    logger.info("scored %s on trace %s span %s: %s (%.0f ms)", scorer_id, agent_run.trace_id, agent_run.span_id,
-                score, elapsed_ms)
+    logger.info("scored %s on %s: %s (%.0f ms)", scorer_id, what, score, elapsed_ms)
     return Outcome(index, scorer_id, score, _jsonable(getattr(result, "reason", None)), None, result=result,
                    start_ns=start_ns, end_ns=end_ns)
 
@@ -224,7 +224,7 @@ async def score_batch(args: argparse.Namespace, scorers: Sequence[Any], export_c
             sys.stdout.write(json.dumps(row, ensure_ascii=False) + "\n")
         sys.stdout.flush()
     elif outcomes or not getattr(args, "source", None):  # a backfill's empty page prints no table
-        Console().print(_results_table(loaded.runs, outcomes))
+        print_table(Console(), _results_table(loaded.runs, outcomes))
     exported = True
     scored = [o for o in outcomes if o.not_scored is None]  # a run --max-usd refused is not exported
     if export_config is not None and (scored or not getattr(args, "source", None)):  # a page of no runs: no-op
@@ -254,7 +254,7 @@ def finish(args: argparse.Namespace, scorers: Sequence[Any], outcomes: Sequence[
         return 1 if failed else 0
     scored = [o for o in outcomes if o.not_scored is None]
     summary = summarize(scorer_ids, scored)
-    (err if out_format == "jsonl" else Console()).print(summary_table(summary))
+    print_table(err if out_format == "jsonl" else Console(), summary_table(summary))
     problems = gate_failures(summary, dict(getattr(args, "fail_under", None) or []),
                              getattr(args, "max_failures", None))
     for problem in problems:

@@ -4,13 +4,14 @@ silent; validated into `Config`, with errors naming the key's dotted path."""
 
 from __future__ import annotations
 
+import difflib
 import os
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from collector.common.errors import ConfigError
 from collector.config.checks import KeyProblem
@@ -93,11 +94,54 @@ def _apply_otel(data: dict[str, Any], env: Mapping[str, str]) -> None:
         export["headers"] = _parse_otel_headers(headers)
 
 
+def known_keys(loc: Sequence[str | int]) -> list[str]:
+    """The keys the table at ``loc`` (a path from the root, list indexes included) may hold.
+
+    Example:
+        >>> known_keys(("sinks",))
+        ['phoenix', 'mlflow', 'langfuse']
+        >>> "service" in known_keys(("scorers", 0, "filter")), known_keys(("export", "headers"))
+        (True, [])
+    """
+    model: Any = Config
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        field = model.model_fields.get(part) if isinstance(model, type) and issubclass(model, BaseModel) else None
+        if field is None:
+            return []
+        model = field.annotation
+        for arg in get_args(model):  # list[ScorerConfig], SomeModel | None
+            if isinstance(arg, type) and issubclass(arg, BaseModel):
+                model = arg
+    return list(model.model_fields) if isinstance(model, type) and issubclass(model, BaseModel) else []
+
+
+def unknown_key_message(loc: Sequence[str | int]) -> str:
+    """What to say of the unknown key at ``loc``: the known key it is closest to (difflib), else
+    the keys its table takes.
+
+    Example:
+        >>> unknown_key_message(("sessions", "idle"))
+        "unknown key; did you mean 'idle_s'?"
+        >>> unknown_key_message(("sinks", "jaeger"))
+        'unknown key; [sinks] takes phoenix, mlflow, langfuse'
+    """
+    keys = known_keys(loc[:-1])
+    if not keys:
+        return "unknown key"
+    close = difflib.get_close_matches(str(loc[-1]), keys, n=1, cutoff=0.6)
+    if close:
+        return f"unknown key; did you mean {close[0]!r}?"
+    table = ".".join(str(p) for p in loc[:-1] if not isinstance(p, int))
+    return f"unknown key; {f'[{table}]' if table else 'the configuration'} takes {', '.join(keys)}"
+
+
 def _format_validation(err: ValidationError) -> str:
     lines = []
     for item in err.errors():
         path = ".".join(str(p) for p in item["loc"]) or "(root)"
-        msg = "unknown key" if item["type"] == "extra_forbidden" else item["msg"]
+        msg = unknown_key_message(item["loc"]) if item["type"] == "extra_forbidden" else item["msg"]
         msg = msg.removeprefix("Value error, ")
         problem = (item.get("ctx") or {}).get("error")
         if isinstance(problem, KeyProblem):  # a check across keys names the key at fault
@@ -121,10 +165,10 @@ def config_from_dict(
     Example:
         >>> config_from_dict({"assembly": {"decision_wait": 0.2}}, env={}).assembly.decision_wait
         0.2
-        >>> config_from_dict({"receiver": {"nope": 1}}, env={})
+        >>> config_from_dict({"receiver": {"http_endpont": "0.0.0.0:4318"}}, env={})
         Traceback (most recent call last):
         ...
-        collector.common.errors.ConfigError: invalid configuration: receiver.nope: unknown key
+        collector.common.errors.ConfigError: invalid configuration: receiver.http_endpont: unknown key; did you mean 'http_endpoint'?
     """
     env = os.environ if env is None else env
     merged: dict[str, Any] = {

@@ -17,7 +17,23 @@ from collector.common.types import RunRecord
 from scorers import ConversationRun, ScorerRun
 from scorers._agent_types import ScorerRunInputForAgent, ScorerRunOutputForAgent
 
-__all__ = ["conversation_run", "session_run_id", "session_score", "turns_of"]
+__all__ = ["conversation_run", "scored_what", "session_run_id", "session_score", "turns_of"]
+
+
+def scored_what(trace_id: str, span_id: str, session_id: str | None = None, revision: int | None = None) -> str:
+    """What a ``-v`` line says was scored: the run's trace and span, or, for a conversation score,
+    the session by its key and revision, with its last turn (where the score lands).
+
+    Example:
+        >>> scored_what("ab" * 16, "cd" * 8)
+        'trace abababababababababababababababab span cdcdcdcdcdcdcdcd'
+        >>> scored_what("ab" * 16, "cd" * 8, "chat-7", 2)
+        "session 'chat-7' (revision 2; last turn: trace abababababababababababababababab span cdcdcdcdcdcdcdcd)"
+    """
+    where = f"trace {trace_id} span {span_id}"
+    if session_id is None:
+        return where
+    return f"session {session_id!r} ({f'revision {revision}; ' if revision else ''}last turn: {where})"
 
 
 def turns_of(run: RunRecord) -> list[RunRecord]:

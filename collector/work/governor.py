@@ -290,3 +290,33 @@ async def judge_report(ledger: JudgeLedger, judge: JudgeConfig, now: float | Non
     parked = await ledger.parked_jobs()
     return {"budgets": rows, "breakers": breakers,
             "parked": {reason: int(parked.get(reason, 0)) for reason in PARK_REASONS}}
+
+
+async def close_unused_breakers(ledger: JudgeLedger, models: frozenset[str] | None) -> list[Breaker]:
+    """Close the open breakers of judge models no registered scorer calls (``models``; None:
+    unknown, nothing is closed), and return them. Run when a worker starts: a breaker opened for
+    a model the configuration no longer names (a typo since fixed, a model replaced) would never
+    be probed again, and would stay in ``status`` and ``tracescore judges`` for ever. A replica
+    that still calls the model re-opens its breaker on its next failure.
+
+    Example:
+        >>> import asyncio
+        >>> class Ledger:
+        ...     open = [Breaker("gpt-4o-mni#k", "gpt-4o-mni", "404 unknown model", 0.0, 60.0, 60.0)]
+        ...     async def judge_breakers(self): return list(self.open)
+        ...     async def close_judge_breakers(self, model=None, key=None):
+        ...         self.open = [b for b in self.open if b.key != key]; return 1
+        >>> ledger = Ledger()
+        >>> [b.model for b in asyncio.run(close_unused_breakers(ledger, frozenset({"openai/gpt-4o-mini"})))]
+        ['gpt-4o-mni']
+        >>> ledger.open
+        []
+    """
+    if models is None:
+        return []
+    stale = [b for b in await ledger.judge_breakers() if b.model not in models]
+    for breaker in stale:
+        await ledger.close_judge_breakers(key=breaker.key)
+        logger.info("judge %s: its circuit breaker (%s) is closed: no registered scorer calls this model",
+                    breaker.model, breaker.reason)
+    return stale

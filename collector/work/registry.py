@@ -7,6 +7,7 @@ big-endian / 2**48 < ratio), so every replica and every restart makes the same c
 
 from __future__ import annotations
 
+import difflib
 import functools
 import hashlib
 import importlib
@@ -67,7 +68,7 @@ def load_ref(ref: str) -> Any:
         >>> load_ref("collections:nope")
         Traceback (most recent call last):
         ...
-        collector.common.errors.ConfigError: scorer ref 'collections:nope': module has no attribute 'nope'
+        collector.common.errors.ConfigError: scorer ref 'collections:nope': module has no attribute 'nope'; it defines no scorer object (a factory that returns one is named the same way: module:factory)
     """
     target, sep, attr = ref.rpartition(":")
     if not sep or not target or not attr:
@@ -96,9 +97,34 @@ def load_ref(ref: str) -> Any:
     obj: Any = module
     for part in attr.split("."):
         if not hasattr(obj, part):
-            raise ConfigError(f"scorer ref {ref!r}: module has no attribute {part!r}")
+            raise ConfigError(f"scorer ref {ref!r}: {'module' if obj is module else 'it'} has no attribute "
+                              f"{part!r}{_offered(obj, part)}")
         obj = getattr(obj, part)
     return obj
+
+
+def _offered(owner: Any, missing: str) -> str:
+    """What ``owner`` (a module) offers instead of the attribute ``missing``: the closest name
+    (difflib) and its scorers, for a ref's error message.
+
+    Example:
+        >>> import types
+        >>> from scorers import create_scorer
+        >>> mod = types.ModuleType("m")
+        >>> mod.relevance = create_scorer(id="relevance", description="d").generate_score(lambda run: 1.0)
+        >>> mod.tone = create_scorer(id="tone", description="d").generate_score(lambda run: 1.0)
+        >>> _offered(mod, "relevanse")
+        "; did you mean 'relevance'? Its scorers: relevance, tone"
+        >>> _offered(types.ModuleType("empty"), "x")
+        '; it defines no scorer object (a factory that returns one is named the same way: module:factory)'
+    """
+    names = [n for n in dir(owner) if not n.startswith("_")]
+    found = [n for n in names if _is_scorer(getattr(owner, n, None))]
+    close = difflib.get_close_matches(missing, found or names, n=1, cutoff=0.6)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    if found:
+        return f"{hint} Its scorers: {', '.join(found)}" if hint else f"; its scorers: {', '.join(found)}"
+    return hint or "; it defines no scorer object (a factory that returns one is named the same way: module:factory)"
 
 
 def _is_scorer(obj: Any) -> bool:
@@ -361,6 +387,29 @@ class ScorerRegistry:
         """
         return self._decide([e for e in self.entries if not e.is_conversation], trace_id, service, agent,
                             span_name, attributes)
+
+    def judge_models(self) -> frozenset[str] | None:
+        """The judge models the registered scorers' prompt steps call, or None when a scorer that
+        may ask a judge does not say which (a scorer object without ``get_judges``).
+
+        Example:
+            >>> from scorers import Judge, create_scorer
+            >>> judged = create_scorer(id="j", description="d", judge=Judge(model="openai/gpt-4o-mini")
+            ...                        ).generate_score(description="s", create_prompt=lambda run: "Score it.")
+            >>> code = create_scorer(id="c", description="d").generate_score(lambda run: 1.0)
+            >>> reg = ScorerRegistry([RegisteredScorer(s, ScorerConfig(ref="m:s")) for s in (judged, code)])
+            >>> sorted(reg.judge_models())
+            ['openai/gpt-4o-mini']
+        """
+        models: set[str] = set()
+        for entry in self.entries:
+            if not entry.asks_judge:
+                continue
+            get_judges = getattr(entry.scorer, "get_judges", None)
+            if not callable(get_judges):
+                return None
+            models.update(judge.model for judge in get_judges() if judge.model)
+        return frozenset(models)
 
     @property
     def has_conversation_scorers(self) -> bool:

@@ -26,7 +26,7 @@ from collector.common.judge_types import Park
 from collector.common.metrics import Metrics
 from collector.common.types import Dead, Done, LeasedJob, Retry, RunRecord, ScoreRecord, Settlement
 from collector.store.interface import JobQueue, JudgeReplies
-from collector.work.conversation import conversation_run
+from collector.work.conversation import conversation_run, scored_what
 from collector.work.deadlines import JobDeadlines
 from collector.work.heartbeat import LeaseHeartbeat
 from collector.work.record import judge_summary, requests_sent, score_record, truncate_json
@@ -81,6 +81,14 @@ def _holds(partial: Any, execution: Any) -> bool:
     if not isinstance(judge, dict):
         return False
     return any(ex is execution for step in judge.values() for ex in getattr(step, "executions", None) or ())
+
+
+def _scored_what(run: RunRecord) -> str:
+    """The run (or, for a conversation job, the session) a ``-v`` line names (`scored_what`)."""
+    conversation = run.conversation
+    if conversation is None:
+        return scored_what(run.trace_id, run.span_id)
+    return scored_what(run.trace_id, run.span_id, str(conversation.get("session_id")), conversation.get("revision"))
 
 
 class Worker:
@@ -255,16 +263,15 @@ class Worker:
         elapsed_ms = (time.time_ns() - start_ns) / 1e6
         if getattr(result, "not_scorable", False):
             self._metrics.decisions.labels(scorer=job.scorer_id, reason="not_scorable").inc()
-            logger.info("not scorable: %s on trace %s span %s (%.0f ms): %s", job.scorer_id, run.trace_id,
-                        run.span_id, elapsed_ms, getattr(result.not_scorable, "reason", None) or "-")
+            logger.info("not scorable: %s on %s (%.0f ms): %s", job.scorer_id, _scored_what(run), elapsed_ms,
+                        getattr(result.not_scorable, "reason", None) or "-")
             return Done(None)
         instruments = self._instruments(job.scorer_id)
         instruments.scored.inc()
         record = self._record(leased, entry, result, start_ns)
         if record.score is not None:
             instruments.scores.observe(record.score)
-        logger.info("scored %s on trace %s span %s: %s (%.0f ms)", job.scorer_id, run.trace_id, run.span_id,
-                    record.score, elapsed_ms)
+        logger.info("scored %s on %s: %s (%.0f ms)", job.scorer_id, _scored_what(run), record.score, elapsed_ms)
         return Done(record)
 
     @staticmethod

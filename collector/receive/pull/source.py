@@ -75,18 +75,18 @@ def parse_source(text: str) -> Source:
         >>> parse_source("jaeger+http://localhost:16686")
         Traceback (most recent call last):
         ...
-        collector.common.errors.ConfigError: --from jaeger+http://localhost:16686: expected phoenix+URL, mlflow+URL or langfuse+URL
+        collector.common.errors.ConfigError: --from jaeger+http://localhost:16686: expected the backend phoenix, mlflow or langfuse, not 'jaeger' (the backend, '+', then the server's http(s) URL: phoenix+http://HOST:6006/PROJECT, mlflow+http://HOST:5000/EXPERIMENT_ID or langfuse+https://HOST)
     """
     backend, plus, url = text.partition("+")
     if not plus or backend not in BACKENDS:
-        raise ConfigError(f"--from {mask_url(text)}: expected phoenix+URL, mlflow+URL or langfuse+URL")
+        raise ConfigError(f"--from {mask_url(text)}: {_fix(text)}")
     try:
         parts = urlsplit(url)
         port = parts.port
     except ValueError as err:
         raise ConfigError(f"--from {mask_url(text)}: {err}") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ConfigError(f"--from {mask_url(text)}: expected {backend}+http://host[:port]/... or {backend}+https://...")
+        raise ConfigError(f"--from {mask_url(text)}: {_fix(text)}")
     host = parts.hostname if ":" not in parts.hostname else f"[{parts.hostname}]"
     netloc = host + (f":{port}" if port is not None else "")
     path = parts.path.rstrip("/")
@@ -101,6 +101,54 @@ def parse_source(text: str) -> Source:
         raise ConfigError(f"--from {mask_url(text)}: name the experiment id, as mlflow+http://host:5000/<experiment id>")
     base = urlunsplit((parts.scheme, netloc, prefix, "", ""))
     return Source(backend, base, target, unquote(parts.username or ""), unquote(parts.password or ""))
+
+
+SOURCE_FORMS = ("phoenix+http://HOST:6006/PROJECT, mlflow+http://HOST:5000/EXPERIMENT_ID "
+                "or langfuse+https://HOST")
+"""What ``--from`` takes: the backend, ``+``, and the server's http(s) URL."""
+
+_USUAL_PORTS = {"6006": "phoenix", "5000": "mlflow"}
+
+
+def _fix(text: str) -> str:
+    """What to write instead of a ``--from`` value `parse_source` refused: the value rewritten
+    as ``<backend>+http(s)://...`` (each backend it may be meant for, when it names none and its
+    port is not a backend's usual one), and the forms ``--from`` takes.
+
+    Example:
+        >>> _fix("phoenix://127.0.0.1:6006/support-bot")
+        "write phoenix+http://127.0.0.1:6006/support-bot (the backend, '+', then the server's http(s) URL: phoenix+http://HOST:6006/PROJECT, mlflow+http://HOST:5000/EXPERIMENT_ID or langfuse+https://HOST)"
+        >>> _fix("http://127.0.0.1:5000/3").split(" (")[0]
+        'write mlflow+http://127.0.0.1:5000/3'
+        >>> _fix("mlflow+localhost:5000").split(" (")[0]
+        'write mlflow+http://localhost:5000/<experiment id>'
+        >>> _fix("https://pk:sk@traces.example.com").split(" (")[0]
+        'write phoenix+https://pk:***@traces.example.com or mlflow+https://pk:***@traces.example.com/<experiment id> or langfuse+https://pk:***@traces.example.com'
+        >>> _fix("jaeger+http://localhost:16686").split(" (")[0]
+        "expected the backend phoenix, mlflow or langfuse, not 'jaeger'"
+    """
+    forms = f" (the backend, '+', then the server's http(s) URL: {SOURCE_FORMS})"
+    other = re.match(r"([A-Za-z][A-Za-z0-9_-]*)\+", text)
+    if other and other.group(1).lower() not in BACKENDS:
+        return f"expected the backend phoenix, mlflow or langfuse, not {other.group(1)!r}" + forms
+    match = re.fullmatch(r"(?i)(?:(phoenix|mlflow|langfuse)(?:\+|://|:))?(?:([a-z][a-z0-9.+-]*)://)?(.*)",
+                         text.strip())
+    backend, scheme, rest = match.groups() if match else (None, None, "")
+    if backend is None and rest.lower() in BACKENDS:
+        backend, rest = rest, ""
+    if scheme is None:  # phoenix+//host
+        rest = rest.lstrip("/")
+    if not rest or rest.startswith("/"):
+        return f"no server named; expected {SOURCE_FORMS}"
+    if scheme is not None and scheme.lower() not in ("http", "https"):
+        scheme = None  # phoenix+ftp://...: the backends' read APIs are http(s)
+    port = re.match(r"(?:[^/@]*@)?[^/:]*:(\d+)", rest)
+    usual = _USUAL_PORTS.get(port.group(1)) if port else None
+    candidates = [backend.lower()] if backend else [usual] if usual else list(BACKENDS)
+    url = f"{(scheme or 'http').lower()}://{rest}"
+    written = [f"{name}+{url}" + ("/<experiment id>" if name == "mlflow" and "/" not in rest.strip("/") else "")
+               for name in candidates]
+    return "write " + " or ".join(mask_url(text) for text in written) + forms
 
 
 def mask_url(text: str) -> str:

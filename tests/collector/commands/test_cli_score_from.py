@@ -27,7 +27,13 @@ def score(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, list[str
     ((), "tracescore: score takes FILE... or --from URL"),
     (("a.pb", "--from", "phoenix+http://127.0.0.1:9/p"), "tracescore: score takes FILE... or --from URL, not both"),
     (("--from", "zipkin+http://127.0.0.1:9411"),
-     "tracescore: --from zipkin+http://127.0.0.1:9411: expected phoenix+URL, mlflow+URL or langfuse+URL"),
+     "tracescore: --from zipkin+http://127.0.0.1:9411: expected the backend phoenix, mlflow or langfuse, not 'zipkin' "
+     "(the backend, '+', then the server's http(s) URL: phoenix+http://HOST:6006/PROJECT, "
+     "mlflow+http://HOST:5000/EXPERIMENT_ID or langfuse+https://HOST)"),
+    (("--from", "phoenix://127.0.0.1:9/support-bot"),
+     "tracescore: --from phoenix://127.0.0.1:9/support-bot: write phoenix+http://127.0.0.1:9/support-bot "
+     "(the backend, '+', then the server's http(s) URL: phoenix+http://HOST:6006/PROJECT, "
+     "mlflow+http://HOST:5000/EXPERIMENT_ID or langfuse+https://HOST)"),
     (("--from", "mlflow+http://u:s3cret@127.0.0.1:5000"),
      "tracescore: --from mlflow+http://u:***@127.0.0.1:5000: name the experiment id, as "
      "mlflow+http://host:5000/<experiment id>"),

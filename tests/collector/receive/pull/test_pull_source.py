@@ -30,10 +30,16 @@ def test_from_urls_name_the_backend_its_base_url_and_target(text: str, expected:
 
 
 @pytest.mark.parametrize(("text", "problem"), [
-    ("http://127.0.0.1:6006/p", "expected phoenix+URL, mlflow+URL or langfuse+URL"),
-    ("tempo+http://h:3200", "expected phoenix+URL, mlflow+URL or langfuse+URL"),
-    ("phoenix+ftp://h/p", "expected phoenix+http://host[:port]/... or phoenix+https://..."),
-    ("phoenix+http:///p", "expected phoenix+http://host[:port]/..."),
+    ("http://127.0.0.1:6006/p", "write phoenix+http://127.0.0.1:6006/p (the backend, '+', then the server's "
+                                "http(s) URL: phoenix+http://HOST:6006/PROJECT, mlflow+http://HOST:5000/EXPERIMENT_ID "
+                                "or langfuse+https://HOST)"),
+    ("phoenix://127.0.0.1:6006/support-bot", "write phoenix+http://127.0.0.1:6006/support-bot ("),
+    ("phoenix:https://h/p", "write phoenix+https://h/p ("),
+    ("mlflow://h:5000", "write mlflow+http://h:5000/<experiment id> ("),
+    ("http://h:8080/x", "write phoenix+http://h:8080/x or mlflow+http://h:8080/x or langfuse+http://h:8080/x ("),
+    ("tempo+http://h:3200", "expected the backend phoenix, mlflow or langfuse, not 'tempo' (the backend, '+'"),
+    ("phoenix+ftp://h/p", "write phoenix+http://h/p ("),
+    ("phoenix+http:///p", "no server named; expected phoenix+http://HOST:6006/PROJECT"),
     ("mlflow+http://h:5000/", "name the experiment id"),
     ("mlflow+http://h:99999/1", "Port out of range"),
 ])
