@@ -37,11 +37,12 @@ from collector.export.forward import Forwarder
 from collector.export.scores import ScoreExporter, make_span_exporter
 from collector.export.signals import ScoreSignals
 from collector.export.sinks import make_senders
-from collector.receive.consumer import Accepted
+from collector.receive.consumer import Accepted, TraceConsumer
 from collector.receive.grpc import GrpcReceiver
 from collector.receive.http import HttpReceiver
 from collector.receive.limits import AcceptErrorFilter, connection_cap, raise_open_file_limit
 from collector.receive.memory import BodyBudget
+from collector.receive.save import SavedRequests
 from collector.status.reporter import StatusReporter
 from collector.store.interface import SessionRules
 from collector.store.redis.partitioned import PartitionedRedisStore, open_redis_store
@@ -229,7 +230,7 @@ class Service:
             for sink in self.sinks:
                 await sink.start()
             await self.worker.start()
-        pipeline: Pipeline | NotReceiving = NotReceiving()
+        pipeline: TraceConsumer = NotReceiving()
         if receives:
             await self.assembler.start()
             if self.sessions is not None:
@@ -237,6 +238,8 @@ class Service:
             if self.forwarder is not None:
                 await self.forwarder.start()
             pipeline = Pipeline(self.assembler, self.forwarder)
+            if cfg.receiver.save_dir:  # each accepted request also as a file `inspect` and `score` read
+                pipeline = SavedRequests(pipeline, cfg.receiver.save_dir, cfg.receiver.save_max_bytes)
         token = cfg.receiver.token()
         tls = cfg.receiver.tls()
         ssl_context = None

@@ -5,31 +5,22 @@ A configuration without ``[[scorers]]`` is checked without importing the scorers
 adapters' packages: only what loading and validating the file needs. With a judge scorer
 (one with prompt steps), litellm is loaded to ask which environment variable each judge's
 provider reads its key from: a judge without its key is warned about (every call would fail).
+What would fail at run time though the file is well formed (`collector.commands.preflight`:
+a judge model litellm cannot route, an export endpoint that does not speak gRPC) is refused,
+as ``serve`` refuses it at start.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
 
 from collector.commands.arguments.check import config_path
+from collector.commands.preflight import judge_prefix_problems, preflight_errors, scorer_judges
 from collector.commands.report import report_config_error
 from collector.common.errors import ConfigError
 from collector.config import Config, load_config
 from collector.work.registry import RegisteredScorer, ScorerRegistry
-
-
-def scorer_judges(entries: list[RegisteredScorer]) -> list[tuple[RegisteredScorer, Any]]:
-    """Each (scorer, judge) pair of the scorers with prompt steps, their steps' judges included.
-
-    Example:
-        >>> scorer_judges([])
-        []
-    """
-    return [(entry, judge) for entry in entries
-            if entry.has_prompt_step and callable(getattr(entry.scorer, "get_judges", None))
-            for judge in entry.scorer.get_judges()]
 
 
 def judge_warnings(entries: list[RegisteredScorer]) -> list[str]:
@@ -144,7 +135,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         config = load_config(path)
         registry = ScorerRegistry.load(config.scorers)
-        problems = unpriced_judges(config, registry.entries)
+        problems = preflight_errors(config, registry.entries) + unpriced_judges(config, registry.entries)
         if problems:
             raise ConfigError(f"invalid configuration: {problems[0]}")
     except ConfigError as err:
@@ -168,6 +159,6 @@ def run(args: argparse.Namespace) -> int:
     if not registry.entries:
         print("  warning: no scorer configured ([[scorers]]): spans are received and forwarded, "
               "nothing is scored")
-    for warning in judge_warnings(registry.entries):
-        print(f"  {warning}")
+    for warning in judge_prefix_problems(registry.entries)[1] + judge_warnings(registry.entries):
+        print(f"  {warning}" if warning.startswith("warning: ") else f"  warning: {warning}")
     return 0

@@ -1,6 +1,8 @@
-"""``tracescore inspect FILE...``: print the agent runs the adapters find in saved OTLP files.
+"""``tracescore inspect FILE...`` (or ``--from URL``): print the agent runs the adapters find in
+saved OTLP files, or in the traces already in a backend (`collector.commands.inspect_from`).
 
-Files hold one OTLP request each (protobuf or OTLP/JSON, optionally gzip). Files named
+Files hold one OTLP request each (protobuf or OTLP/JSON, optionally gzip; ``[receiver]
+save_dir`` makes the daemon write what it receives as such files). Files named
 ``*.logs.pb`` / ``*.logs.json`` hold log requests, joined to the traces of the other
 files. A file that cannot be read is reported on stderr and makes the exit code 1; the
 other files are still processed. ``--format jsonl`` prints one JSON object per run on
@@ -11,7 +13,9 @@ has its ``session_id``, SPEC §7), ``--format json`` one JSON array;
 as text for ``table``, one JSON object per trace for ``jsonl``, a JSON array for ``json``.
 ``--sessions`` prints the conversations instead (`collector.commands.sessions_view`);
 ``--session-key ATTR`` names a session attribute besides SPEC §7's (as ``[sessions] extra_keys``).
-Helpers here are shared with ``tracescore score``.
+The summary (stderr, on a terminal or with ``table``) counts the runs, the traces and the
+files actually read (a directory's files, not the arguments). Helpers here are shared with
+``tracescore score``.
 """
 
 from __future__ import annotations
@@ -114,8 +118,10 @@ class Loaded:
     span_attributes: dict[tuple[str, str], Mapping[str, Any]] = field(default_factory=dict)  # of each run span
 
 
-def load_traces(paths: Sequence[str], err: Console, failed: list[str]) -> list[AssembledTrace]:
-    """Read every file (errors reported on ``err``, unreadable paths added to ``failed``), join logs to traces.
+def load_traces(paths: Sequence[str], err: Console, failed: list[str],
+                read: list[str] | None = None) -> list[AssembledTrace]:
+    """Read every file (errors reported on ``err``, unreadable paths added to ``failed``, the
+    files read to ``read`` when given), join logs to traces.
 
     Example:
         >>> import io
@@ -141,6 +147,9 @@ def load_traces(paths: Sequence[str], err: Console, failed: list[str]) -> list[A
             except OtlpFileError as exc:
                 err.print(f"tracescore: {exc}", markup=False, highlight=False, soft_wrap=True)
                 failed.append(path)
+            else:
+                if read is not None:
+                    read.append(path)
             bar.advance(task)
     return assemble(spans, logs)
 
@@ -286,10 +295,9 @@ def explanation_lines(ex: TraceExplanation) -> list[str]:
     return lines
 
 
-def _explain(args: argparse.Namespace, out_format: str, err: Console) -> int:
-    """Print why each trace of ``args.files`` has the runs it has; 1 when a file could not be read."""
-    failed: list[str] = []
-    explanations = [explain_trace(t) for t in load_traces(args.files, err, failed)]
+def _explain(traces: Iterable[AssembledTrace], out_format: str) -> None:
+    """Print why each trace has the runs it has."""
+    explanations = [explain_trace(t) for t in traces]
     if out_format in ("jsonl", "json"):
         _print_rows([e.to_dict() for e in explanations], out_format)
     else:
@@ -298,7 +306,6 @@ def _explain(args: argparse.Namespace, out_format: str, err: Console) -> int:
             for line in explanation_lines(ex):
                 out.print(line, markup=False, highlight=False)
         sys.stdout.flush()
-    return 1 if failed else 0
 
 
 def _inspect_row(run: AgentRun) -> dict[str, Any]:
@@ -328,9 +335,40 @@ def _print_rows(rows: list[dict[str, Any]], out_format: str) -> None:
     sys.stdout.flush()
 
 
+def _read(args: argparse.Namespace, err: Console, failed: list[str]) -> tuple[list[AssembledTrace], str] | None:
+    """The traces of ``args.files``, or of the backend ``--from`` names (`collector.commands.inspect_from`),
+    and where they came from (``from N file(s)``, the files read); None after a usage, configuration
+    or backend error was reported on ``err``."""
+    source = getattr(args, "source", None)
+    if bool(source) == bool(args.files):
+        err.print("tracescore: inspect takes FILE... (saved OTLP requests: see the README's \"Saved OTLP files\") "
+                  "or --from URL" + (", not both" if source else ""), markup=False, highlight=False, soft_wrap=True)
+        return None
+    if not source:
+        read: list[str] = []
+        traces = load_traces(args.files, err, failed, read)
+        return traces, f"from {len(read)} file(s)"
+    from collector.commands.inspect_from import pull_traces
+    from collector.commands.report import report_config_error
+    from collector.common.errors import ConfigError, PullError
+
+    try:
+        pulled = pull_traces(args, err)
+    except ConfigError as exc:
+        report_config_error(exc)
+        return None
+    except PullError as exc:
+        err.print(f"tracescore: {exc}", markup=False, highlight=False, soft_wrap=True)
+        return None
+    if pulled.more:  # said even when piped: what is printed is not the whole window
+        err.print(f"tracescore: {pulled.summary(args.limit)}", markup=False, highlight=False, soft_wrap=True)
+    return pulled.traces, pulled.summary(args.limit)
+
+
 def run(args: argparse.Namespace) -> int:
-    """Print the runs found in ``args.files`` (or why, with ``--explain``; or the sessions they
-    make, with ``--sessions``); 1 when a file could not be read, else 0.
+    """Print the runs found in ``args.files`` or in the backend ``--from`` names (or why, with
+    ``--explain``; or the sessions they make, with ``--sessions``); 1 when a file could not be
+    read, 2 for bad usage, configuration or a backend error, else 0.
 
     Example:
         >>> run(argparse.Namespace(files=["/nonexistent.pb"], format="jsonl"))
@@ -338,16 +376,22 @@ def run(args: argparse.Namespace) -> int:
     """
     err = Console(stderr=True)
     out_format = resolve_format(args.format)
+    failed: list[str] = []
+    found = _read(args, err, failed)
+    if found is None:
+        return 2
+    traces, origin = found
     if getattr(args, "explain", False):
-        return _explain(args, out_format, err)
-    loaded = load_runs(args.files, err, getattr(args, "session_key", None) or ())
+        _explain(traces, out_format)
+        return 1 if failed else 0
+    loaded = add_runs(Loaded(failed_files=failed), traces, getattr(args, "session_key", None) or ())
     if getattr(args, "sessions", False):
         _print_sessions(loaded, out_format)
     elif out_format in ("jsonl", "json"):
         _print_rows([_inspect_row(agent_run) for agent_run in loaded.runs], out_format)
     else:
         print_table(Console(), _table(loaded.runs), fold=True)
-    summary = f"{len(loaded.runs)} run(s) in {loaded.traces} trace(s) from {len(args.files)} file(s)"
+    summary = f"{len(loaded.runs)} run(s) in {loaded.traces} trace(s) {origin}"
     if loaded.skips:
         summary += "; skipped: " + ", ".join(f"{k}={v}" for k, v in sorted(loaded.skips.items()))
     if loaded.failed_files:

@@ -36,7 +36,7 @@ from collector.commands.report import report_config_error
 from collector.commands.scoring import Outcome, finish, score_batch
 from collector.common.errors import ConfigError, PullError
 from collector.config import Config, load_config
-from collector.receive.pull import Window, client_for, open_puller, parse_source, parse_time
+from collector.receive.pull import Window, client_for, open_puller, parse_source, window_between
 from collector.receive.pull import cursor as cursors
 from collector.receive.pull.page import read_ahead
 
@@ -50,18 +50,7 @@ def window_of(args: argparse.Namespace) -> Window:
         >>> window_of(argparse.Namespace(since="2026-12-01", until=None)).since.isoformat()
         '2026-12-01T00:00:00+00:00'
     """
-    def when(flag: str, text: str | None) -> Any:
-        if text is None:
-            return None
-        try:
-            return parse_time(text)
-        except ConfigError as err:
-            raise ConfigError(f"--{flag} {err}") from None
-
-    window = Window(when("since", getattr(args, "since", None)), when("until", getattr(args, "until", None)))
-    if window.since is not None and window.until is not None and window.since >= window.until:
-        raise ConfigError(f"--since {window.since.isoformat()} is not before --until {window.until.isoformat()}")
-    return window
+    return window_between(getattr(args, "since", None), getattr(args, "until", None))
 
 
 def start_cursor(args: argparse.Namespace, source: str, window: Window, err: Console) -> tuple[Path, cursors.Cursor]:

@@ -9,6 +9,7 @@ import logging
 import sys
 from collections.abc import Callable
 
+from collector.commands.preflight import preflight_errors
 from collector.commands.report import report_config_error
 from collector.common.errors import ConfigError
 from collector.config import Config, ScorerConfig, load_config
@@ -64,7 +65,8 @@ def daemon_loop_factory() -> Callable[[], asyncio.AbstractEventLoop]:
 
 def run(args: argparse.Namespace) -> int:
     """Run the daemon; returns the exit code: 0 after SIGTERM/SIGINT, 2 for a configuration
-    error (naming the key), 1 when it cannot start (a listener's port is taken: named).
+    error (naming the key; `collector.commands.preflight`'s findings included), 1 when it
+    cannot start (a listener's port is taken: named).
     """
     from collector.receive.memory import tune_malloc
     from collector.service import Service
@@ -72,6 +74,9 @@ def run(args: argparse.Namespace) -> int:
     tune_malloc()  # before any thread starts: large bodies' memory is given back
     try:
         config, registry = build(args)
+        problems = preflight_errors(config, registry.entries)  # what would fail every job or export
+        if problems:
+            raise ConfigError(f"invalid configuration: {problems[0]}")
         service = Service(config, registry, role=getattr(args, "role", "all"))
     except ConfigError as err:
         report_config_error(err)

@@ -113,6 +113,39 @@ def url_problem(url: str, schemes: tuple[str, ...] = ("http", "https"), *, bare:
     return None
 
 
+_SINK_APIS = {"phoenix": ("Phoenix", ("v1",), "/v1/span_annotations"),
+              "mlflow": ("MLflow", ("api/2.0", "api/3.0", "ajax-api", "v1/traces"), "/api/3.0/mlflow/traces/..."),
+              "langfuse": ("Langfuse", ("api/public",), "/api/public/scores")}
+"""Per sink backend: its name, the paths its API (and OTLP receiver) begin with below the
+server's base URL, and the path a sink adds."""
+
+
+def sink_base_problem(backend: str, url: str) -> str | None:
+    """What is wrong with a sink URL that goes on into the backend's API (``http://phoenix:6006/v1/traces``,
+    Phoenix's OTLP endpoint, where the server's base URL belongs: every annotation would be
+    answered 405), with the base URL to write instead; None for a base URL (a path that does not
+    reach into the API is kept: a backend served under a prefix behind a proxy).
+
+    Example:
+        >>> sink_base_problem("phoenix", "http://127.0.0.1:6006/v1/traces")
+        "must be the Phoenix server's base URL, without the API path '/v1/traces' (the sink adds /v1/span_annotations): write 'http://127.0.0.1:6006'"
+        >>> sink_base_problem("phoenix", "https://example.com/phoenix") is None, sink_base_problem("phoenix", "http://p:6006/") is None
+        (True, True)
+        >>> sink_base_problem("mlflow", "http://u:pw@mlflow:5000/ml/api/2.0/mlflow").split(": write ")[1]
+        "'http://u:***@mlflow:5000/ml'"
+    """
+    name, roots, adds = _SINK_APIS[backend]
+    parts = urlsplit(url)
+    segments = parts.path.rstrip("/").split("/")
+    at = next((i for i in range(1, len(segments)) for root in roots
+               if segments[i:i + root.count("/") + 1] == root.split("/")), None)
+    if at is None:
+        return None
+    base = f"{parts.scheme}://{parts.netloc}{'/'.join(segments[:at])}"
+    return (f"must be the {name} server's base URL, without the API path {'/' + '/'.join(segments[at:])!r} "
+            f"(the sink adds {adds}): write {without_password(base)!r}")
+
+
 def endpoint_host_port(endpoint: str) -> str:
     """The ``host:port`` an export endpoint URL (or bare ``host:port``) points at.
 

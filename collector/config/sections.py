@@ -60,6 +60,10 @@ class ReceiverConfig(BaseModel):
     header_timeout_s: float = Field(default=10.0, gt=0)
     body_timeout_s: float = Field(default=60.0, gt=0)
     keepalive_timeout_s: float = Field(default=60.0, gt=0)
+    # Each accepted request also written here as a file `tracescore inspect` / `score` read ("": not saved),
+    # until this process wrote save_max_bytes (`collector.receive.save`).
+    save_dir: str = ""
+    save_max_bytes: int = Field(default=1 << 30, gt=0)
 
     @model_validator(mode="after")
     def _endpoints(self) -> ReceiverConfig:

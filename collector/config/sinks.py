@@ -14,7 +14,7 @@ import os
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
 from collector.common.errors import ConfigError
-from collector.config.checks import KeyProblem, url_problem
+from collector.config.checks import KeyProblem, sink_base_problem, url_problem
 
 _MODEL = ConfigDict(extra="forbid", frozen=True)
 
@@ -67,7 +67,7 @@ class SinkConfig(BaseModel):
         return bool(self.url())
 
     def _check(self, name: str, url_key: str) -> None:
-        problem = url_problem(self.url()) if self.url() else None
+        problem = (url_problem(self.url()) or sink_base_problem(name, self.url())) if self.url() else None
         if problem:
             raise KeyProblem(f"sinks.{name}.{url_key}", problem)
         if self.min_backoff_s > self.max_backoff_s:

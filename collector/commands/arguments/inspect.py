@@ -1,4 +1,4 @@
-"""The arguments of ``tracescore inspect``, and the FILE... and ``--format`` it shares with ``score``."""
+"""The arguments of ``tracescore inspect``, and the FILE..., ``--format`` and ``--from`` it shares with ``score``."""
 
 from __future__ import annotations
 
@@ -40,8 +40,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         True
         >>> p.parse_args(["S1.pb", "--sessions"]).sessions
         True
+        >>> a = p.parse_args(["--from", "phoenix+http://h:6006/bot", "--since", "1h", "--limit", "50"])
+        >>> (a.files, a.source, a.since, a.limit)
+        ([], 'phoenix+http://h:6006/bot', '1h', 50)
     """
-    add_common_arguments(parser, ("jsonl", "json", "table"))
+    add_common_arguments(parser, ("jsonl", "json", "table"), files="*")
     parser.add_argument(
         "--explain",
         action="store_true",
@@ -53,6 +56,55 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="the conversations instead of the runs: per session key and service, its turns and first/last time",
     )
     add_session_key_argument(parser)
+    add_window_arguments(parser, "print the runs already in a backend instead of FILEs")
+    parser.add_argument("--limit", type=positive_int, default=1000, metavar="N",
+                        help="with --from: read at most N traces (default 1000; narrow the window with --since)")
+    parser.add_argument("--config", "-c", metavar="FILE",
+                        help="with --from: TOML configuration whose [sinks.*] keys authenticate to the backend")
+
+
+def positive_int(text: str) -> int:
+    """Parse an integer of at least 1 (the argument of ``--concurrency``).
+
+    Example:
+        >>> positive_int("4")
+        4
+        >>> positive_int("0")
+        Traceback (most recent call last):
+        ...
+        argparse.ArgumentTypeError: must be at least 1
+    """
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
+def add_window_arguments(parser: argparse.ArgumentParser, what: str, page_note: str = "") -> None:
+    """Add ``--from URL`` (``what`` it does: a backend's traces instead of FILEs), ``--since``,
+    ``--until``, ``--filter`` and ``--page-size`` (``page_note``: what a page is to the command):
+    the reading of a backend that ``inspect`` and ``score`` share (`collector.receive.pull`).
+
+    Example:
+        >>> p = argparse.ArgumentParser(); add_window_arguments(p, "read a backend")
+        >>> a = p.parse_args(["--from", "mlflow+http://h:5000/3", "--until", "2026-12-01", "--page-size", "20"])
+        >>> (a.source, a.since, a.until, a.filter, a.page_size)
+        ('mlflow+http://h:5000/3', None, '2026-12-01', None, 20)
+    """
+    parser.add_argument("--from", dest="source", metavar="URL",
+                        help=f"{what}: phoenix+http://HOST:6006/PROJECT, mlflow+http://HOST:5000/EXPERIMENT_ID or "
+                             "langfuse+https://HOST (keys from [sinks.*] of --config, or the backend's usual "
+                             "environment variables)")
+    parser.add_argument("--since", metavar="TIME",
+                        help="with --from: traces that started at or after TIME (ISO 8601, or back from now: 12h, 7d)")
+    parser.add_argument("--until", metavar="TIME",
+                        help="with --from: traces that started before TIME (ISO 8601, or back from now)")
+    parser.add_argument("--filter", metavar="EXPR",
+                        help="with --from: the backend's own filter, passed through (a Phoenix trace filter "
+                             "expression, an MLflow search filter, Langfuse JSON filter conditions)")
+    parser.add_argument("--page-size", type=positive_int, default=None, metavar="N",
+                        help=f"with --from: traces per page read from the backend (default 100; Langfuse 50)"
+                             f"{page_note}")
 
 
 def add_session_key_argument(parser: argparse.ArgumentParser) -> None:

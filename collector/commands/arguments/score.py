@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import argparse
 
-from collector.commands.arguments.inspect import add_common_arguments, add_session_key_argument
+from collector.commands.arguments.inspect import (
+    add_common_arguments,
+    add_session_key_argument,
+    add_window_arguments,
+    positive_int,
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -40,23 +45,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_export_arguments(parser)
     add_source_arguments(parser)
     add_spend_arguments(parser)
-
-
-def positive_int(text: str) -> int:
-    """Parse an integer of at least 1 (the argument of ``--concurrency``).
-
-    Example:
-        >>> positive_int("4")
-        4
-        >>> positive_int("0")
-        Traceback (most recent call last):
-        ...
-        argparse.ArgumentTypeError: must be at least 1
-    """
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be at least 1")
-    return value
 
 
 def threshold(text: str) -> tuple[str, float]:
@@ -121,22 +109,10 @@ def add_source_arguments(parser: argparse.ArgumentParser) -> None:
         >>> (a.source, a.since, a.until, a.filter, a.resume, a.cursor)
         ('phoenix+http://h:6006/p', '7d', None, None, True, None)
     """
-    parser.add_argument("--from", dest="source", metavar="URL",
-                        help="score the runs already in a backend instead of FILEs: phoenix+http://HOST:6006/PROJECT, "
-                             "mlflow+http://HOST:5000/EXPERIMENT_ID or langfuse+https://HOST (keys from [sinks.*] "
-                             "of --config, or the backend's usual environment variables)")
-    parser.add_argument("--since", metavar="TIME",
-                        help="with --from: traces that started at or after TIME (ISO 8601, or back from now: 12h, 7d)")
-    parser.add_argument("--until", metavar="TIME",
-                        help="with --from: traces that started before TIME (ISO 8601, or back from now)")
-    parser.add_argument("--filter", metavar="EXPR",
-                        help="with --from: the backend's own filter, passed through (a Phoenix trace filter "
-                             "expression, an MLflow search filter, Langfuse JSON filter conditions)")
+    add_window_arguments(parser, "score the runs already in a backend instead of FILEs",
+                         "; a page is the unit of memory, scoring, export and the cursor")
     parser.add_argument("--resume", action="store_true",
                         help="with --from: continue an interrupted backfill from its cursor file")
-    parser.add_argument("--page-size", type=positive_int, default=None, metavar="N",
-                        help="with --from: traces per page (default 100; Langfuse 50); a page is the unit of "
-                             "memory, scoring, export and the cursor")
     parser.add_argument("--cursor", metavar="FILE",
                         help="with --from: the cursor file (default .tracescore/backfill/<digest>.json, "
                              "named after the source, filter and scorers)")

@@ -26,10 +26,17 @@ from collector.receive.pull.langfuse import LangfusePuller
 from collector.receive.pull.mlflow import MlflowPuller
 from collector.receive.pull.page import Page, Puller
 from collector.receive.pull.phoenix import PhoenixPuller
-from collector.receive.pull.source import Source, Window, mask_url, parse_source, parse_time
+from collector.receive.pull.source import (
+    Source,
+    Window,
+    mask_url,
+    parse_source,
+    parse_time,
+    window_between,
+)
 
 __all__ = ["Cursor", "JsonClient", "Page", "Puller", "Retry", "Source", "Window", "client_for", "mask_url",
-           "open_puller", "parse_source", "parse_time"]
+           "open_puller", "parse_source", "parse_time", "window_between"]
 
 
 def client_for(source: Source, sinks: SinksConfig, retry: Retry | None = None) -> JsonClient:

@@ -240,6 +240,34 @@ class Window:
                    None if until is None else datetime.fromisoformat(until))
 
 
+def window_between(since: str | None, until: str | None) -> Window:
+    """The window ``--since`` and ``--until`` name (None: open on that side).
+
+    Raises:
+        ConfigError: a time that does not parse (naming its flag), or ``since`` not before ``until``.
+
+    Example:
+        >>> window_between("2026-12-01", None).since.isoformat()
+        '2026-12-01T00:00:00+00:00'
+        >>> window_between("2026-12-02", "2026-12-01")
+        Traceback (most recent call last):
+        ...
+        collector.common.errors.ConfigError: --since 2026-12-02T00:00:00+00:00 is not before --until 2026-12-01T00:00:00+00:00
+    """
+    def when(flag: str, text: str | None) -> datetime | None:
+        if text is None:
+            return None
+        try:
+            return parse_time(text)
+        except ConfigError as err:
+            raise ConfigError(f"--{flag} {err}") from None
+
+    window = Window(when("since", since), when("until", until))
+    if window.since is not None and window.until is not None and window.since >= window.until:
+        raise ConfigError(f"--since {window.since.isoformat()} is not before --until {window.until.isoformat()}")
+    return window
+
+
 def iso(when: datetime) -> str:
     """An aware time as the ISO 8601 text with ``Z`` the backends' query parameters take.
 
