@@ -96,6 +96,9 @@ async def test_an_ended_session_is_scored_once_on_its_last_turn_and_a_late_turn_
                      timeout=30, what="the runs' scores")  # run scorers still score every turn
     # the end marker made it due at once, not the idle timer
     assert f"session support-bot/{session_id} (3 turn(s), revision 1) due: ended" in serve.log.read_text()
+    # -v names the session a conversation score is of (issue 42 point 13)
+    assert (f"scored user_turns on session '{session_id}' (revision 1; last turn: trace {last_trace} span "
+            f"{last_span}): 3.0 (") in serve.log.read_text()
 
     late_turns = (*TURNS, ("One more thing: gift wrap it?", "Gift wrapped, Ann."))
     late, late_trace, late_span = turn_body(session_id, 3, turns=late_turns)
