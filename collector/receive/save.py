@@ -44,8 +44,8 @@ class SavedRequests:
     Example:
         >>> import asyncio, tempfile
         >>> class Taker:
-        ...     async def consume_traces(self, request, raw=None): return Accepted()
-        ...     async def consume_logs(self, request): return Accepted()
+        ...     async def consume_traces(self, request, raw=None): return Accepted(1)
+        ...     async def consume_logs(self, request): return Accepted(1)
         >>> folder = Path(tempfile.mkdtemp()) / "otlp"
         >>> saved = SavedRequests(Taker(), folder, max_bytes=1 << 20)
         >>> _ = asyncio.run(saved.consume_traces(ExportTraceServiceRequest()))
