@@ -16,6 +16,7 @@ backend that is down at start may come up later, and the daemon keeps the data m
 from __future__ import annotations
 
 import socket
+import threading
 
 from collector.config.checks import endpoint_host_port
 
@@ -43,8 +44,20 @@ def preface_answer(endpoint: str, timeout_s: float = PROBE_TIMEOUT_S) -> bytes |
     host, _, port = endpoint_host_port(endpoint).rpartition(":")
     if not port.isdigit():
         return None
+    answers: list[bytes | None] = []
+    # In a thread, waited for a bounded time: resolving the host name is not bound by the socket's
+    # timeout, and a resolver that hangs must not hold up `check` or the daemon's start.
+    asker = threading.Thread(target=lambda: answers.append(_ask(host.strip("[]"), int(port), timeout_s)),
+                             name="tracescore-protocol-probe", daemon=True)
+    asker.start()
+    asker.join(3 * timeout_s)
+    return answers[0] if answers else None
+
+
+def _ask(host: str, port: int, timeout_s: float) -> bytes | None:
+    """Connect, send the preface and an empty SETTINGS frame, and read the first answer."""
     try:
-        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s) as sock:
+        with socket.create_connection((host, port), timeout=timeout_s) as sock:
             sock.settimeout(timeout_s)
             sock.sendall(_PREFACE + _EMPTY_SETTINGS)
             return sock.recv(256) or None
