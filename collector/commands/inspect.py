@@ -29,7 +29,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from adapters import (
@@ -50,6 +49,7 @@ from adapters import (
 )
 from collector.commands.layout import print_table
 from collector.commands.paths import expand_paths
+from collector.commands.progress_bar import progress
 from collector.commands.sessions_view import group_sessions, session_row, sessions_table
 from scorers._agent_types import Message
 
@@ -60,7 +60,6 @@ __all__ = [
     "load_runs",
     "load_traces",
     "message_row",
-    "progress",
     "resolve_format",
     "run",
     "run_row",
@@ -80,26 +79,6 @@ def resolve_format(requested: str | None, stream: Any = None) -> str:
     stream = sys.stdout if stream is None else stream
     isatty = getattr(stream, "isatty", None)
     return "table" if callable(isatty) and isatty() else "jsonl"
-
-
-def progress(console: Console) -> Progress:
-    """A progress bar drawn on ``console``; rich shows nothing when it is not a terminal.
-
-    Example:
-        >>> import io
-        >>> with progress(Console(file=io.StringIO())) as bar:
-        ...     task = bar.add_task("files", total=1)
-        ...     bar.advance(task)
-    """
-    return Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-        transient=True,
-        disable=not console.is_terminal,
-    )
 
 
 @dataclass

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from rich.console import Console
 
 from adapters import AssembledTrace
-from collector.commands.inspect import progress
+from collector.commands.progress_bar import progress
 from collector.config import load_config
 from collector.receive.pull import (
     Source,

@@ -63,7 +63,7 @@ from collector.commands.report import report_config_error
 from collector.commands.scoring import finish, score_batch
 from collector.commands.spend_cap import SpendCap, judge_governor, unpriced_message, unpriced_models
 from collector.common.errors import ConfigError
-from collector.work.registry import resolve_scorer
+from collector.work.scorer_ref import resolve_scorer
 
 __all__ = ["load_scorers", "run"]
 

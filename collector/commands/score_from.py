@@ -31,7 +31,8 @@ from rich.console import Console
 from adapters import AgentRun
 from collector.commands.conversations import is_conversation_scorer, session_units
 from collector.commands.estimate import EstimatingGovernor
-from collector.commands.inspect import Loaded, add_runs, progress
+from collector.commands.inspect import Loaded, add_runs
+from collector.commands.progress_bar import progress
 from collector.commands.report import report_config_error
 from collector.commands.scoring import Outcome, finish, score_batch
 from collector.common.errors import ConfigError, PullError

@@ -31,8 +31,9 @@ from collector.commands.backfill import export_outcomes
 from collector.commands.conversations import SessionUnit, is_conversation_scorer
 from collector.commands.estimate import EstimatingGovernor, print_estimate
 from collector.commands.gate import gate_failures, summarize, summary_table
-from collector.commands.inspect import Loaded, progress, run_row
+from collector.commands.inspect import Loaded, run_row
 from collector.commands.layout import print_table
+from collector.commands.progress_bar import progress
 from collector.commands.spend_cap import SpendCap, governor_for_run, unpriced_message
 from collector.common.ids import run_id_for
 from collector.work.conversation import scored_what

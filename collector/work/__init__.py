@@ -15,13 +15,14 @@ from typing import TYPE_CHECKING
 from collector.common.lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from collector.work.registry import RegisteredScorer, ScorerRegistry, load_ref
+    from collector.work.registry import RegisteredScorer, ScorerRegistry
+    from collector.work.scorer_ref import load_ref
     from collector.work.worker import Worker
 
 __all__ = ["RegisteredScorer", "ScorerRegistry", "Worker", "load_ref"]
 __getattr__ = lazy_exports(__name__, {
     "RegisteredScorer": "collector.work.registry",
     "ScorerRegistry": "collector.work.registry",
-    "load_ref": "collector.work.registry",
+    "load_ref": "collector.work.scorer_ref",
     "Worker": "collector.work.worker",
 })

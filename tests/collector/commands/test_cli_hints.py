@@ -16,8 +16,8 @@ from conversation_traces import turn_body
 from repo_paths import FIXTURES, REPO
 
 from collector.cli import main
+from collector.common.judge_types import Breaker
 from collector.config import ScorerConfig, config_from_dict
-from collector.judge_types import Breaker
 from collector.service import Service
 from collector.store.sqlite.store import SqliteStore
 from collector.work.registry import RegisteredScorer, ScorerRegistry
@@ -107,7 +107,7 @@ def test_v_lines_of_a_conversations_score_name_the_session(tmp_path: Path, capsy
         body, trace_id, span_id = turn_body("chat-7", i)
         files.append(tmp_path / f"turn{i}.pb")
         files[-1].write_bytes(body)
-    with caplog.at_level(logging.INFO, logger="collector.commands.score"):
+    with caplog.at_level(logging.INFO, logger="collector.commands.scoring"):
         code, _, _ = run_cli(capsys, "score", *map(str, files), "--scorer", f"{module}:turns", "--scorer",
                              f"{module}:tone", "--format", "jsonl", "-v")
     assert code == 0

@@ -23,8 +23,8 @@ import pytest
 from repo_paths import FIXTURES
 
 from collector.cli import main
+from collector.common.types import Dead, RunRecord, ScoreJob, ScoreRecord
 from collector.store.sqlite.store import SqliteStore
-from collector.types import Dead, RunRecord, ScoreJob, ScoreRecord
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07|\r")
 RUN_FILES = sorted(str(p) for p in FIXTURES.glob("*/S*.pb"))

@@ -13,9 +13,9 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsSer
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from adapters import read_logs_file, read_trace_file
-from collector.errors import QueueFull
+from collector.common.errors import QueueFull
+from collector.common.types import Accepted
 from collector.receive.save import SavedRequests
-from collector.types import Accepted
 
 
 class Taker:

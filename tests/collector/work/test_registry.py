@@ -9,7 +9,8 @@ import pytest
 
 from collector.common.errors import ConfigError
 from collector.config import FilterConfig, ScorerConfig
-from collector.work.registry import ScorerRegistry, load_ref, matches, sampled
+from collector.work.registry import ScorerRegistry, matches, sampled
+from collector.work.scorer_ref import load_ref
 
 
 def test_load_ref_module_and_file(tmp_path: Path) -> None:
