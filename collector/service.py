@@ -29,7 +29,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from collector.assemble.assembler import TraceAssembler
 from collector.assemble.sessions import SessionScheduler
 from collector.common.aio import cancel_and_wait
-from collector.common.errors import ConfigError, Unavailable
+from collector.common.errors import ConfigError
 from collector.common.metrics import Metrics
 from collector.common.signals import on_signals
 from collector.config import Config, KeyProblem, SessionsConfig, check_destinations
@@ -82,29 +82,10 @@ class Pipeline:
         return result
 
 
-class NotReceiving:
-    """The `TraceConsumer` of a worker-only replica: its HTTP listener serves metrics and
-    health probes, and refuses OTLP data retryably (send it to a receiver).
-
-    Example:
-        >>> import asyncio
-        >>> asyncio.run(NotReceiving().consume_traces(ExportTraceServiceRequest()))
-        Traceback (most recent call last):
-        ...
-        collector.common.errors.Unavailable: this replica runs --role worker; send OTLP data to a receiver
-    """
-
-    async def consume_traces(self, request: ExportTraceServiceRequest, raw: bytes | None = None) -> Accepted:
-        """Refuse (retryably)."""
-        raise Unavailable("this replica runs --role worker; send OTLP data to a receiver")
-
-    async def consume_logs(self, request: ExportLogsServiceRequest) -> Accepted:
-        """Refuse (retryably)."""
-        raise Unavailable("this replica runs --role worker; send OTLP data to a receiver")
-
-
 ROLES = ("all", "receiver", "worker")
-"""``serve --role``: receivers and assembly, workers and export, or everything."""
+"""``serve --role``: receivers and assembly, workers and export, or everything. A worker listens
+only on ``[workers] http_endpoint`` (metrics, health, status), never on the receivers' ports, so
+a receiver and a worker started with one config file on one host both start."""
 
 
 def store_session_rules(cfg: SessionsConfig) -> SessionRules:
@@ -122,7 +103,8 @@ class Service:
         registry: the loaded scorers.
         adapters: the adapters module (default: ``import adapters``).
         role: ``all``; or, on a Redis queue, ``receiver`` (receivers, assembly, forwarding)
-            or ``worker`` (workers and score export; the HTTP listener serves only probes).
+            or ``worker`` (workers and score export; it listens only on ``[workers] http_endpoint``,
+            for metrics, health probes and ``/status``).
 
     Example:
         >>> Service(Config(), ScorerRegistry([])).ready
@@ -230,7 +212,7 @@ class Service:
             for sink in self.sinks:
                 await sink.start()
             await self.worker.start()
-        pipeline: TraceConsumer = NotReceiving()
+        pipeline: TraceConsumer | None = None  # a worker's HTTP listener takes no OTLP
         if receives:
             await self.assembler.start()
             if self.sessions is not None:
@@ -254,19 +236,20 @@ class Service:
         # Both listeners' bodies in flight: two of the largest at once (each takes about four
         # times its size in memory while it is received and decoded; see bench/README.md).
         budget = BodyBudget(2 * r.max_body_bytes, retry_after_s=1.0)
-        if cfg.receiver.grpc_endpoint and receives:
+        if cfg.receiver.grpc_endpoint and pipeline is not None:
             self.grpc = GrpcReceiver(cfg.receiver.grpc_endpoint, pipeline, self.metrics, token=token,
                                      max_body_bytes=cfg.receiver.max_body_bytes, tls=tls, max_connections=cap,
                                      header_timeout_s=r.header_timeout_s,
                                      keepalive_timeout_s=r.keepalive_timeout_s, budget=budget,
                                      body_timeout_s=r.body_timeout_s)
             await self.grpc.start()
-        if cfg.receiver.http_endpoint:
-            self.http = HttpReceiver(cfg.receiver.http_endpoint, pipeline, self.metrics, token=token,
+        http_endpoint, label = self.http_endpoint()
+        if http_endpoint:
+            self.http = HttpReceiver(http_endpoint, pipeline, self.metrics, token=token,
                                      max_body_bytes=cfg.receiver.max_body_bytes, ready=self.is_ready,
                                      ssl_context=ssl_context, status=self.status.group, max_connections=cap,
                                      header_timeout_s=r.header_timeout_s, body_timeout_s=r.body_timeout_s,
-                                     keepalive_timeout_s=r.keepalive_timeout_s, budget=budget)
+                                     keepalive_timeout_s=r.keepalive_timeout_s, budget=budget, label=label)
             await self.http.start()
         bound = [f"{rx.endpoint.rpartition(':')[0]}:{rx.port}" for rx in (self.grpc, self.http) if rx is not None]
         try:  # again with the bound ports: a listener on port 0 got its port only now
@@ -278,6 +261,19 @@ class Service:
         self._stats_task = asyncio.create_task(self._stats_loop(), name="tracescore-stats")
         self.ready = True
         logger.info("tracescore ready: %d scorers", len(self.registry.entries))
+
+    def http_endpoint(self) -> tuple[str, str]:
+        """Where this replica's HTTP listener binds ("": none), and how a failure to bind names
+        it: the OTLP/HTTP receiver's ``[receiver] http_endpoint``, or for ``--role worker`` its own
+        ``[workers] http_endpoint`` (metrics, health, status; no OTLP).
+
+        Example:
+            >>> Service(Config(), ScorerRegistry([])).http_endpoint()
+            ('127.0.0.1:4318', 'HTTP')
+        """
+        if self.role == "worker":
+            return self.config.workers.http_endpoint, "HTTP, workers.http_endpoint"
+        return self.config.receiver.http_endpoint, "HTTP"
 
     def _on_result(self) -> None:
         """A result reached the outbox: wake the exporter and the sinks."""
@@ -365,24 +361,35 @@ class Service:
         logger.info("tracescore stopped%s", f" ({failed} parts failed to stop cleanly)" if failed else "")
 
     def describe(self) -> str:
-        """One line saying where the daemon listens and where scores go.
+        """One line saying what the daemon serves, where it listens and where scores go: the
+        OTLP listeners of a receiver, or a worker's metrics and health listener.
 
         Example:
             >>> Service(Config(), ScorerRegistry([])).describe()
             'tracescore: 0 scorers; OTLP not listening; scores NOT exported (no export endpoint; -v logs them)'
         """
+        e = self.config.export
+        sent = {"all": ["scores", "received spans"], "worker": ["scores"], "receiver": ["received spans"]}[self.role]
+        if not self.forwarding:
+            sent = [what for what in sent if what == "scores"]
+        target = (f"{' and '.join(sent)} to {e.endpoint} ({e.protocol})" if e.endpoint and sent
+                  else "scores exported by the workers" if self.role == "receiver"
+                  else "scores NOT exported (no export endpoint; -v logs them)")
+        sinks = f"; sinks: {', '.join(s.name for s in self.sinks)}" if self.sinks else ""
+        return f"tracescore: {len(self.registry.entries)} scorers; {self._listening()}; {target}{sinks}"
+
+    def _listening(self) -> str:
+        """What `describe` says of the listeners (after `start`: the bound ports)."""
+        http = f"{self.http.endpoint.rpartition(':')[0]}:{self.http.port}" if self.http is not None else ""
+        if self.role == "worker":
+            where = f"on HTTP {http}" if http else "not listening (workers.http_endpoint is empty)"
+            return f"worker (no OTLP: send it to a receiver); metrics, health and status {where}"
         listeners = []
         if self.grpc is not None:
             listeners.append(f"gRPC {self.config.receiver.grpc_endpoint.rpartition(':')[0]}:{self.grpc.port}")
-        if self.http is not None:
-            listeners.append(f"HTTP {self.config.receiver.http_endpoint.rpartition(':')[0]}:{self.http.port}")
-        where = ("OTLP on " + " and ".join(listeners)) if listeners else "OTLP not listening"
-        e = self.config.export
-        what = "scores and received spans" if self.forwarding else "scores"
-        target = (f"{what} to {e.endpoint} ({e.protocol})" if e.endpoint
-                  else "scores NOT exported (no export endpoint; -v logs them)")
-        sinks = f"; sinks: {', '.join(s.name for s in self.sinks)}" if self.sinks else ""
-        return f"tracescore: {len(self.registry.entries)} scorers; {where}; {target}{sinks}"
+        if http:
+            listeners.append(f"HTTP {http}")
+        return ("OTLP on " + " and ".join(listeners)) if listeners else "OTLP not listening"
 
     async def run_until_signal(self, on_ready: Callable[[str], None] | None = None) -> None:
         """Start, serve until SIGTERM or SIGINT, then drain and stop."""

@@ -57,9 +57,9 @@ def valid_port(port: str, *, allow_zero: bool = False) -> bool:
     return port.isdigit() and (0 if allow_zero else 1) <= int(port) <= 65535
 
 
-def check_receiver_endpoint(value: str, key: str) -> None:
-    """A receiver listen address must be ``HOST:PORT`` (port 1..65535, or 0: any free port)
-    or empty (disabled).
+def check_receiver_endpoint(value: str, key: str, section: str = "receiver") -> None:
+    """A listen address (``section.key``) must be ``HOST:PORT`` (port 1..65535, or 0: any free
+    port) or empty (disabled).
 
     Example:
         >>> check_receiver_endpoint("127.0.0.1:4317", "grpc_endpoint")
@@ -76,9 +76,9 @@ def check_receiver_endpoint(value: str, key: str) -> None:
         return
     host, sep, port = value.rpartition(":")
     if not sep or not port.isdigit() or not valid_host(host):
-        raise KeyProblem(f"receiver.{key}", f"must be HOST:PORT or empty, got {value!r}")
+        raise KeyProblem(f"{section}.{key}", f"must be HOST:PORT or empty, got {value!r}")
     if not valid_port(port, allow_zero=True):
-        raise KeyProblem(f"receiver.{key}", f"port {port} is outside 1..65535")
+        raise KeyProblem(f"{section}.{key}", f"port {port} is outside 1..65535")
 
 
 def url_problem(url: str, schemes: tuple[str, ...] = ("http", "https"), *, bare: bool = False) -> str | None:

@@ -216,11 +216,11 @@ class QueueConfig(BaseModel):
 
 
 class WorkersConfig(BaseModel):
-    """Score workers: jobs and judge calls in flight.
+    """Score workers: jobs and judge calls in flight, and a worker's own HTTP listener.
 
     Example:
-        >>> WorkersConfig().concurrency
-        64
+        >>> WorkersConfig().concurrency, WorkersConfig().http_endpoint
+        (64, '127.0.0.1:9464')
     """
 
     model_config = _MODEL
@@ -236,6 +236,14 @@ class WorkersConfig(BaseModel):
     drain_timeout_s: float = Field(default=30.0, ge=0)  # SIGTERM: in-flight jobs finish this long
     # Quick sync scorer steps run on the event loop ("adaptive", scorers._sync_calls), or always in a thread.
     sync_steps: Literal["adaptive", "thread"] = "adaptive"
+    # `serve --role worker` listens here for /metrics, /healthz, /readyz and /status, never OTLP
+    # (a receiver's listeners are [receiver]'s); "" disables. Other roles serve them on the OTLP/HTTP port.
+    http_endpoint: str = "127.0.0.1:9464"
+
+    @model_validator(mode="after")
+    def _endpoint(self) -> WorkersConfig:
+        check_receiver_endpoint(self.http_endpoint, "http_endpoint", section="workers")
+        return self
 
 
 class ExportConfig(BaseModel):

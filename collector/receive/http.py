@@ -1,5 +1,8 @@
 """OTLP/HTTP receiver (``POST /v1/traces``, ``/v1/logs``) plus ``/metrics``, ``/healthz``, ``/readyz``.
 
+Without a consumer the same server is a worker's listener (``serve --role worker``): metrics,
+health and ``/status`` only; an OTLP path is answered 404 saying to send OTLP to a receiver.
+
 The OTLP paths are also served with a trailing slash (``/v1/traces/``), as exporters are
 sometimes configured. Any other path is answered 404 with a body (a ``google.rpc.Status``
 in the request's encoding, JSON by default) and a reason phrase that name the paths served,
@@ -62,6 +65,9 @@ _OFF_LOOP_BYTES = 4 * 1024 * 1024
 _GRPC_CODE = {400: 3, 401: 16, 404: 5, 413: 8, 415: 3, 429: 8, 503: 14, 500: 13}
 SERVED = "OTLP/HTTP is served at POST /v1/traces and POST /v1/logs (also GET /metrics, /healthz, /readyz)"
 """What a 404 says: the paths this listener serves."""
+SERVED_BY_WORKER = ("this is a worker's listener (serve --role worker): it serves GET /metrics, /healthz, /readyz "
+                    "and /status, never OTLP; send OTLP to a receiver")
+"""What a worker's listener's 404 says."""
 NOT_FOUND_REASON = "Not Found (OTLP/HTTP paths: /v1/traces, /v1/logs)"
 """The 404's reason phrase: OTLP exporters log it (the Python SDK logs only it, not the body)."""
 
@@ -99,7 +105,7 @@ class HttpReceiver:
 
     Args:
         endpoint: ``HOST:PORT`` (port 0 picks a free one; see `port`).
-        consumer: where decoded requests go.
+        consumer: where decoded requests go; None: no OTLP routes (a worker's listener).
         metrics: the service's instruments (also served on ``/metrics``).
         token: the bearer token required on OTLP routes, or None.
         max_body_bytes: the cap on body size, before and after decompression.
@@ -114,6 +120,7 @@ class HttpReceiver:
             four bodies).
         admit_wait_s: a body of known length waits this long at most for room in the
             budget before it is read (then 429 with the budget's retry delay).
+        label: how a failure to listen names this listener (``HTTP``, or the key that set it).
 
     Example:
         >>> HttpReceiver("127.0.0.1:0", None, Metrics()).port  # type: ignore[arg-type]
@@ -121,13 +128,14 @@ class HttpReceiver:
     """
 
     def __init__(
-        self, endpoint: str, consumer: TraceConsumer, metrics: Metrics, *, token: str | None = None,
+        self, endpoint: str, consumer: TraceConsumer | None, metrics: Metrics, *, token: str | None = None,
         max_body_bytes: int = 16 * 1024 * 1024, ready: Callable[[], bool] = lambda: True,
         ssl_context: ssl.SSLContext | None = None,
         status: Callable[[], Awaitable[dict[str, Any]]] | None = None, max_connections: int = 1000,
         header_timeout_s: float = 10.0, body_timeout_s: float = 60.0, keepalive_timeout_s: float = 60.0,
-        budget: BodyBudget | None = None, admit_wait_s: float = 2.0,
+        budget: BodyBudget | None = None, admit_wait_s: float = 2.0, label: str = "HTTP",
     ) -> None:
+        self._label = label
         self._ssl = ssl_context
         self._admit_wait = admit_wait_s
         self._status = status
@@ -170,7 +178,7 @@ class HttpReceiver:
         guard = ConnectionGuard(self._max_connections, self._header_timeout,
                                 on_refused=lambda reason: refused.labels(transport="http", reason=reason).inc())
         app = web.Application(client_max_size=self._max + 1, middlewares=[guard.middleware, self._unknown_path])
-        for path, handler in (("/v1/traces", self._traces), ("/v1/logs", self._logs)):
+        for path, handler in (("/v1/traces", self._traces), ("/v1/logs", self._logs)) if self._consumer is not None else ():
             app.router.add_post(path, handler)
             app.router.add_post(path + "/", handler)  # an exporter endpoint given with a trailing slash
         app.router.add_get("/metrics", self._metrics_route)
@@ -186,14 +194,15 @@ class HttpReceiver:
             await site.start()
         except OSError as err:
             why = os.strerror(err.errno).lower() if err.errno else str(err)
-            failure = OSError(f"cannot listen on {self.endpoint} (HTTP): {why}")
+            failure = OSError(f"cannot listen on {self.endpoint} ({self._label}): {why}")
             failure.errno = err.errno
             raise failure from err
         server = getattr(site, "_server", None)
         sockets = getattr(server, "sockets", None) or []
         if sockets:
             self._port = sockets[0].getsockname()[1]
-        logger.info("OTLP/HTTP receiver listening on %s:%d", self._host, self._port)
+        what = "OTLP/HTTP receiver" if self._consumer is not None else "HTTP listener (metrics, health, status)"
+        logger.info("%s listening on %s:%d", what, self._host, self._port)
 
     async def shutdown(self, timeout: float = 5.0) -> None:  # noqa: ASYNC109 (lifecycle contract)
         """Stop listening and finish open requests; safe twice."""
@@ -225,6 +234,9 @@ class HttpReceiver:
         return b"".join(chunks)
 
     async def _handle(self, request: web.Request, signal: str) -> web.Response:
+        consumer = self._consumer
+        if consumer is None:  # never routed without one; kept for the type checker
+            return self._not_found(request)
         encoding: Encoding = "json"
         reserved = [0]
         try:
@@ -242,7 +254,7 @@ class HttpReceiver:
                         self._pool, _decode_traces, body, ctype, cenc, self._max)
                 else:
                     traces, raw = _decode_traces(body, ctype, cenc, self._max)
-                result = await self._consumer.consume_traces(traces, raw)
+                result = await consumer.consume_traces(traces, raw)
                 response = ExportTraceServiceResponse()
                 self._metrics.spans_received.labels(transport="http").inc(result.accepted)
                 if result.rejected:
@@ -254,7 +266,7 @@ class HttpReceiver:
                         self._pool, decode_logs, body, ctype, cenc, self._max)
                 else:
                     logs, _ = decode_logs(body, ctype, cenc, self._max)
-                result = await self._consumer.consume_logs(logs)
+                result = await consumer.consume_logs(logs)
                 response = ExportLogsServiceResponse()
                 self._metrics.log_records_received.labels(transport="http").inc(result.accepted)
                 if result.rejected:
@@ -306,8 +318,9 @@ class HttpReceiver:
             encoding = media_encoding(request.headers.get("Content-Type"))
         except UnsupportedMediaType:
             encoding = "json"
-        response = self._error(UnknownPath(f"no route at {request.method} {request.path}; {SERVED}"), encoding)
-        response.set_status(404, NOT_FOUND_REASON)
+        served = SERVED if self._consumer is not None else SERVED_BY_WORKER
+        response = self._error(UnknownPath(f"no route at {request.method} {request.path}; {served}"), encoding)
+        response.set_status(404, NOT_FOUND_REASON if self._consumer is not None else "Not Found (a worker: no OTLP here)")
         return response
 
     @staticmethod

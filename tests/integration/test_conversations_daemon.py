@@ -38,6 +38,7 @@ def _config(tmp_path: Path, backend: CaptureBackend, url: str, prefix: str, http
     config = tmp_path / f"{name}.toml"
     config.write_text(
         f'[receiver]\ngrpc_endpoint = {grpc}\nhttp_endpoint = "127.0.0.1:{http_port}"\n'
+        f'[workers]\nhttp_endpoint = "127.0.0.1:{http_port}"\n'  # a worker's own listener
         '[assembly]\ndecision_wait = 0.3\nrootless_wait = 1.0\n'
         f'[sessions]\nidle_s = {idle_s}\n'
         f'[queue]\nurl = "{url}"\nkey_prefix = "{prefix}"\nvisibility_timeout_s = 5\n'

@@ -97,7 +97,7 @@ def daemon(tmp_path: Path, name: str, queue: str, backend: CaptureBackend, langf
         env = {"TEST_LANGFUSE_PUBLIC": langfuse.public_key, "TEST_LANGFUSE_SECRET": langfuse.secret_key}
     config.write_text(
         f'[receiver]\ngrpc_endpoint = "127.0.0.1:{free_port()}"\nhttp_endpoint = "127.0.0.1:{http_port}"\n'
-        f'retry_after_s = 3.0\n'
+        f'retry_after_s = 3.0\n[workers]\nhttp_endpoint = "127.0.0.1:{http_port}"\n'  # a worker's own listener
         f'[assembly]\ndecision_wait = 0.3\n[queue]\n{queue}\n'
         f'[export]\nendpoint = "{backend.endpoint}"\ntimeout_s = 2.0\nmax_backoff_s = 1.0\n{export}'
         f'{sink}[[scorers]]\nref = "{SCORERS}:answer_length"\n')

@@ -113,7 +113,7 @@ class Proc:
             "[receiver]\n" + "".join(f"{k} = {_toml(v)}\n" for k, v in rec.items())
             + "[assembly]\ndecision_wait = 0.2\n"
             + "[queue]\n" + "".join(f"{k} = {_toml(v)}\n" for k, v in queue.items())
-            + f"[workers]\nconcurrency = {concurrency}\n"
+            + f"[workers]\nconcurrency = {concurrency}\nhttp_endpoint = \"127.0.0.1:{self.http_port}\"\n"
             + (f"job_timeout_s = {queue['visibility_timeout_s'] / 2}\n" if "visibility_timeout_s" in queue else "")
             + f'[export]\nendpoint = "{export}"\ntimeout_s = {export_timeout_s}\nmax_backoff_s = 0.3\nforward_spans = false\n'
             + f'[[scorers]]\nref = "{scorer}"\n' + extra

@@ -72,6 +72,7 @@ def _config(deployment: tuple[str, CaptureBackend, int], url: str = REDIS_URL, d
     prefix, backend, partitions = deployment
     return {
         "receiver": {"grpc_endpoint": "127.0.0.1:0", "http_endpoint": "127.0.0.1:0"},
+        "workers": {"http_endpoint": "127.0.0.1:0"},  # a worker's own listener (metrics, health, status)
         "assembly": {"decision_wait": decision_wait},
         "queue": {"url": url, "key_prefix": prefix, "partitions": partitions},
         "export": {"endpoint": backend.endpoint, "timeout_s": 2.0, "max_backoff_s": 0.5},
@@ -105,11 +106,12 @@ async def test_receiver_and_worker_roles_score_through_redis(setup: Deployment) 
         await wait_until(lambda: len(backend.scores()) == 1, what="the score")
         (score,) = backend.scores()
         assert (score.span.trace_id.hex(), score.span.parent_span_id.hex()) == (trace_id, span_id)
-        # A worker replica refuses OTLP data retryably (its listener serves probes and metrics).
+        # A worker replica takes no OTLP data: its own listener serves probes, metrics and status.
+        assert worker.http.port != receiver.http.port
         worker_url = f"http://127.0.0.1:{worker.http.port}/v1/traces"
         async with aiohttp.ClientSession() as session:
-            async with session.post(worker_url, data=b"", headers={"Content-Type": "application/x-protobuf"}) as resp:
-                assert resp.status == 503 and "Retry-After" in resp.headers
+            async with session.post(worker_url, data=b"{}", headers={"Content-Type": "application/json"}) as resp:
+                assert resp.status == 404 and "send OTLP to a receiver" in await resp.text()
             async with session.get(f"http://127.0.0.1:{worker.http.port}/readyz") as resp:
                 assert resp.status == 200
     finally:

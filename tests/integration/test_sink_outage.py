@@ -33,6 +33,7 @@ def daemon(tmp_path: Path, name: str, queue: str, langfuse: LangfuseServer, role
     config = tmp_path / f"{name}.toml"
     config.write_text(
         f'[receiver]\ngrpc_endpoint = "127.0.0.1:{free_port()}"\nhttp_endpoint = "127.0.0.1:{http_port}"\n'
+        f'[workers]\nhttp_endpoint = "127.0.0.1:{http_port}"\n'  # a worker's own listener
         f'[assembly]\ndecision_wait = 0.3\n[queue]\n{queue}\n'
         f'[sinks.langfuse]\nhost = "{langfuse.url}"\npublic_key = "env:TEST_LANGFUSE_PUBLIC"\n'
         f'secret_key = "env:TEST_LANGFUSE_SECRET"\nmin_backoff_s = 0.2\nmax_backoff_s = 0.5\n'

@@ -41,6 +41,7 @@ PROTOBUF = {"Content-Type": "application/x-protobuf", "Authorization": f"Bearer 
 async def services(url: str, prefix: str, backend: str, *roles: str) -> list[Service]:
     config = config_from_dict({
         "receiver": {"grpc_endpoint": "", "http_endpoint": "127.0.0.1:0", "auth_token": TOKEN},
+        "workers": {"http_endpoint": "127.0.0.1:0"},  # a worker's own listener
         "assembly": {"decision_wait": 0.2}, "queue": {"url": url, "key_prefix": prefix},
         "export": {"endpoint": backend, "forward_spans": False, "timeout_s": 2.0},
         "scorers": [{"ref": f"{SCORERS}:answer_length"}, {"ref": f"{SCORERS}:always_fails"}],
