@@ -49,6 +49,7 @@ from collector.store.redis.partitioned import PartitionedRedisStore, open_redis_
 from collector.store.redis.status import RedisStatusBoard
 from collector.store.redis.store import RedisStore
 from collector.store.sqlite.store import SqliteStore
+from collector.store.totals import nested
 from collector.work.governor import JudgeGovernance, close_unused_breakers, judge_report
 from collector.work.registry import ScorerRegistry, load_judge_client
 from collector.work.worker import Worker
@@ -84,8 +85,7 @@ class Pipeline:
 
 ROLES = ("all", "receiver", "worker")
 """``serve --role``: receivers and assembly, workers and export, or everything. A worker listens
-only on ``[workers] http_endpoint`` (metrics, health, status), never on the receivers' ports, so
-a receiver and a worker started with one config file on one host both start."""
+only on ``[workers] http_endpoint`` (metrics, health, status), never on the receivers' ports."""
 
 
 def store_session_rules(cfg: SessionsConfig) -> SessionRules:
@@ -175,7 +175,8 @@ class Service:
         store_name = (f"{q.display_url} {q.key_prefix}" if q.kind == "redis"
                       else f"sqlite:{q.sqlite_path}@{socket.gethostname()}")
         self.status = StatusReporter(self.metrics, self.store.stats, role=role, store=store_name, board=board,
-                                     governance=lambda: judge_report(self.store, config.judge))
+                                     governance=lambda: judge_report(self.store, config.judge),
+                                     totals=self._totals)
         self.assembler: TraceAssembler | None = None
         # Conversations are tracked only for conversation scorers (SPEC §7); every receiver
         # schedules the due ones (on Redis a due session is claimed by one of them).
@@ -243,7 +244,7 @@ class Service:
                                      keepalive_timeout_s=r.keepalive_timeout_s, budget=budget,
                                      body_timeout_s=r.body_timeout_s)
             await self.grpc.start()
-        http_endpoint, label = self.http_endpoint()
+        http_endpoint, label = self._http_endpoint()
         if http_endpoint:
             self.http = HttpReceiver(http_endpoint, pipeline, self.metrics, token=token,
                                      max_body_bytes=cfg.receiver.max_body_bytes, ready=self.is_ready,
@@ -262,18 +263,16 @@ class Service:
         self.ready = True
         logger.info("tracescore ready: %d scorers", len(self.registry.entries))
 
-    def http_endpoint(self) -> tuple[str, str]:
-        """Where this replica's HTTP listener binds ("": none), and how a failure to bind names
-        it: the OTLP/HTTP receiver's ``[receiver] http_endpoint``, or for ``--role worker`` its own
-        ``[workers] http_endpoint`` (metrics, health, status; no OTLP).
-
-        Example:
-            >>> Service(Config(), ScorerRegistry([])).http_endpoint()
-            ('127.0.0.1:4318', 'HTTP')
-        """
+    def _http_endpoint(self) -> tuple[str, str]:
+        """Where the HTTP listener binds ("": none), and its name in a bind failure: the OTLP/HTTP
+        receiver's, or a worker's own (``[workers] http_endpoint``: metrics, health, status)."""
         if self.role == "worker":
             return self.config.workers.http_endpoint, "HTTP, workers.http_endpoint"
         return self.config.receiver.http_endpoint, "HTTP"
+
+    async def _totals(self) -> dict[str, Any]:
+        """The store's totals as status shows them (`collector.store.totals.nested`)."""
+        return nested(await self.store.totals())
 
     def _on_result(self) -> None:
         """A result reached the outbox: wake the exporter and the sinks."""
@@ -361,8 +360,8 @@ class Service:
         logger.info("tracescore stopped%s", f" ({failed} parts failed to stop cleanly)" if failed else "")
 
     def describe(self) -> str:
-        """One line saying what the daemon serves, where it listens and where scores go: the
-        OTLP listeners of a receiver, or a worker's metrics and health listener.
+        """One line saying what the daemon serves (OTLP, or a worker's metrics and health), where it
+        listens and where scores go.
 
         Example:
             >>> Service(Config(), ScorerRegistry([])).describe()

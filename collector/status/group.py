@@ -6,6 +6,12 @@ failures) are summed; store counts (queue depth, dead letters, outbox) are share
 replicas of one store, so each store counts once (its latest snapshot). Backlogs are summed
 per (backlog, destination) over stores alike, items and bytes apart (bytes None where no
 store measured them).
+
+The store's totals (``totals``: what every worker settled and every judge call, living or dead
+workers alike) count once per store too, and replace the replicas' own counters for what they
+count: a scorer's settled outcomes (scored, not scorable, failed, retried, parked) and scores,
+its failures, and the judge calls per model. A worker that died takes its own counters with it,
+never the deployment's totals.
 """
 
 from __future__ import annotations
@@ -83,6 +89,7 @@ def merge(snapshots: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     for snap in sessions.values():
         _add(view["sessions"], snap["sessions"])
     view["governance"] = merge_governance(latest.values())
+    apply_totals(view, merge_totals(latest.values()))
     view["backlog"] = merge_backlogs(snap.get("backlog") or () for snap in stores.values())
     view["stores"] = sorted(stores)
     return view
@@ -111,3 +118,52 @@ def merge_governance(snapshots: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
         merged["breakers"] += report.get("breakers", [])
         _add(merged["parked"], report.get("parked", {}))
     return merged
+
+
+def merge_totals(snapshots: Iterable[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """The store totals of the replicas' snapshots: each store's latest, summed over stores (None
+    when no snapshot has any: replicas of an earlier version).
+
+    Example:
+        >>> a = {"replica": "a", "store": "s", "at": 1, "totals": {"scorers": {"q": {"scored": 2}}, "judge": {}}}
+        >>> b = {**a, "replica": "b", "at": 2, "totals": {"scorers": {"q": {"scored": 3}}, "judge": {}}}
+        >>> merge_totals([a, b]), merge_totals([{"replica": "c"}])
+        ({'scorers': {'q': {'scored': 3}}, 'judge': {}}, None)
+    """
+    latest: dict[str, Mapping[str, Any]] = {}
+    for snap in snapshots:
+        store = str(snap.get("store") or snap.get("replica"))
+        if snap.get("totals") is not None and (store not in latest or snap.get("at", 0) >= latest[store].get("at", 0)):
+            latest[store] = snap
+    if not latest:
+        return None
+    merged: dict[str, Any] = {"scorers": {}, "judge": {}}
+    for snap in latest.values():
+        _add(merged, snap["totals"])
+    return merged
+
+
+def apply_totals(view: dict[str, Any], totals: Mapping[str, Any] | None) -> None:
+    """Put the store's totals in ``view`` (``view["totals"]``), in place of the replicas' own
+    counters for what the totals count (see the module docstring).
+
+    Example:
+        >>> view = {"decisions": {"q": {"scored": 113, "sampled_out": 4}}, "scores": {}, "judge": {"m": {"calls": 9}},
+        ...         "failures": {"scorers": {"q": 0}}}
+        >>> totals = {"scorers": {"q": {"scored": 300, "not_scorable": 0, "failed": 1, "retried": 0, "parked": 0,
+        ...           "scores": {"count": 300, "sum": 90.0, "buckets": {"+Inf": 300}}}}, "judge": {}}
+        >>> apply_totals(view, totals)
+        >>> view["decisions"]["q"]["scored"], view["decisions"]["q"]["sampled_out"], view["failures"]["scorers"]["q"]
+        (300, 4, 1)
+        >>> view["scores"]["q"]["count"], view["judge"]
+        (300, {})
+    """
+    if totals is None:
+        return
+    view["totals"] = totals
+    for scorer, counted in totals.get("scorers", {}).items():
+        decisions = view["decisions"].setdefault(scorer, {})
+        decisions.update({what: value for what, value in counted.items() if what != "scores"})
+        view["scores"][scorer] = counted["scores"]
+        view.setdefault("failures", {}).setdefault("scorers", {})[scorer] = counted.get("failed", 0)
+    view["judge"] = totals.get("judge", {})

@@ -45,6 +45,9 @@ class StatusReporter:
         store: names the store, so a group's shared counts are counted once.
         board: the group's board (None: a single replica).
         governance: reads the judge budgets, breakers and parked jobs (`collector.work.governor.judge_report`).
+        totals: reads the deployment's totals from the store (per scorer and judge model, every
+            worker's, living or dead: `collector.store.totals.nested`), shown instead of the
+            replicas' own counters for what they count.
 
     Example:
         >>> import asyncio
@@ -58,7 +61,9 @@ class StatusReporter:
 
     def __init__(self, metrics: Metrics, stats: Callable[[], Awaitable[StoreStats]], *, role: str, store: str,
                  board: StatusBoard | None = None,
-                 governance: Callable[[], Awaitable[dict[str, Any]]] | None = None) -> None:
+                 governance: Callable[[], Awaitable[dict[str, Any]]] | None = None,
+                 totals: Callable[[], Awaitable[dict[str, Any]]] | None = None) -> None:
+        self._totals = totals
         self._governance = governance
         self._governance_report: dict[str, Any] | None = None
         self.replica = replica_id()
@@ -80,6 +85,11 @@ class StatusReporter:
                 logger.debug("judge governance unavailable for status", exc_info=True)
             if self._governance_report is not None:
                 snapshot["governance"] = self._governance_report
+        if self._totals is not None:  # the store's: shared by the replicas of one store, like its counts
+            try:
+                snapshot["totals"] = await self._totals()
+            except Exception:
+                logger.debug("the store's totals are unavailable for status", exc_info=True)
         return snapshot
 
     async def refresh(self, stats: StoreStats | None) -> None:

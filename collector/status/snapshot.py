@@ -29,9 +29,10 @@ from prometheus_client.samples import Sample
 from collector.common.metrics import VERSION
 from collector.common.types import StoreStats
 
-SCHEMA = 2
+SCHEMA = 3
 """Version of the snapshot's JSON layout (2: a backlog entry has ``bytes``, ``failures`` has
-``forward``; a view merges snapshots of either version)."""
+``forward``; 3: ``totals``, the store's totals per scorer and judge model; a view merges
+snapshots of any of these versions)."""
 
 SCORE_SAMPLES = {"tracescore_score_bucket": "buckets", "tracescore_score_count": "count",
                  "tracescore_score_sum": "sum"}

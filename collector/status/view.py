@@ -11,6 +11,8 @@ from rich.table import Table
 
 _BARS = " ▁▂▃▄▅▆▇█"
 DECISION_COLUMNS = ("scored", "not_scorable", "failed", "retried", "filtered_out", "sampled_out", "duplicate")
+TOTALS_NOTE = " (the store's totals: every worker, living or dead)"
+"""Added to a table's title when its figures are the store's totals (`collector.status.group.apply_totals`)."""
 
 
 def histogram_bar(buckets: Mapping[str, float]) -> str:
@@ -47,7 +49,7 @@ def scorer_table(view: Mapping[str, Any]) -> Table:
         >>> scorer_table(view).row_count
         1
     """
-    table = Table(title="scorers", title_justify="left")
+    table = Table(title="scorers" + TOTALS_NOTE * ("totals" in view), title_justify="left")
     table.add_column("scorer", overflow="fold", min_width=12)
     for name in (*DECISION_COLUMNS, "scores", "mean", "histogram 0..1", "exported"):
         table.add_column(name.replace("_", " "), justify="right" if name != "histogram 0..1" else "left")
@@ -98,7 +100,7 @@ def judge_table(view: Mapping[str, Any]) -> Table:
         >>> judge_table({"judge": {"openai/gpt-4o-mini": {"calls": 3, "cost_usd": 0.01}}}).row_count
         1
     """
-    table = Table(title="judge per model", title_justify="left")
+    table = Table(title="judge per model" + TOTALS_NOTE * ("totals" in view), title_justify="left")
     for name in ("model", "calls", "errors", "input tokens", "output tokens", "cost (USD)"):
         table.add_column(name, justify="left" if name == "model" else "right")
     for model, j in sorted(view.get("judge", {}).items()):

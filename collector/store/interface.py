@@ -21,6 +21,8 @@
   conversations (SPEC §7), durable and shared, under the store's `SessionRules`.
 * `JudgeLedger` (workers' judge governor, ``tracescore judges``): judge budgets, shared rate
   limits, cool-downs and circuit breakers (SPEC §8), one view for every replica.
+* ``Store.totals``: the deployment's totals (`collector.store.totals`), written with what they
+  count, so status shows every worker's, living or dead.
 """
 
 from __future__ import annotations
@@ -182,7 +184,9 @@ class JobQueue(Protocol):
 
     async def settle(self, leased: LeasedJob, outcome: Settlement) -> None:
         """Finish, retry or dead-letter a leased job; completes even when the caller is cancelled
-        meanwhile (the store shields it)."""
+        meanwhile (the store shields it). A settlement the store accepts (the lease holds; a
+        `Done` or `Dead` of a job not done already) adds its `collector.store.totals.settlement_tally`
+        to the totals in the same step; one it refuses counts nothing."""
         ...
 
     async def renew(self, leased: Sequence[LeasedJob]) -> int:
@@ -324,6 +328,12 @@ class Store(TraceBuffer, JobQueue, Outbox, JudgeReplies, SessionLog, JudgeLedger
 
     async def stats(self) -> StoreStats:
         """Counts for the gauges."""
+        ...
+
+    async def totals(self) -> dict[str, float]:
+        """The deployment's totals (`collector.store.totals`), field -> amount: every accepted
+        settlement per scorer, every job dead-lettered for its leases, every settled judge call
+        per model, since the store was made, whichever process (living or dead) wrote them."""
         ...
 
     async def prune(self, older_than_s: float) -> int:

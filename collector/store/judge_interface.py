@@ -77,6 +77,12 @@ class JudgeLedger(Protocol):
         """Every open breaker."""
         ...
 
+    async def count_judge_call(self, model: str, *, failed: bool, input_tokens: int, output_tokens: int,
+                               cost_usd: float) -> None:
+        """Add one settled judge call of ``model`` to the deployment's totals
+        (`collector.store.totals.judge_tally`)."""
+        ...
+
     async def parked_jobs(self) -> dict[str, int]:
         """Jobs parked now (handed back with `collector.common.judge_types.Park`), per reason: a job is
         parked from its park until it is settled otherwise (`Retry`, `Done`, `Dead`) or

@@ -19,6 +19,9 @@ under. Every judge request, before it is sent:
    ledger is asked even for a model without limits, since any replica's 429 cools it
    down); the output tokens are charged after the call.
 
+Every call settled is added to the deployment's totals (`collector.store.totals`: calls,
+errors, tokens, cost per model), so status counts every worker's calls, living or dead.
+
 After a failed call: refused credentials, no quota or an unknown model
 (`scorers._judge_governor.unavailable_reason`) open the breaker on every replica and park
 the job; a 429 with Retry-After cools the model down on every replica.
@@ -195,6 +198,7 @@ class JudgeGovernance:
         if not isinstance(state, _Ticket):
             return None
         cost = float(cost_usd or 0.0)
+        await self._count(request, usage, cost, error)
         try:
             if state.reservation is not None:
                 await self.ledger.settle_judge_spend(state.reservation, state.window, state.scopes, cost)
@@ -215,6 +219,17 @@ class JudgeGovernance:
         except Exception:
             logger.warning("settling a judge call with the ledger failed", exc_info=True)
             return None
+
+    async def _count(self, request: JudgeRequest, usage: JudgeUsage | None, cost: float,
+                     error: BaseException | None) -> None:
+        """Add the call to the deployment's totals (a call a drain cut short is no judge error)."""
+        try:
+            await self.ledger.count_judge_call(
+                request.model, failed=error is not None and not isinstance(error, asyncio.CancelledError),
+                input_tokens=usage.input_tokens if usage is not None else 0,
+                output_tokens=usage.output_tokens if usage is not None else 0, cost_usd=cost)
+        except Exception:
+            logger.warning("counting a judge call in the store's totals failed", exc_info=True)
 
     async def _learn(self, request: JudgeRequest, state: _Ticket, error: BaseException) -> JudgeParked | None:
         """What a failed call tells every replica: a breaker to open, or a model to cool down."""

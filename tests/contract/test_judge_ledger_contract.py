@@ -249,7 +249,9 @@ class TestRedisLayout:
                   k.judge_breakers, k.judge_probes, k.parked}
         assert ledger <= written
         rate = {k.judge_rate("openai/gpt-4o")}
-        assert written - ledger - rate == {k.jobs, k.delayed, k.delayed_data, k.idem(leased.job.key)}
+        # The queue's keys, and the deployment's totals (the park counted: kept, one field per
+        # scorer outcome, score bucket and judge model, `collector.store.totals`).
+        assert written - ledger - rate == {k.jobs, k.delayed, k.delayed_data, k.idem(leased.job.key), k.totals}
         # Each window key lives the retention (40 days) after its last write. Redis counts a TTL
         # down by the wall clock, which a paused VM steps forward when it resumes (CI saw a key
         # 66 and 67 s short, right after writing it): the bound allows 1% of the retention, still

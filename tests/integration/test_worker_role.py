@@ -12,6 +12,8 @@ serve` processes (issue 42):
 from __future__ import annotations
 
 import asyncio
+import json
+import signal
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -26,8 +28,9 @@ from daemon_harness import (
     wait_until,
 )
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
-from serve_process import ServeProcess
+from serve_process import ServeProcess, cli
 from shared_redis import REDIS_URL
+from test_redis_faults import SLOW_SCORER, agent_bodies, post_until_accepted, unique_scores
 
 SCORERS = Path(__file__).parent / "scorers_for_tests.py"
 
@@ -112,3 +115,53 @@ async def test_a_receiver_and_a_worker_start_from_one_config_file_and_the_worker
 
     await wait_until(worker_counted, what="the score in the worker's /metrics")
     assert "tracescore_score_count" not in await receiver.metrics()  # the receiver scores nothing
+
+
+RUNS = 48
+SLOW = SLOW_SCORER.replace("asyncio.sleep(0.04)", "asyncio.sleep(0.2)").replace("40 ms", "200 ms")
+
+
+async def test_status_after_a_worker_is_killed_counts_every_workers_scores_each_run_once(
+    tmp_path: Path, backend: CaptureBackend, deployments: list[Deployment],
+) -> None:
+    scorer = tmp_path / "slow_scorer.py"
+    scorer.write_text(SLOW)  # 200 ms a run, 4 at a time: the 48 runs take one worker about 2.4 s
+    deployment = Deployment(tmp_path, backend, f"{scorer}:slow", workers="concurrency = 4\n",
+                            queue="visibility_timeout_s = 1.0\n")  # a dead worker's jobs are taken over after 1 s
+    deployments.append(deployment)
+    receiver, doomed = deployment.process("receiver", "receiver"), deployment.process("doomed", "worker")
+    await asyncio.gather(receiver.start(), doomed.start())
+
+    bodies = agent_bodies(RUNS, 8)
+    expected = {t for _, ids in bodies for t in ids}
+    async with aiohttp.ClientSession() as session:
+        for body, _ in bodies:
+            await post_until_accepted(session, f"http://127.0.0.1:{deployment.http_port}/v1/traces", body)
+    await wait_until(lambda: unique_scores(backend)[0] >= 12, timeout=60, what="the first worker's first scores")
+    await doomed.stop(signal.SIGKILL)  # mid-run: it holds leased jobs
+    scored_before = unique_scores(backend)[0]
+    assert scored_before < RUNS, "the worker finished every run before it was killed: no mid-run kill"
+
+    standby = deployment.process("standby", "worker")  # the same config file, the same port: the old one is dead
+    await standby.start()
+    await wait_until(lambda: unique_scores(backend)[1] == expected, timeout=60, what="every run scored")
+    await wait_until(receiver.idle, timeout=30, what="nothing left in the store")
+
+    code, out, err = await cli("status", "--config", str(deployment.config), "--once", "--format", "json")
+    assert code == 0, err
+    view = json.loads(out)
+    totals = view["totals"]["scorers"]["slow"]
+    assert (totals["scored"], totals["failed"], totals["not_scorable"]) == (RUNS, 0, 0), totals
+    assert view["decisions"]["slow"]["scored"] == view["scores"]["slow"]["count"] == RUNS
+    assert view["scores"]["slow"]["buckets"]["1.0"] == RUNS  # every score 1.0, the dead worker's included
+    standby_scored = metric_value(await standby.metrics(), 'tracescore_score_count{scorer="slow"}')
+    assert standby_scored < RUNS  # the living worker's own counter misses the dead one's scores
+    distinct, traces = unique_scores(backend)
+    assert distinct == RUNS and traces == expected, f"{distinct} scores for {RUNS} runs"  # each run scored once
+    print(f"{scored_before} of {RUNS} runs scored before the SIGKILL; the standby's own counter says "
+          f"{standby_scored:.0f}; status totals say {totals['scored']:.0f}")
+
+
+def metric_value(text: str, sample: str) -> float:
+    """The value of one sample line (``name{labels}``) of a Prometheus text page, 0 if absent."""
+    return next((float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(sample + " ")), 0.0)

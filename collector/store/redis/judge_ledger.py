@@ -9,6 +9,7 @@ by every replica of a deployment.
   the server's clock, expiring once it says nothing.
 * Breakers: two hashes (state as JSON, next probe time); claiming a probe is one script.
 * Parked jobs: the queue's ``parked`` hash (`collector.store.redis.queue`).
+* Judge calls settled: added to the deployment's totals (`collector.store.redis.totals`).
 
 Every key is built by `collector.store.redis.keys.RedisKeys` from the deployment's prefix
 (scripts are listed in `collector.store.redis.judge_scripts`). `RedisJudgeLedger` is the
@@ -32,6 +33,7 @@ from collector.common.judge_types import Breaker, BudgetUse
 from collector.store.judge_interface import AMOUNT_TOLERANCE, WINDOW_RETENTION_S
 from collector.store.redis import judge_scripts
 from collector.store.redis.keys import RedisKeys
+from collector.store.redis.totals import add_judge_call
 
 _RETENTION_MS = int(WINDOW_RETENTION_S * 1000)
 
@@ -146,6 +148,12 @@ class RedisJudgeLedger:
             breakers.append(Breaker(_s(key), s["model"], s["reason"], float(s["since"]), next_probe,
                                     float(s["interval_s"])))
         return breakers
+
+    async def count_judge_call(self, model: str, *, failed: bool, input_tokens: int, output_tokens: int,
+                               cost_usd: float) -> None:
+        """Add one settled judge call to the deployment's totals (`collector.store.redis.totals`)."""
+        await add_judge_call(self.client, self.keys.totals, model, failed=failed, input_tokens=input_tokens,
+                             output_tokens=output_tokens, cost_usd=cost_usd)
 
     async def parked_jobs(self) -> dict[str, int]:
         """Jobs parked now (from their park until settled otherwise), per reason."""

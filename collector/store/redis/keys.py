@@ -54,6 +54,7 @@ Layout (``P`` is the prefix)::
     P judge:rate:<model>       hash  rpm, tpm (GCRA arrival times), cool (server clock; TTL)
     P judge:breakers           hash  breaker key -> JSON {model, reason, since, interval_s}
     P judge:probes             hash  breaker key -> next probe (epoch s)
+    P totals            hash       the deployment's totals: field -> amount (`collector.store.totals`)
 """
 
 from __future__ import annotations
@@ -62,6 +63,7 @@ import re
 from dataclasses import dataclass, field
 
 from collector.store.redis.judge_keys import JudgeKeys
+from collector.store.redis.totals import TotalsKeys
 
 GROUP = "workers"
 """The consumer group every worker reads the job stream with."""
@@ -90,7 +92,7 @@ def hash_tagged(prefix: str) -> str:
 
 
 @dataclass(frozen=True)
-class RedisKeys(JudgeKeys):
+class RedisKeys(JudgeKeys, TotalsKeys):
     """The keys of one deployment: ``configured`` is ``queue.key_prefix``, ``prefix`` the
     hash-tagged prefix every key starts with (`hash_tagged`).
 

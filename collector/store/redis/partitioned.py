@@ -49,6 +49,7 @@ from collector.store.redis.partitioned_admin import (
 from collector.store.redis.partitioned_sessions import PartitionedSessions
 from collector.store.redis.partitions import PartitionMap, Rotation, partition_prefix
 from collector.store.redis.store import RedisStore
+from collector.store.totals import add
 
 logger = logging.getLogger(__name__)
 GATHER_S = 0.002
@@ -356,6 +357,10 @@ class PartitionedRedisStore(PartitionedSessions, RedisJudgeLedger):
             queued=sum(s.queued for s in parts), in_flight=sum(s.in_flight for s in parts),
             dead=sum(s.dead for s in parts), outbox=sum(s.outbox for s in parts),
             traces=sum(s.traces for s in parts), forward_requests=forward.requests, forward_bytes=forward.bytes)
+
+    async def totals(self) -> dict[str, float]:
+        """The totals of every partition (settlements) and of the deployment's keys (judge calls), summed."""
+        return add({}, await asyncio.gather(self.home.totals(), *(part.totals() for part in self.partitions)))
 
     # ------------------------------------------------------------------- judge replies
     async def judge_replies(self, job_key: str) -> dict[str, str]:

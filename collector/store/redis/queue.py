@@ -16,7 +16,9 @@ Invariants (the same as the SQLite queue's):
 * `Park` is a `Retry` that gives the take's attempt back and carries ``parked_since`` (the
   first park's time) with the job; the ``parked`` hash holds the job key and the reason of
   its last park until the job is settled otherwise or dead-lettered (the SQLite queue's
-  ``park_reason``, `collector.store.sqlite.jobs`).
+  ``park_reason``, `collector.store.sqlite.jobs`);
+* every settle script adds the settlement's tally to the ``totals`` hash when it counts
+  (`collector.store.totals`), in the same script.
 """
 
 from __future__ import annotations
@@ -57,6 +59,7 @@ from collector.store.redis.conn import (
 from collector.store.redis.job_json import job_json, parse_job
 from collector.store.redis.keys import GROUP, RedisKeys
 from collector.store.redis.recent import RecentRecords, record_text
+from collector.store.totals import settlement_tally, tally_json
 
 logger = logging.getLogger(__name__)
 
@@ -70,6 +73,7 @@ class _DoneSettle:
     deliveries: str
     job_key: str
     record: str  # the outbox record's JSON, "" for none (not scorable)
+    tally: str  # what it adds to the totals (`collector.store.totals.tally_json`)
 
 
 def _s(value: Any) -> str:
@@ -209,7 +213,7 @@ class RedisJobQueue:
             self._last_reclaim = time.monotonic()
             error = json.dumps({"type": "LeaseExpired", "message": "the job's lease ran out too many times"})
             entries, dead = await self._reclaim(
-                keys=[self._k.jobs, self._k.dead, self._k.parked],
+                keys=[self._k.jobs, self._k.dead, self._k.parked, self._k.totals],
                 args=[GROUP, self.consumer, self._visibility_ms, limit, self._max_attempts,
                       self._k.idem_prefix, now, error, self._ttl_ms],
             )
@@ -262,7 +266,8 @@ class RedisJobQueue:
         job = leased.job
         if isinstance(outcome, Done):
             record = record_text(self.recent, outcome.record)
-            future = self._settles.submit(_DoneSettle(consumer, entry_id, deliveries, job.key, record))
+            tally = tally_json(settlement_tally(job, outcome))
+            future = self._settles.submit(_DoneSettle(consumer, entry_id, deliveries, job.key, record, tally))
         else:
             future = self._settles.submit(self._general_settle(leased, outcome, consumer, entry_id, deliveries))
         future.add_done_callback(functools.partial(self._settled, job.key, not isinstance(outcome, Retry | Park)))
@@ -295,9 +300,10 @@ class RedisJobQueue:
             record = record_text(self.recent, outcome.record)
         k = self._k
         keys = [k.jobs, k.dead, k.delayed, k.delayed_data, k.outbox, k.outbox_data, k.outbox_seq,
-                k.idem(job.key), k.replies(job.key), k.parked, *self.sink_keys]
+                k.idem(job.key), k.replies(job.key), k.parked, k.totals, *self.sink_keys]
         args: list[Any] = [GROUP, entry_id, consumer, deliveries, kind, now, self._ttl_ms, record, job.key,
-                           job_json(job), attempts, error, due_at, since, reason]
+                           job_json(job), attempts, error, due_at, since, reason,
+                           tally_json(settlement_tally(job, outcome))]
         return keys, args
 
     async def renew(self, leased: Sequence[LeasedJob]) -> int:
@@ -324,13 +330,13 @@ class RedisJobQueue:
 
         commands: list[tuple[Any, list[str], list[Any], list[int]]] = []  # script, keys, args, call indexes
         for consumer, indexes in done.items():
-            keys = [k.jobs, k.outbox, k.outbox_data, k.outbox_seq, k.parked, *self.sink_keys]
+            keys = [k.jobs, k.outbox, k.outbox_data, k.outbox_seq, k.parked, k.totals, *self.sink_keys]
             args: list[Any] = [GROUP, consumer, time.time(), self._ttl_ms, len(self.sink_keys)]
             for index in indexes:
                 call = calls[index]
                 assert isinstance(call, _DoneSettle)
                 keys += [k.idem(call.job_key), k.replies(call.job_key)]
-                args += [call.entry_id, call.deliveries, call.record, call.job_key]
+                args += [call.entry_id, call.deliveries, call.record, call.job_key, call.tally]
             commands.append((self._settle_done, keys, args, indexes))
         for index, call in enumerate(calls):
             if not isinstance(call, _DoneSettle):

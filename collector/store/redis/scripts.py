@@ -9,6 +9,8 @@ the hash tag of the deployment's prefix, hence the slot of the declared keys
 
 from __future__ import annotations
 
+from collector.store.redis.totals import TOTALS
+
 # Lua helper prepended to the scripts that write many fields or members in one call:
 # redis.call(fixed..., values[i..j]) over slices of `step` values (Lua's unpack takes a few
 # thousand values at most; a slice of pairs keeps them whole when `step` is even).
@@ -62,8 +64,9 @@ end
 return #keys
 """
 
-# Take over entries idle past the visibility timeout; dead-letter those delivered too often.
-# KEYS: jobs, dead, parked; ARGV: group, consumer, min idle ms, count, max attempts, idem prefix,
+# Take over entries idle past the visibility timeout; dead-letter those delivered too often (each
+# counted "failed" for its scorer in the totals).
+# KEYS: jobs, dead, parked, totals; ARGV: group, consumer, min idle ms, count, max attempts, idem prefix,
 # now, error JSON, ttl ms. Returns {{entry id, key, job, attempts, deliveries, parked_since or ''}...},
 # dead count.
 RECLAIM = """
@@ -82,6 +85,9 @@ for _, e in ipairs(res[2]) do
                'attempts', attempts, 'failed_at', ARGV[7])
     redis.call('SET', ARGV[6] .. fields['key'], 'dead', 'PX', ARGV[9])
     redis.call('HDEL', KEYS[3], fields['key'])
+    local ok, job = pcall(cjson.decode, fields['job'])
+    local scorer = (ok and type(job) == 'table' and job['scorer_id']) or '?'
+    redis.call('HINCRBYFLOAT', KEYS[4], 'scorer\\31' .. scorer .. '\\31failed', 1)
     redis.call('XACK', KEYS[1], ARGV[1], id)
     redis.call('XDEL', KEYS[1], id)
     dead = dead + 1
@@ -96,15 +102,17 @@ return {out, dead}
 # Settle a leased job if the lease still holds: outbox write + idempotency mark + XACK/XDEL;
 # a job done or dead forgets its judge replies (it never runs again). A retry or a park goes to
 # the delayed set (a park with its parked_since, and into the parked hash with its reason);
-# any other settlement takes the job out of the parked hash.
+# any other settlement takes the job out of the parked hash. The tally goes to the totals when
+# the settlement counts (a retry or park whose lease holds; a dead job not done already).
 # KEYS: jobs, dead, delayed, delayed_data, outbox, outbox_data, outbox_seq, idem, replies, parked,
-#       then (sink zset, sink data) per native sink: the record is queued there too, same id
+#       totals, then (sink zset, sink data) per native sink: the record is queued there too, same id
 # ARGV: group, entry id, consumer, deliveries, kind (retry, park, done, dead), now, ttl_ms,
-#       record, key, job, attempts, error, due_at, parked_since, park reason
-SETTLE = """
+#       record, key, job, attempts, error, due_at, parked_since, park reason, tally JSON
+SETTLE = TOTALS + """
 local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[2], ARGV[2], 1)
 if #p == 0 or p[1][2] ~= ARGV[3] or tostring(p[1][4]) ~= ARGV[4] then return -1 end
 local added = 0
+local counted = {}
 if ARGV[5] == 'park' then
   redis.call('HSET', KEYS[10], ARGV[9], ARGV[15])
 else
@@ -115,9 +123,11 @@ if ARGV[5] == 'retry' or ARGV[5] == 'park' then
   if ARGV[5] == 'park' then head = head .. ',' .. ARGV[14] end
   redis.call('ZADD', KEYS[3], ARGV[13], ARGV[9])
   redis.call('HSET', KEYS[4], ARGV[9], head .. '|' .. ARGV[10])
+  tally_into(counted, ARGV[16])
 else
   local state = redis.call('GET', KEYS[8])
   if state ~= 'done' and state ~= 'dead' then
+    tally_into(counted, ARGV[16])
     if ARGV[5] == 'dead' then
       redis.call('XADD', KEYS[2], '*', 'key', ARGV[9], 'job', ARGV[10], 'error', ARGV[12],
                  'attempts', ARGV[11], 'failed_at', ARGV[6])
@@ -127,7 +137,7 @@ else
       local id = redis.call('INCR', KEYS[7])
       redis.call('HSET', KEYS[6], id, ARGV[8])
       redis.call('ZADD', KEYS[5], ARGV[6], id)
-      for i = 11, #KEYS, 2 do
+      for i = 12, #KEYS, 2 do
         redis.call('HSET', KEYS[i + 1], id, ARGV[8])
         redis.call('ZADD', KEYS[i], ARGV[6], id)
       end
@@ -136,24 +146,26 @@ else
   end
   redis.call('DEL', KEYS[9])
 end
+add_totals(KEYS[11], counted)
 redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])
 redis.call('XDEL', KEYS[1], ARGV[2])
 return added
 """
 
 # Settle many leased jobs done at once (SETTLE's "done" case, one call for a worker's batch):
-# each job's lease and idempotency key are checked in turn, then the new records, the acks and
-# the cleanups are written with one command each for the whole batch (records get outbox ids
-# in the jobs' order, as one INCR per record would give them).
-# KEYS: jobs, outbox, outbox_data, outbox_seq, parked, then (sink zset, sink data) per native
-#       sink, then (idem, replies) per job
+# each job's lease and idempotency key are checked in turn, then the new records, the acks, the
+# cleanups and the totals (the tallies of the jobs not done already, summed) are written with
+# one command each for the whole batch (records get outbox ids in the jobs' order, as one INCR
+# per record would give them).
+# KEYS: jobs, outbox, outbox_data, outbox_seq, parked, totals, then (sink zset, sink data) per
+#       native sink, then (idem, replies) per job
 # ARGV: group, consumer, now, ttl_ms, number of sink keys, then (entry id, deliveries, record,
-#       job key) per job. Returns per job: -1 (the lease was lost), 1 (a record queued) or 0.
-SETTLE_DONE = SLICES + """
-local last_sink = 5 + tonumber(ARGV[5])
-local out, records, held, unpark, forget = {}, {}, {}, {}, {}
+#       job key, tally JSON) per job. Returns per job: -1 (the lease was lost), 1 (a record queued) or 0.
+SETTLE_DONE = SLICES + TOTALS + """
+local last_sink = 6 + tonumber(ARGV[5])
+local out, records, held, unpark, forget, counted = {}, {}, {}, {}, {}, {}
 local j = 0
-for a = 6, #ARGV, 4 do
+for a = 6, #ARGV, 5 do
   local id, record = ARGV[a], ARGV[a + 2]
   local idem, replies = KEYS[last_sink + 1 + 2 * j], KEYS[last_sink + 2 + 2 * j]
   j = j + 1
@@ -165,6 +177,7 @@ for a = 6, #ARGV, 4 do
     local state = redis.call('GET', idem)
     if state ~= 'done' and state ~= 'dead' then
       redis.call('SET', idem, 'done', 'PX', ARGV[4])
+      tally_into(counted, ARGV[a + 4])
       if record ~= '' then
         records[#records + 1] = record
         out[j] = 1
@@ -184,7 +197,7 @@ if #records > 0 then
   end
   call_slices({'HSET', KEYS[3]}, data, 1000)
   call_slices({'ZADD', KEYS[2]}, scored, 1000)
-  for i = 6, last_sink, 2 do
+  for i = 7, last_sink, 2 do
     call_slices({'HSET', KEYS[i + 1]}, data, 1000)
     call_slices({'ZADD', KEYS[i]}, scored, 1000)
   end
@@ -195,6 +208,7 @@ if #held > 0 then
   call_slices({'XACK', KEYS[1], ARGV[1]}, held, 1000)
   call_slices({'XDEL', KEYS[1]}, held, 1000)
 end
+add_totals(KEYS[6], counted)
 return out
 """
 

@@ -50,6 +50,7 @@ from collector.store.redis.queue import RedisJobQueue
 from collector.store.redis.recent import RecentRecords
 from collector.store.redis.sessions import RedisSessions
 from collector.store.redis.sink_outbox import RedisSinkOutbox
+from collector.store.redis.totals import read_totals
 
 logger = logging.getLogger(__name__)
 
@@ -306,15 +307,11 @@ class RedisStore(RedisSessions, RedisJudgeLedger):
         return await self.queue.renew(leased)
 
     async def settle(self, leased: LeasedJob, outcome: Settlement) -> None:
-        """Settle a leased job atomically with its outbox record, forgetting its judge replies when
-        it is done or dead (see `RedisJobQueue.settle`)."""
+        """Settle a leased job atomically with its outbox record and totals (`RedisJobQueue.settle`)."""
         await asyncio.shield(self.queue.settle_soon(leased, outcome))
 
     async def prune(self, older_than_s: float, now: float | None = None) -> int:
-        """Drop dead letters older than ``older_than_s``; returns entries removed.
-
-        Idempotency keys need no pruning: they carry a TTL (``queue.retention_s``).
-        """
+        """Drop dead letters older than ``older_than_s`` (idempotency keys carry a TTL); returns how many."""
         cutoff_ms = int(((time.time() if now is None else now) - older_than_s) * 1000)
         return int(await self.client.xtrim(self.keys.dead, minid=max(0, cutoff_ms)))
 
@@ -369,6 +366,10 @@ class RedisStore(RedisSessions, RedisJudgeLedger):
         return StoreStats(queued=max(0, int(jobs) - in_flight) + int(delayed), in_flight=in_flight,
                           dead=int(dead), outbox=int(outbox), traces=int(traces),
                           forward_requests=int(forward), forward_bytes=int(forward_bytes or 0))
+
+    async def totals(self) -> dict[str, float]:
+        """The deployment's totals (`collector.store.redis.totals`): field -> amount."""
+        return await read_totals(self.client, self.keys.totals)
 
     def sink_outbox(self, sink: str) -> RedisSinkOutbox:
         """The outbox of one configured sink (shared by every replica of the deployment).

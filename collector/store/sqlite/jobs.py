@@ -7,7 +7,9 @@ queued again; a taken job is leased until ``lease_until``; a job taken more than
 replies. A job handed back by `collector.common.judge_types.Park` gets its attempt back (the take
 is undone) and keeps ``parked_since`` (its first park) and ``park_reason`` until it is
 settled otherwise (`Retry`, `Done`, `Dead`) or dead-lettered: that is what "parked" means
-(`count_parked`), whether it waits for its delay or was taken again meanwhile.
+(`count_parked`), whether it waits for its delay or was taken again meanwhile. A settlement
+of a job still leased adds its tally to the totals in its transaction, and a job dead-lettered
+at take counts ``failed`` for its scorer (`collector.store.totals`).
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ from collector.common.types import (
     Settlement,
 )
 from collector.store.kept import KeptRecords
+from collector.store.sqlite.totals import add_totals
+from collector.store.totals import field, settlement_tally
 
 
 def put_jobs(db: sqlite3.Connection, jobs: Sequence[ScoreJob], now: float,
@@ -95,6 +99,7 @@ def lease_jobs(
         if attempts > max_attempts:
             dead_letter(db, job_id, key, payload, attempts,
                         json.dumps({"type": "LeaseExpired", "message": "the job's lease ran out too many times"}))
+            add_totals(db, {field("scorer", scorer_id, "failed"): 1.0})
             dead += 1
             continue
         job = ScoreJob(run if run is not None else RunRecord.from_json(payload), scorer_id, version, supersedes)
@@ -148,6 +153,7 @@ def settle_job(
     if owned is None:
         return False, None
     key, payload = owned
+    add_totals(db, settlement_tally(leased.job, outcome))  # a leased job was never settled done or dead
     if isinstance(outcome, Retry):
         db.execute(
             "UPDATE jobs SET lease = NULL, lease_until = NULL, available_at = ?, last_error = ?,"

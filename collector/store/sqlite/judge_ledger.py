@@ -25,6 +25,8 @@ from collector.store.judge_interface import AMOUNT_TOLERANCE, WINDOW_RETENTION_S
 from collector.store.sqlite.jobs import count_parked
 from collector.store.sqlite.judge_rates import LocalRates
 from collector.store.sqlite.runner import SqliteRunner, run_beside
+from collector.store.sqlite.totals import add_totals
+from collector.store.totals import judge_tally
 
 T = TypeVar("T")
 
@@ -193,6 +195,13 @@ class SqliteJudgeLedger:
     async def judge_breakers(self) -> list[Breaker]:
         """Every open breaker."""
         return await self._judge_call(list_breakers)
+
+    async def count_judge_call(self, model: str, *, failed: bool, input_tokens: int, output_tokens: int,
+                               cost_usd: float) -> None:
+        """Add one settled judge call to the totals (`collector.store.sqlite.totals`)."""
+        tally = judge_tally(model, failed=failed, input_tokens=input_tokens, output_tokens=output_tokens,
+                            cost_usd=cost_usd)
+        await self._judge_call(lambda db: add_totals(db, tally))
 
     async def parked_jobs(self) -> dict[str, int]:
         """Jobs parked now, per reason (`collector.store.sqlite.jobs.count_parked`)."""

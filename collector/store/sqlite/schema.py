@@ -141,6 +141,11 @@ JUDGE_TABLES = (
     expires_at REAL NOT NULL,
     PRIMARY KEY (budget_window, reservation, scope)
 ) WITHOUT ROWID""",
+    # The deployment's totals (collector.store.totals): field -> amount, written with what they count.
+    """CREATE TABLE IF NOT EXISTS totals (
+    field TEXT PRIMARY KEY,
+    amount REAL NOT NULL
+) WITHOUT ROWID""",
     # Open circuit breakers, one per (model, credentials) key (collector.common.judge_types.Breaker).
     """CREATE TABLE IF NOT EXISTS judge_breakers (
     key TEXT PRIMARY KEY,
@@ -151,8 +156,8 @@ JUDGE_TABLES = (
     interval_s REAL NOT NULL
 ) WITHOUT ROWID""",
 )
-"""The judge ledger's tables: part of `SCHEMA`, and created by `add_missing_columns` in a file
-an earlier version wrote (a command beside the daemon may open one)."""
+"""The judge ledger's tables and the totals': part of `SCHEMA`, and created by `add_missing_columns`
+in a file an earlier version wrote (a command beside the daemon may open one)."""
 
 SCHEMA += "".join(f"{table};\n" for table in JUDGE_TABLES)
 

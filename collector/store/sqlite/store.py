@@ -48,6 +48,7 @@ from collector.store.sqlite.outbox import SqliteOutbox
 from collector.store.sqlite.runner import SqliteRunner
 from collector.store.sqlite.sessions import SqliteSessions
 from collector.store.sqlite.sink_outbox import SqliteSinkOutbox, add_sink_rows
+from collector.store.sqlite.totals import read_totals
 
 logger = logging.getLogger(__name__)
 
@@ -348,6 +349,10 @@ class SqliteStore(SqliteOutbox, SqliteSessions, SqliteJudgeLedger):
             return removed + db.execute("DELETE FROM dead_letters WHERE failed_at < ?", (cutoff,)).rowcount
 
         return await self._runner.call(work)
+
+    async def totals(self) -> dict[str, float]:
+        """The deployment's totals (`collector.store.sqlite.totals`): field -> amount."""
+        return await self._runner.call(read_totals)
 
     def sink_outbox(self, sink: str) -> SqliteSinkOutbox:
         """The outbox of one configured sink.
