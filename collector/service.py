@@ -164,7 +164,7 @@ class Service:
                                           reservation_ttl_s=w.job_timeout_s + 60)
         self.worker = Worker(
             self.store, registry, self.metrics, concurrency=w.concurrency,
-            governor=self.governance, max_park_s=config.judge.max_park_s,
+            governor=self.governance, max_park_s=config.judge.max_park_s, park_log_s=config.judge.park_recheck_s,
             max_attempts=q.max_attempts,
             max_attribute_chars=e.max_attribute_chars, on_result=self._on_result,
             job_timeout_s=w.job_timeout_s, replies=self.store, lease_s=q.visibility_timeout_s,

@@ -32,7 +32,8 @@ class JudgeLedger(Protocol):
         """Atomically: forget reservations that expired (their ``now + ttl_s`` passed), then,
         if for every ``(scope, limit)`` spent + reserved + ``amount`` <= limit in ``window``,
         reserve ``amount`` against each scope under the id ``reservation`` and return None;
-        else reserve nothing and return the first scope it would cross."""
+        else reserve nothing and return the first scope it would cross. A ``limit`` (the
+        configured one) that `set_judge_limit` set a limit over is replaced by that one."""
         ...
 
     async def settle_judge_spend(self, reservation: str, window: str, scopes: Sequence[str], actual: float) -> None:
@@ -81,6 +82,22 @@ class JudgeLedger(Protocol):
                                cost_usd: float) -> None:
         """Add one settled judge call of ``model`` to the deployment's totals
         (`collector.store.totals.judge_tally`)."""
+        ...
+
+    async def set_judge_limit(self, scope: str, usd: float, configured: float) -> None:
+        """Set the limit of the budget ``scope`` to ``usd`` for every replica, over its
+        ``configured`` limit: `reserve_judge_spend` uses it wherever it is given that configured
+        limit (a configuration changed since brings its own limit back). ``usd == configured``
+        removes it."""
+        ...
+
+    async def judge_limits(self) -> dict[str, tuple[float, float]]:
+        """The limits `set_judge_limit` set: scope -> (usd, the configured limit it was set over)."""
+        ...
+
+    async def wake_parked_jobs(self, reason: str) -> int:
+        """Make every job parked for ``reason`` and waiting for its delay due now (a breaker was
+        closed, a budget raised), so that the workers take it at once; returns how many."""
         ...
 
     async def parked_jobs(self) -> dict[str, int]:

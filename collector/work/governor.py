@@ -7,13 +7,15 @@ under. Every judge request, before it is sent:
    (``judge_unavailable``; taken again at the next probe, or after ``park_recheck_s`` if
    sooner, so that jobs run soon after a probe or ``tracescore judges resume`` closed it),
    except for the one probe call a replica claims when the probe is due: its success closes
-   the breaker, its failure re-opens it with the interval doubled (``probe_interval_s``, up
-   to 3,600 s).
+   the breaker and wakes the parked jobs (as ``tracescore judges resume`` does), its failure
+   re-opens it with the interval doubled (``probe_interval_s``, up to 3,600 s).
 2. **Budgets**: its worst-case cost (prompt tokens and the call's output cap at the model's
    price) is reserved against every budget it falls under; a budget it would cross parks
    the job (``budget_exhausted``) until the window ends (asked again every
-   ``park_recheck_s``, so a raised limit is seen). After the call the actual cost replaces
-   the reservation; a crashed worker's reservations expire after `reservation_ttl_s`.
+   ``park_recheck_s``). A limit raised by ``tracescore judges budget`` holds for every replica
+   at once (the ledger's, in place of the configured one) and wakes the parked jobs. After
+   the call the actual cost replaces the reservation; a crashed worker's reservations expire
+   after `reservation_ttl_s`.
 3. **Rates**: one request and its prompt tokens are taken from the model's shared
    requests- and tokens-per-minute limits (waiting while they or a cool-down say so: the
    ledger is asked even for a model without limits, since any replica's 429 cools it
@@ -166,10 +168,10 @@ class JudgeGovernance:
         crossed = await self.ledger.reserve_judge_spend(reservation, window, limits, amount, now,
                                                         self.reservation_ttl_s)
         if crossed is not None:
-            limit = dict(limits)[crossed]
             wait = max(0.1, min(ends - now, self.judge.park_recheck_s))
-            raise JudgeParked("budget_exhausted", f"the {crossed} judge budget of {limit:g} USD for "
-                              f"{window} would be crossed by a call of up to {amount:.6f} USD", wait)
+            raise JudgeParked("budget_exhausted", f"the {crossed} judge budget for {window} would be crossed by "
+                              f"a call of up to {amount:.6f} USD (raise it: tracescore judges budget {crossed} "
+                              "--usd N)", wait)
         ticket.reservation, ticket.window, ticket.scopes = reservation, window, [s for s, _ in limits]
 
     async def _take_rate(self, request: JudgeRequest) -> None:
@@ -213,7 +215,9 @@ class JudgeGovernance:
                     closed = await self.ledger.close_judge_breakers(key=state.breaker_key)
                     self._breakers.pop(state.breaker_key, None)
                     if closed:
-                        logger.warning("judge %s answers again: its breaker is closed", request.model)
+                        woken = await self.ledger.wake_parked_jobs("judge_unavailable")
+                        logger.warning("judge %s answers again: its breaker is closed; %d parked jobs run now",
+                                       request.model, woken)
                 return None
             return await self._learn(request, state, error)
         except Exception:
@@ -260,7 +264,7 @@ class JudgeGovernance:
         if budgets.enabled:
             window, _ = budgets.window_of(self.clock())
             used = {u.scope: u.committed for u in await self.ledger.judge_spend(window, self.clock())}
-            for scope, limit in budgets.all_limits():
+            for scope, limit, _ in effective_limits(budgets.all_limits(), await self.ledger.judge_limits()):
                 m.judge_budget_remaining.labels(scope=scope).set(max(0.0, limit - used.get(scope, 0.0)))
         open_models = {b.model for b in (await self.breakers(fresh=True)).values()}
         for model in open_models | self._gauged_models:
@@ -271,15 +275,33 @@ class JudgeGovernance:
             m.jobs_parked.labels(reason=reason).set(parked.get(reason, 0))
 
 
+def effective_limits(configured: list[tuple[str, float]],
+                     set_by_hand: dict[str, tuple[float, float]]) -> list[tuple[str, float, float]]:
+    """Each configured budget as ``(scope, limit in force, configured limit)``: the limit
+    ``tracescore judges budget`` set over that same configured limit, else the configured one.
+
+    Example:
+        >>> effective_limits([("global", 5.0), ("model:m", 1.0)], {"global": (8.0, 5.0), "model:m": (3.0, 0.5)})
+        [('global', 8.0, 5.0), ('model:m', 1.0, 1.0)]
+    """
+    found = []
+    for scope, limit in configured:
+        usd, over = set_by_hand.get(scope, (limit, limit))
+        found.append((scope, usd if over == limit else limit, limit))
+    return found
+
+
 async def judge_report(ledger: JudgeLedger, judge: JudgeConfig, now: float | None = None) -> dict[str, Any]:
     """What ``tracescore judges``, ``status`` and ``/status`` show of judge governance: every
-    budget (scope, window, spent, reserved, limit, remaining, reset time), every open breaker
-    (model, reason, since, next probe) and the parked jobs per reason. Times are epoch s.
+    budget (scope, window, spent, reserved, limit in force, the configured limit, remaining,
+    reset time), every open breaker (model, reason, since, next probe) and the parked jobs per
+    reason. Times are epoch s.
 
     Example:
         >>> import asyncio
         >>> class Quiet:  # a ledger with nothing to say
         ...     async def judge_spend(self, window, now): return []
+        ...     async def judge_limits(self): return {}
         ...     async def judge_breakers(self): return []
         ...     async def parked_jobs(self): return {}
         >>> from collector.config import BudgetsConfig
@@ -295,11 +317,12 @@ async def judge_report(ledger: JudgeLedger, judge: JudgeConfig, now: float | Non
     rows: list[dict[str, Any]] = []
     if budgets.enabled:
         used = {u.scope: u for u in await ledger.judge_spend(window, now)}
-        for scope, limit in budgets.all_limits():
+        for scope, limit, configured in effective_limits(budgets.all_limits(), await ledger.judge_limits()):
             spent = used[scope].spent if scope in used else 0.0
             reserved = used[scope].reserved if scope in used else 0.0
             rows.append({"scope": scope, "window": window, "spent": round(spent, 9), "reserved": round(reserved, 9),
-                         "limit": limit, "remaining": round(max(0.0, limit - spent - reserved), 9), "reset": ends})
+                         "limit": limit, "configured": configured,
+                         "remaining": round(max(0.0, limit - spent - reserved), 9), "reset": ends})
     breakers = [{"model": b.model, "key": b.key, "state": "open", "reason": b.reason, "since": b.since,
                  "next_probe": b.next_probe, "interval_s": b.interval_s} for b in await ledger.judge_breakers()]
     parked = await ledger.parked_jobs()
@@ -311,8 +334,9 @@ async def close_unused_breakers(ledger: JudgeLedger, models: frozenset[str] | No
     """Close the open breakers of judge models no registered scorer calls (``models``; None:
     unknown, nothing is closed), and return them. Run when a worker starts: a breaker opened for
     a model the configuration no longer names (a typo since fixed, a model replaced) would never
-    be probed again, and would stay in ``status`` and ``tracescore judges`` for ever. A replica
-    that still calls the model re-opens its breaker on its next failure.
+    be probed again, and would stay in ``status`` and ``tracescore judges`` for ever. The jobs
+    parked on a breaker are woken, as after ``tracescore judges resume``. A replica that still
+    calls the model re-opens its breaker on its next failure.
 
     Example:
         >>> import asyncio
@@ -321,6 +345,7 @@ async def close_unused_breakers(ledger: JudgeLedger, models: frozenset[str] | No
         ...     async def judge_breakers(self): return list(self.open)
         ...     async def close_judge_breakers(self, model=None, key=None):
         ...         self.open = [b for b in self.open if b.key != key]; return 1
+        ...     async def wake_parked_jobs(self, reason): return 2
         >>> ledger = Ledger()
         >>> [b.model for b in asyncio.run(close_unused_breakers(ledger, frozenset({"openai/gpt-4o-mini"})))]
         ['gpt-4o-mni']
@@ -334,4 +359,6 @@ async def close_unused_breakers(ledger: JudgeLedger, models: frozenset[str] | No
         await ledger.close_judge_breakers(key=breaker.key)
         logger.info("judge %s: its circuit breaker (%s) is closed: no registered scorer calls this model",
                     breaker.model, breaker.reason)
+    if stale:
+        await ledger.wake_parked_jobs("judge_unavailable")
     return stale

@@ -29,6 +29,7 @@ from collector.store.interface import JobQueue, JudgeReplies
 from collector.work.conversation import conversation_run, scored_what
 from collector.work.deadlines import JobDeadlines
 from collector.work.heartbeat import LeaseHeartbeat
+from collector.work.parked_log import ParkedLog
 from collector.work.record import judge_summary, requests_sent, score_record, truncate_json
 from collector.work.registry import RegisteredScorer, ScorerRegistry
 from collector.work.replies import StoredReplies
@@ -110,6 +111,8 @@ class Worker:
         governor: governs the judge calls of every job (budgets, shared rates, breakers: SPEC §8);
             a job it refuses is parked (`Park`: its attempts untouched), and dead-lettered with
             the park's reason once parked longer than ``max_park_s``.
+        park_log_s: parked jobs are logged once per reason and this interval (`ParkedLog`), not
+            once per park.
     """
 
     def __init__(
@@ -117,8 +120,9 @@ class Worker:
         concurrency: int = 64, max_attempts: int = 5, max_attribute_chars: int = 4096,
         on_result: Callable[[], None] | None = None, poll_s: float = 0.5, retry_base_s: float = 1.0,
         job_timeout_s: float = 240.0, replies: JudgeReplies | None = None, lease_s: float = 300.0, max_take: int | None = None,
-        governor: JudgeGovernor | None = None, max_park_s: float = 86400.0,
+        governor: JudgeGovernor | None = None, max_park_s: float = 86400.0, park_log_s: float = 60.0,
     ) -> None:
+        self._parked_log = ParkedLog(park_log_s)
         self._governor = governor
         self._max_park_s = max_park_s
         self._replies = replies
@@ -169,6 +173,7 @@ class Worker:
             if still:
                 await asyncio.wait(still, timeout=HANDBACK_TIMEOUT_S + 1.0)
         await self._heartbeat.stop()  # after the drain: draining jobs keep their leases
+        self._parked_log.close()
 
     async def _loop(self) -> None:
         wake, freed = self._wake or asyncio.Event(), self._slot_freed or asyncio.Event()
@@ -341,7 +346,7 @@ class Worker:
             since = leased.parked_since if leased.parked_since is not None else time.time()
             if time.time() - since < self._max_park_s:
                 self._metrics.decisions.labels(scorer=job.scorer_id, reason="parked").inc()
-                logger.info("scorer %s parked on %s (%s): %s", job.scorer_id, job.key, parked.reason, parked)
+                self._parked_log.note(parked.reason, job.scorer_id, job.key, str(parked))
                 return Park(parked.retry_after_s or 60.0, parked.reason)
             logger.warning("scorer %s parked longer than %.0f s on %s: dead-lettered (%s)",
                            job.scorer_id, self._max_park_s, job.key, parked.reason)

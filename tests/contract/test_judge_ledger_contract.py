@@ -123,6 +123,26 @@ class TestBudgets:
         assert answers.count(None) == 5 and set(answers) == {None, "global"}
         assert uses(await other.judge_spend(WINDOW, 0.0)) == {"global": (0, 0.05)}
 
+    async def test_a_limit_set_by_hand_holds_for_every_instance_until_the_configured_one_changes(
+        self, make_store: StoreFactory, beside: Any,
+    ) -> None:
+        store = await make_store()
+        other = beside(store)  # `tracescore judges budget` beside the daemon (or another replica)
+        configured = [("global", 0.05), ("scorer:q", 1.0)]
+        for i in range(5):
+            assert await store.reserve_judge_spend(f"r{i}", WINDOW, configured, 0.01, 0.0, 60.0) is None
+        assert await store.reserve_judge_spend("r5", WINDOW, configured, 0.01, 0.0, 60.0) == "global"
+        await other.set_judge_limit("global", 0.08, 0.05)  # raised, over the configured 0.05
+        assert await store.judge_limits() == {"global": (0.08, 0.05)}
+        granted = [await store.reserve_judge_spend(f"s{i}", WINDOW, configured, 0.01, 0.0, 60.0) for i in range(4)]
+        assert granted == [None, None, None, "global"]  # 0.08 in force
+        # The configuration's limit changed since (here 0.06): the configuration's holds again.
+        assert await store.reserve_judge_spend("t", WINDOW, [("global", 0.06)], 0.01, 0.0, 60.0) == "global"
+        assert await store.reserve_judge_spend("u", WINDOW, [("global", 0.1)], 0.01, 0.0, 60.0) is None
+        await other.set_judge_limit("global", 0.05, 0.05)  # the configured limit again: removed
+        assert await store.judge_limits() == {}
+        assert await store.reserve_judge_spend("v", WINDOW, configured, 0.001, 0.0, 60.0) == "global"
+
 
 async def take_within(ledger: Any, model: str, rpm: int, tpm: int, tokens: int, seconds: float) -> int:
     """How many requests the ledger grants in ``seconds``, asking again when told to wait."""

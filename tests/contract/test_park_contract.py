@@ -10,6 +10,7 @@ import time
 from typing import Any
 
 import pytest
+from test_judge_ledger_contract import beside
 from test_queue_contract import StoreFactory, job, record, take_until
 
 from collector.common.judge_types import Park
@@ -17,6 +18,7 @@ from collector.common.types import Dead, Done, LeasedJob, Retry, RunRecord, Scor
 from collector.store.redis.job_json import job_json
 
 BUDGET, BREAKER = "budget_exhausted", "judge_unavailable"
+__all__ = ["beside"]  # the fixture, shared with the judge ledger's contract
 
 
 async def park(store: Any, leased: LeasedJob, reason: str = BUDGET, delay_s: float = 0.0) -> float:
@@ -93,6 +95,23 @@ class TestParkContract:
             await asyncio.sleep(0.02)
         assert await store.parked_jobs() == {}
         assert [letter["key"] for letter in await store.dead_letters()] == [job(1).key]
+
+    async def test_waking_a_reason_makes_its_parked_jobs_due_now(self, make_store: StoreFactory, beside: Any) -> None:
+        store = await make_store()
+        await store.put([job(n) for n in range(4)])
+        reasons = {job(n).key: reason for n, reason in enumerate([BUDGET, BUDGET, BREAKER, BUDGET])}
+        for leased in await take_until(store, 4):
+            await park(store, leased, reasons[leased.job.key], delay_s=60.0)
+        assert await store.take(10) == []  # waiting a minute
+        assert await beside(store).wake_parked_jobs(BUDGET) == 3  # `tracescore judges budget`, beside the daemon
+        woken = await take_until(store, 3, timeout=5.0)
+        assert sorted(j.job.key for j in woken) == sorted(job(n).key for n in (0, 1, 3))
+        assert all(j.attempt == 1 and j.parked_since is not None for j in woken)  # still parked, attempts kept
+        assert await store.take(10) == []  # the breaker's job still waits
+        assert await store.wake_parked_jobs(BUDGET) == 0  # taken: nothing waits for that reason
+        assert await store.wake_parked_jobs(BREAKER) == 1
+        (last,) = await take_until(store, 1, timeout=5.0)
+        assert last.job.key == job(2).key
 
     @pytest.mark.parametrize("make_store", ["redis"], indirect=True)
     async def test_a_delayed_job_of_an_earlier_version_is_promoted_as_it_was(self, make_store: StoreFactory) -> None:

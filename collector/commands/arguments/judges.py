@@ -1,4 +1,4 @@
-"""The arguments of ``tracescore judges``: list (the default) or ``resume MODEL``."""
+"""The arguments of ``tracescore judges``: list (the default), ``resume MODEL`` or ``budget SCOPE --usd N``."""
 
 from __future__ import annotations
 
@@ -18,6 +18,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         >>> a = p.parse_args(["resume", "openai/gpt-4o-mini", "-c", "ts.toml"])
         >>> a.action, a.model, a.config
         ('resume', 'openai/gpt-4o-mini', 'ts.toml')
+        >>> a = p.parse_args(["budget", "model:openai/gpt-4o", "--usd", "12.5", "-c", "ts.toml"])
+        >>> a.action, a.scope, a.usd
+        ('budget', 'model:openai/gpt-4o', 12.5)
     """
     parser.add_argument("--config", "-c", metavar="FILE", default=None,
                         help="the daemon's configuration (its queue.url names the store, [judge] the budgets)")
@@ -29,3 +32,33 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     resume.add_argument("--config", "-c", metavar="FILE", default=argparse.SUPPRESS,
                         help="the daemon's configuration (its queue.url names the store)")
     resume.add_argument("model", metavar="MODEL", help="the judge model, as the scorers name it (openai/gpt-4o-mini)")
+    text = ("set the limit of a configured judge budget for every replica, without a restart (its parked jobs "
+            "run again); it holds until that budget's configured limit changes")
+    budget = actions.add_parser("budget", help=text, description=text)
+    add_global_flags(budget)
+    budget.add_argument("--config", "-c", metavar="FILE", default=argparse.SUPPRESS,
+                        help="the daemon's configuration (its queue.url names the store, [judge.budgets] the budgets)")
+    budget.add_argument("scope", metavar="SCOPE",
+                        help="the budget, as `tracescore judges` names it: global, scorer:ID or model:MODEL")
+    budget.add_argument("--usd", type=_usd, required=True, metavar="N",
+                        help="its new limit in USD per window (the configured limit again: back to the configuration)")
+
+
+def _usd(text: str) -> float:
+    """A limit in USD: a positive number.
+
+    Example:
+        >>> _usd("2.5")
+        2.5
+        >>> _usd("0")
+        Traceback (most recent call last):
+        ...
+        argparse.ArgumentTypeError: must be a number above 0 (a budget's limit in USD), got '0'
+    """
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a number above 0 (a budget's limit in USD), got {text!r}")
+    return value

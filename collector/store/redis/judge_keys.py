@@ -52,6 +52,11 @@ class JudgeKeys:
         return self.prefix + "judge:rate:" + model
 
     @property
+    def judge_limits(self) -> str:
+        """Budget limits set by ``tracescore judges budget``: scope -> "usd,configured" (hash)."""
+        return self.prefix + "judge:limits"
+
+    @property
     def judge_breakers(self) -> str:
         """Open breakers: key -> JSON (hash)."""
         return self.prefix + "judge:breakers"

@@ -8,6 +8,7 @@ by every replica of a deployment.
 * Rates: per model one hash of GCRA arrival times (requests and tokens) and a cool-down, on
   the server's clock, expiring once it says nothing.
 * Breakers: two hashes (state as JSON, next probe time); claiming a probe is one script.
+* Limits set by hand (``tracescore judges budget``): one hash, read by the reserve script.
 * Parked jobs: the queue's ``parked`` hash (`collector.store.redis.queue`).
 * Judge calls settled: added to the deployment's totals (`collector.store.redis.totals`).
 
@@ -22,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
+import time
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any
@@ -66,7 +68,8 @@ class RedisJudgeLedger:
 
     @functools.cached_property
     def _judge_scripts(self) -> dict[str, AsyncScript]:
-        names = ("RESERVE", "SETTLE_SPEND", "RATE_TAKE", "RATE_ADD", "COOL_DOWN", "CLAIM_PROBE", "CLOSE_BREAKERS")
+        names = ("RESERVE", "SETTLE_SPEND", "RATE_TAKE", "RATE_ADD", "COOL_DOWN", "CLAIM_PROBE", "CLOSE_BREAKERS",
+                 "WAKE_PARKED")
         return {name: self.client.register_script(getattr(judge_scripts, name)) for name in names}
 
     async def _script(self, name: str, keys: list[str], args: list[Any]) -> Any:
@@ -84,7 +87,7 @@ class RedisJudgeLedger:
                            _RETENTION_MS, repr(AMOUNT_TOLERANCE), data]
         for scope, limit in limits:
             args += [scope, repr(float(limit))]
-        crossed = await self._script("RESERVE", self._window_keys(window), args)
+        crossed = await self._script("RESERVE", [*self._window_keys(window), self.keys.judge_limits], args)
         return None if crossed is None else _s(crossed)
 
     async def settle_judge_spend(self, reservation: str, window: str, scopes: Sequence[str], actual: float) -> None:
@@ -154,6 +157,22 @@ class RedisJudgeLedger:
         """Add one settled judge call to the deployment's totals (`collector.store.redis.totals`)."""
         await add_judge_call(self.client, self.keys.totals, model, failed=failed, input_tokens=input_tokens,
                              output_tokens=output_tokens, cost_usd=cost_usd)
+
+    async def set_judge_limit(self, scope: str, usd: float, configured: float) -> None:
+        """Set (or, at ``configured``, remove) the limit of ``scope`` for every replica."""
+        if float(usd) == float(configured):
+            await self.client.hdel(self.keys.judge_limits, scope)
+        else:
+            await self.client.hset(self.keys.judge_limits, scope, f"{float(usd)!r},{float(configured)!r}")
+
+    async def judge_limits(self) -> dict[str, tuple[float, float]]:
+        """The limits set by hand: scope -> (usd, configured)."""
+        found: Any = await self.client.hgetall(self.keys.judge_limits)
+        return {_s(scope): (float(_s(v).split(",")[0]), float(_s(v).split(",")[1])) for scope, v in found.items()}
+
+    async def wake_parked_jobs(self, reason: str) -> int:
+        """Make this key set's jobs parked for ``reason`` due now (one script)."""
+        return int(await self._script("WAKE_PARKED", [self.keys.parked, self.keys.delayed], [reason, repr(time.time())]))
 
     async def parked_jobs(self) -> dict[str, int]:
         """Jobs parked now (from their park until settled otherwise), per reason."""

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 # Forget the window's expired reservations; if every scope's spent + reserved + amount stays
 # within its limit (+ tolerance), reserve the amount under the reservation id.
-# KEYS: spend, reservations, reservation data; ARGV: reservation, amount, now, expires at,
-# retention ms, tolerance, data JSON ([amount, scope...]), then (scope, limit) pairs.
+# A scope's limit set over the configured one given ("usd,configured" in the limits hash) replaces it.
+# KEYS: spend, reservations, reservation data, limits; ARGV: reservation, amount, now, expires at,
+# retention ms, tolerance, data JSON ([amount, scope...]), then (scope, configured limit) pairs.
 # Returns nil (reserved) or the first scope the amount would cross.
 RESERVE = """
 for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', ARGV[3])) do
@@ -29,8 +30,14 @@ for i = 2, #live, 2 do
 end
 local amount, tolerance = tonumber(ARGV[2]), tonumber(ARGV[6])
 for i = 8, #ARGV, 2 do
+  local limit = tonumber(ARGV[i + 1])
+  local set = redis.call('HGET', KEYS[4], ARGV[i])
+  if set then
+    local usd, configured = string.match(set, '^([^,]+),(.+)$')
+    if tonumber(configured) == limit then limit = tonumber(usd) end
+  end
   local spent = tonumber(redis.call('HGET', KEYS[1], ARGV[i]) or '0')
-  if spent + (reserved[ARGV[i]] or 0) + amount > tonumber(ARGV[i + 1]) + tolerance then return ARGV[i] end
+  if spent + (reserved[ARGV[i]] or 0) + amount > limit + tolerance then return ARGV[i] end
 end
 redis.call('ZADD', KEYS[2], ARGV[4], ARGV[1])
 redis.call('HSET', KEYS[3], ARGV[1], ARGV[7])
@@ -54,6 +61,23 @@ for i = 4, #ARGV do
 end
 if #ARGV >= 4 then redis.call('PEXPIRE', KEYS[1], ARGV[3]) end
 return 0
+"""
+
+# Make the jobs parked for a reason and waiting in the delayed set due now (they are promoted
+# to the stream at the next take). KEYS: parked, delayed; ARGV: reason, now. Returns how many.
+WAKE_PARKED = """
+local woken = 0
+local parked = redis.call('HGETALL', KEYS[1])
+for i = 1, #parked, 2 do
+  if parked[i + 1] == ARGV[1] then
+    local due = redis.call('ZSCORE', KEYS[2], parked[i])
+    if due and tonumber(due) > tonumber(ARGV[2]) then
+      redis.call('ZADD', KEYS[2], 'XX', ARGV[2], parked[i])
+      woken = woken + 1
+    end
+  end
+end
+return woken
 """
 
 # ------------------------------ rates (one hash per model: rpm, tpm, cool)

@@ -54,6 +54,7 @@ Layout (``P`` is the prefix)::
     P judge:rate:<model>       hash  rpm, tpm (GCRA arrival times), cool (server clock; TTL)
     P judge:breakers           hash  breaker key -> JSON {model, reason, since, interval_s}
     P judge:probes             hash  breaker key -> next probe (epoch s)
+    P judge:limits             hash  scope -> "usd,configured": a limit set by `judges budget`
     P totals            hash       the deployment's totals: field -> amount (`collector.store.totals`)
 """
 

@@ -375,6 +375,10 @@ class PartitionedRedisStore(PartitionedSessions, RedisJudgeLedger):
         """Jobs parked now, per reason, in every partition."""
         return await parked_in(self.client, [part.keys for part in self.partitions])
 
+    async def wake_parked_jobs(self, reason: str) -> int:
+        """Make the jobs parked for ``reason`` due now, in every partition."""
+        return sum(await self._each(lambda part: part.wake_parked_jobs(reason)))
+
     # -------------------------------------------------------------------------- outbox
     async def pending(self, limit: int, within_s: float = 0.0) -> list[OutboxItem]:
         """Lease records for export from each partition in turn; ids carry their partition."""

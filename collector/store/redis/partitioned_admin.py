@@ -190,6 +190,11 @@ class PartitionedJudgeAdmin(RedisJudgeAdmin):
         """Jobs parked now, per reason, in every partition."""
         return await parked_in(self.client, self._partition_keys)
 
+    async def wake_parked_jobs(self, reason: str) -> int:
+        """Make the jobs parked for ``reason`` due now, in every partition."""
+        parts = [RedisJudgeAdmin(self.client, keys) for keys in self._partition_keys]
+        return sum(await asyncio.gather(*(part.wake_parked_jobs(reason) for part in parts)))
+
 
 async def parked_in(client: aioredis.Redis, keys: Sequence[RedisKeys]) -> dict[str, int]:
     """Parked jobs per reason over several key sets (see `RedisJudgeLedger.parked_jobs`)."""

@@ -2,7 +2,7 @@
 
 One daemon process serves a SQLite deployment, so budgets and breakers only need to be
 durable (they survive a restart) and readable by ``tracescore judges`` from another
-process: tables ``judge_spend``, ``judge_reservations`` and ``judge_breakers``
+process: tables ``judge_spend``, ``judge_reservations``, ``judge_limits`` and ``judge_breakers``
 (`collector.store.sqlite.schema.JUDGE_TABLES`). Parked jobs are counted from the ``jobs``
 table (`collector.store.sqlite.jobs.count_parked`). Rates and cool-downs are the process's
 own (`collector.store.sqlite.judge_rates.LocalRates`).
@@ -46,7 +46,10 @@ def reserve_spend(db: sqlite3.Connection, reservation: str, window: str, limits:
     """
     db.execute("DELETE FROM judge_reservations WHERE expires_at <= ?", (now,))
     db.execute("DELETE FROM judge_spend WHERE kept_until < ?", (wall,))
+    set_by_hand = limits_set(db)
     for scope, limit in limits:
+        usd, configured = set_by_hand.get(scope, (limit, limit))
+        limit = usd if configured == limit else limit
         spent = db.execute("SELECT spent FROM judge_spend WHERE budget_window = ? AND scope = ?",
                            (window, scope)).fetchone()
         reserved = db.execute("SELECT coalesce(sum(amount), 0.0) FROM judge_reservations"
@@ -75,6 +78,38 @@ def settle_spend(db: sqlite3.Connection, reservation: str, window: str, scopes: 
         "INSERT INTO judge_spend(budget_window, scope, spent, kept_until) VALUES (?, ?, ?, ?)"
         " ON CONFLICT(budget_window, scope) DO UPDATE SET spent = spent + excluded.spent, kept_until = excluded.kept_until",
         [(window, scope, actual, wall + WINDOW_RETENTION_S) for scope in dict.fromkeys(scopes)])
+
+
+def set_limit(db: sqlite3.Connection, scope: str, usd: float, configured: float) -> None:
+    """`JudgeLedger.set_judge_limit`: the scope's row, replaced (removed at ``configured``).
+
+    Example:
+        >>> from collector.store.sqlite.schema import SCHEMA
+        >>> db = sqlite3.connect(":memory:"); _ = db.executescript(SCHEMA)
+        >>> set_limit(db, "global", 0.10, 0.05)
+        >>> [reserve_spend(db, f"r{i}", "w", [("global", 0.05)], 0.04, now=0.0, ttl_s=60.0, wall=0.0) for i in range(3)]
+        [None, None, 'global']
+        >>> reserve_spend(db, "r9", "w", [("global", 0.2)], 0.04, now=0.0, ttl_s=60.0, wall=0.0)  # configured anew
+        >>> set_limit(db, "global", 0.05, 0.05); limits_set(db)
+        {}
+    """
+    if float(usd) == float(configured):
+        db.execute("DELETE FROM judge_limits WHERE scope = ?", (scope,))
+    else:
+        db.execute("INSERT OR REPLACE INTO judge_limits(scope, usd, configured) VALUES (?, ?, ?)",
+                   (scope, float(usd), float(configured)))
+
+
+def limits_set(db: sqlite3.Connection) -> dict[str, tuple[float, float]]:
+    """`JudgeLedger.judge_limits`: scope -> (usd, configured)."""
+    return {scope: (float(usd), float(conf)) for scope, usd, conf in db.execute(
+        "SELECT scope, usd, configured FROM judge_limits")}
+
+
+def wake_parked(db: sqlite3.Connection, reason: str, now: float) -> int:
+    """`JudgeLedger.wake_parked_jobs`: the jobs parked for ``reason`` and waiting become due now."""
+    return db.execute("UPDATE jobs SET available_at = ? WHERE park_reason = ? AND lease IS NULL AND available_at > ?",
+                      (now, reason, now)).rowcount
 
 
 def spend_of(db: sqlite3.Connection, window: str, now: float) -> list[BudgetUse]:
@@ -202,6 +237,19 @@ class SqliteJudgeLedger:
         tally = judge_tally(model, failed=failed, input_tokens=input_tokens, output_tokens=output_tokens,
                             cost_usd=cost_usd)
         await self._judge_call(lambda db: add_totals(db, tally))
+
+    async def set_judge_limit(self, scope: str, usd: float, configured: float) -> None:
+        """Set (or, at ``configured``, remove) the limit of ``scope``, durably."""
+        await self._judge_call(lambda db: set_limit(db, scope, usd, configured))
+
+    async def judge_limits(self) -> dict[str, tuple[float, float]]:
+        """The limits set by hand: scope -> (usd, configured)."""
+        return await self._judge_call(limits_set)
+
+    async def wake_parked_jobs(self, reason: str) -> int:
+        """Make the jobs parked for ``reason`` due now (the daemon's next take runs them)."""
+        now = time.time()
+        return await self._judge_call(lambda db: wake_parked(db, reason, now))
 
     async def parked_jobs(self) -> dict[str, int]:
         """Jobs parked now, per reason (`collector.store.sqlite.jobs.count_parked`)."""

@@ -141,6 +141,12 @@ JUDGE_TABLES = (
     expires_at REAL NOT NULL,
     PRIMARY KEY (budget_window, reservation, scope)
 ) WITHOUT ROWID""",
+    # Budget limits set by `tracescore judges budget`, over the configured limit they replace.
+    """CREATE TABLE IF NOT EXISTS judge_limits (
+    scope TEXT PRIMARY KEY,
+    usd REAL NOT NULL,
+    configured REAL NOT NULL
+) WITHOUT ROWID""",
     # The deployment's totals (collector.store.totals): field -> amount, written with what they count.
     """CREATE TABLE IF NOT EXISTS totals (
     field TEXT PRIMARY KEY,
