@@ -6,7 +6,10 @@ serve` processes (issue 42):
   health, readiness and metrics answer there while it scores what the receiver took;
 * point 6: a worker killed with SIGKILL mid-run and another started in its place: ``tracescore
   status`` shows the deployment's totals from the store (the dead worker's scores included),
-  equal to the runs sent, each run scored once.
+  equal to the runs sent, each run scored once;
+* point 12, what the README promises of judge calls across a kill: a call the dead worker had
+  been answered is not sent again, a call in flight when it died is (paid twice), and status
+  counts each call answered to a worker once.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import aiohttp
+import llm_server  # tests/support (pytest pythonpath): the fake OpenAI-compatible server
 import pytest
 from daemon_harness import (
     CaptureBackend,
@@ -30,7 +34,13 @@ from daemon_harness import (
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
 from serve_process import ServeProcess, cli
 from shared_redis import REDIS_URL
-from test_redis_faults import SLOW_SCORER, agent_bodies, post_until_accepted, unique_scores
+from test_redis_faults import (
+    JUDGE_SCORER,
+    SLOW_SCORER,
+    agent_bodies,
+    post_until_accepted,
+    unique_scores,
+)
 
 SCORERS = Path(__file__).parent / "scorers_for_tests.py"
 
@@ -52,10 +62,10 @@ class Deployment:
             f'[[scorers]]\nref = "{scorer}"\n')
         self.processes: list[ServeProcess] = []
 
-    def process(self, name: str, role: str) -> ServeProcess:
+    def process(self, name: str, role: str, env: dict[str, str] | None = None) -> ServeProcess:
         """A `tracescore serve --role ROLE` of this configuration (probed on its role's HTTP port)."""
         port = self.worker_port if role == "worker" else self.http_port
-        process = ServeProcess(self.config, self.tmp / f"{name}.log", port, flags=("-v", "--role", role))
+        process = ServeProcess(self.config, self.tmp / f"{name}.log", port, flags=("-v", "--role", role), env=env)
         self.processes.append(process)
         return process
 
@@ -165,3 +175,50 @@ async def test_status_after_a_worker_is_killed_counts_every_workers_scores_each_
 def metric_value(text: str, sample: str) -> float:
     """The value of one sample line (``name{labels}``) of a Prometheus text page, 0 if absent."""
     return next((float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(sample + " ")), 0.0)
+
+
+async def test_after_a_kill_only_the_judge_calls_in_flight_are_sent_again(
+    tmp_path: Path, backend: CaptureBackend, deployments: list[Deployment],
+) -> None:
+    llm = await llm_server.LLMTestServer().start()
+    gate = asyncio.Event()  # the calls from the fifth on are held (in flight) until it is set
+    llm.responder = lambda body: (llm_server.Reply.json({"score": 0.5}) if len(llm.requests) <= 4 or gate.is_set()
+                                  else llm_server.Reply.json({"score": 0.5}).held(gate))
+    try:
+        scorer = tmp_path / "judge_scorer.py"
+        scorer.write_text("import litellm  # noqa: F401  as the worker starts\n" + JUDGE_SCORER)
+        deployment = Deployment(tmp_path, backend, f"{scorer}:judged", workers="concurrency = 4\n",
+                                queue="visibility_timeout_s = 1.0\n")
+        deployments.append(deployment)
+        env = {"TS_TEST_JUDGE_URL": llm.url + "/v1"}
+        receiver, doomed = deployment.process("receiver", "receiver", env), deployment.process("doomed", "worker", env)
+        await asyncio.gather(receiver.start(), doomed.start())
+        bodies = agent_bodies(8, 8)
+        expected = {t for _, ids in bodies for t in ids}
+        async with aiohttp.ClientSession() as session:
+            await post_until_accepted(session, f"http://127.0.0.1:{deployment.http_port}/v1/traces", bodies[0][0])
+        await wait_until(lambda: len(llm.requests) == 8 and len(backend.scores()) == 4, timeout=60,
+                         what="four runs judged and scored, four judge calls in flight")
+        await doomed.stop(signal.SIGKILL)  # four calls in flight: sent, never answered to the worker
+        gate.set()
+        standby = deployment.process("standby", "worker", env)
+        await standby.start()
+        await wait_until(lambda: unique_scores(backend)[1] == expected, timeout=60, what="every run scored")
+        await wait_until(receiver.idle, timeout=30, what="nothing left in the store")
+
+        prompts = [r.message_text("user") for r in llm.requests]
+        asked = sorted(sum(t in p for p in prompts) for t in expected)
+        assert asked == [1, 1, 1, 1, 2, 2, 2, 2], asked  # answered calls never again; the four in flight twice
+        code, out, err = await cli("status", "--config", str(deployment.config), "--once", "--format", "json")
+        assert code == 0, err
+        view = json.loads(out)
+        assert view["judge"]["openai/gpt-4o-mini"]["calls"] == 8  # the calls answered to a worker, once each
+        assert view["totals"]["scorers"]["judged"]["scored"] == 8 and unique_scores(backend)[0] == 8
+        print(f"judge calls: {len(prompts)} sent for 8 runs across the SIGKILL (4 in flight then); "
+              f"status counts {view['judge']['openai/gpt-4o-mini']['calls']:.0f}")
+    finally:
+        gate.set()
+        from scorers._judge_transport import aclose_judge_clients
+
+        await aclose_judge_clients()
+        await llm.stop()
