@@ -23,6 +23,7 @@ give). Both stores keep them as field -> amount (a SQLite table, a Redis hash pe
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from collections.abc import Iterable, Mapping
@@ -99,14 +100,34 @@ def settlement_tally(job: ScoreJob, outcome: Settlement) -> dict[str, float]:
     return {field("scorer", scorer, _HANDED_BACK[type(outcome)]): 1.0}
 
 
-def tally_json(tally: Mapping[str, float]) -> str:
-    """A tally as the Redis scripts take it (a JSON object; "" for none).
+@functools.lru_cache(maxsize=4096)
+def _quoted(scorer: str, what: str) -> str:
+    """A scorer's field name as a JSON string (made once per scorer and outcome)."""
+    return json.dumps(field("scorer", scorer, what))
+
+
+def settlement_json(job: ScoreJob, outcome: Settlement) -> str:
+    """`settlement_tally` as the Redis settle scripts take it: a JSON object, written without
+    ``json.dumps`` (the field names are quoted once per scorer): a worker settles every job.
 
     Example:
-        >>> tally_json({}), tally_json({"a": 1.0})
-        ('', '{"a":1.0}')
+        >>> from collector.common.types import RunRecord, ScoreRecord
+        >>> job = ScoreJob(RunRecord("t", "s"), "q", "1")
+        >>> outcomes = [Done(ScoreRecord("k", "t", "s", "e", "q", "q", score=s)) for s in (0.75, 1e-7, None)]
+        >>> outcomes += [Done(None), Dead("E", "m", None), Retry(1.0, "boom"), Park(60.0, "budget_exhausted")]
+        >>> all(json.loads(settlement_json(job, o)) == settlement_tally(job, o) for o in outcomes)
+        True
     """
-    return json.dumps(tally, separators=(",", ":")) if tally else ""
+    scorer = job.scorer_id
+    if isinstance(outcome, Done):
+        if outcome.record is None:
+            return f"{{{_quoted(scorer, 'not_scorable')}:1}}"
+        score = outcome.record.score
+        if score is None or not math.isfinite(score):
+            return f"{{{_quoted(scorer, 'scored')}:1}}"
+        return (f"{{{_quoted(scorer, 'scored')}:1,{_quoted(scorer, 'score_count')}:1,"
+                f"{_quoted(scorer, 'score_sum')}:{float(score)!r},{_quoted(scorer, 'le:' + score_bucket(score))}:1}}")
+    return f"{{{_quoted(scorer, _HANDED_BACK[type(outcome)])}:1}}"
 
 
 def judge_tally(model: str, *, failed: bool, input_tokens: int, output_tokens: int,

@@ -59,7 +59,7 @@ from collector.store.redis.conn import (
 from collector.store.redis.job_json import job_json, parse_job
 from collector.store.redis.keys import GROUP, RedisKeys
 from collector.store.redis.recent import RecentRecords, record_text
-from collector.store.totals import settlement_tally, tally_json
+from collector.store.totals import settlement_json
 
 logger = logging.getLogger(__name__)
 
@@ -73,7 +73,7 @@ class _DoneSettle:
     deliveries: str
     job_key: str
     record: str  # the outbox record's JSON, "" for none (not scorable)
-    tally: str  # what it adds to the totals (`collector.store.totals.tally_json`)
+    tally: str  # what it adds to the totals (`collector.store.totals.settlement_json`)
 
 
 def _s(value: Any) -> str:
@@ -266,7 +266,7 @@ class RedisJobQueue:
         job = leased.job
         if isinstance(outcome, Done):
             record = record_text(self.recent, outcome.record)
-            tally = tally_json(settlement_tally(job, outcome))
+            tally = settlement_json(job, outcome)
             future = self._settles.submit(_DoneSettle(consumer, entry_id, deliveries, job.key, record, tally))
         else:
             future = self._settles.submit(self._general_settle(leased, outcome, consumer, entry_id, deliveries))
@@ -303,7 +303,7 @@ class RedisJobQueue:
                 k.idem(job.key), k.replies(job.key), k.parked, k.totals, *self.sink_keys]
         args: list[Any] = [GROUP, entry_id, consumer, deliveries, kind, now, self._ttl_ms, record, job.key,
                            job_json(job), attempts, error, due_at, since, reason,
-                           tally_json(settlement_tally(job, outcome))]
+                           settlement_json(job, outcome)]
         return keys, args
 
     async def renew(self, leased: Sequence[LeasedJob]) -> int:
