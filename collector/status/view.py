@@ -135,8 +135,9 @@ def _at(epoch_s: Any) -> str:
 def governance_rows(report: Mapping[str, Any]) -> list[tuple[str, str]]:
     """The rows of `governance_table`."""
     rows = [(f"budget {b['scope']} ({b['window']})",
-             f"spent {b['spent']:.4f} + reserved {b['reserved']:.4f} of {b['limit']:g} USD; "
-             f"{b['remaining']:.4f} left; resets {_at(b['reset'])}") for b in report.get("budgets", [])]
+             f"spent {b['spent']:.4f} + reserved {b['reserved']:.4f} of {b['limit']:g} USD"
+             + ("" if b.get("configured", b["limit"]) == b["limit"] else f" (set by hand; configured {b['configured']:g})")
+             + f"; {b['remaining']:.4f} left; resets {_at(b['reset'])}") for b in report.get("budgets", [])]
     rows += [(f"breaker {b['model']}", f"OPEN since {_at(b['since'])}: {b['reason']}; next probe {_at(b['next_probe'])}")
              for b in report.get("breakers", [])]
     rows += [(f"parked: {reason}", _n(count)) for reason, count in sorted(report.get("parked", {}).items())]
