@@ -236,14 +236,7 @@ class WorkersConfig(BaseModel):
     drain_timeout_s: float = Field(default=30.0, ge=0)  # SIGTERM: in-flight jobs finish this long
     # Quick sync scorer steps run on the event loop ("adaptive", scorers._sync_calls), or always in a thread.
     sync_steps: Literal["adaptive", "thread"] = "adaptive"
-    # `serve --role worker` listens here for /metrics, /healthz, /readyz and /status, never OTLP
-    # (a receiver's listeners are [receiver]'s); "" disables. Other roles serve them on the OTLP/HTTP port.
-    http_endpoint: str = "127.0.0.1:9464"
-
-    @model_validator(mode="after")
-    def _endpoint(self) -> WorkersConfig:
-        check_receiver_endpoint(self.http_endpoint, "http_endpoint", section="workers")
-        return self
+    http_endpoint: str = "127.0.0.1:9464"  # --role worker's only listener: metrics, health, status, no OTLP
 
 
 class ExportConfig(BaseModel):
@@ -387,6 +380,7 @@ class Config(BaseModel):
 
     @model_validator(mode="after")
     def _across_sections(self) -> Config:
+        check_receiver_endpoint(self.workers.http_endpoint, "http_endpoint", section="workers")
         # Export or a sink on our own listener would feed the daemon its own output for ever.
         check_destinations(self.destinations(), [self.receiver.grpc_endpoint, self.receiver.http_endpoint])
         return self
