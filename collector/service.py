@@ -1,6 +1,6 @@
 """The daemon's wiring: the only module that builds the pipeline graph.
 
-receive (`GrpcReceiver`, `HttpReceiver`) -> `Pipeline` (assemble's `TraceAssembler`,
+receive (`GrpcReceiver`, `HttpReceiver`) -> receive's `Pipeline` (assemble's `TraceAssembler`,
 then export's `Forwarder`) -> store (trace buffer, job queue) -> work's `Worker` ->
 store (outbox) -> export's `ScoreExporter` -> the OTLP backend.
 
@@ -23,9 +23,6 @@ from collections.abc import Awaitable, Callable
 from types import ModuleType
 from typing import Any
 
-from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-
 from collector.assemble.assembler import TraceAssembler
 from collector.assemble.sessions import SessionScheduler
 from collector.common.aio import cancel_and_wait
@@ -37,7 +34,7 @@ from collector.export.forward import Forwarder
 from collector.export.scores import ScoreExporter, make_span_exporter
 from collector.export.signals import ScoreSignals
 from collector.export.sinks import make_senders
-from collector.receive.consumer import Accepted, TraceConsumer
+from collector.receive.consumer import Pipeline, TraceConsumer
 from collector.receive.grpc import GrpcReceiver
 from collector.receive.http import HttpReceiver
 from collector.receive.limits import AcceptErrorFilter, connection_cap, raise_open_file_limit
@@ -57,30 +54,6 @@ from scorers import set_judge_concurrency
 from scorers._sync_calls import allow_sync_calls_on_loop
 
 logger = logging.getLogger(__name__)
-
-
-class Pipeline:
-    """The `TraceConsumer` receivers call: assembly stores each request durably (and, with
-    forwarding on, in the forward log in the same step), then the forwarder is woken.
-    """
-
-    def __init__(self, assembler: TraceAssembler, forwarder: Forwarder | None) -> None:
-        self._assembler = assembler
-        self._forwarder = forwarder
-
-    async def consume_traces(self, request: ExportTraceServiceRequest, raw: bytes | None = None) -> Accepted:
-        """Store a trace request (``raw``: its protobuf encoding, if known) for scoring and forwarding."""
-        result = await self._assembler.consume_traces(request, raw)
-        if self._forwarder is not None:
-            self._forwarder.notify()
-        return result
-
-    async def consume_logs(self, request: ExportLogsServiceRequest) -> Accepted:
-        """Store a logs request for scoring and forwarding."""
-        result = await self._assembler.consume_logs(request)
-        if self._forwarder is not None:
-            self._forwarder.notify()
-        return result
 
 
 ROLES = ("all", "receiver", "worker")
