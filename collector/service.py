@@ -65,7 +65,8 @@ def store_session_rules(cfg: SessionsConfig) -> SessionRules:
     """The store's rules for conversations from ``[sessions]`` (a scored session is remembered
     for ``max_age_s``, so a late turn within it reopens the session)."""
     return SessionRules(idle_s=cfg.idle_s, max_age_s=cfg.max_age_s, max_turns=cfg.max_turns,
-                        max_revisions=cfg.max_revisions, max_open=cfg.max_open, retain_s=cfg.max_age_s)
+                        max_revisions=cfg.max_revisions, max_open=cfg.max_open, retain_s=cfg.max_age_s,
+                        min_turns=cfg.min_turns)
 
 
 class Service:
@@ -173,6 +174,7 @@ class Service:
             self.store, self.store, self.registry, self.metrics, adapters,
             max_pending_jobs=cfg.queue.max_pending_jobs, retry_after_s=cfg.receiver.retry_after_s,
             tick_s=min(0.5, max(0.02, cfg.assembly.decision_wait / 4)), on_jobs=self.worker.notify,
+            decision_wait=cfg.assembly.decision_wait,
             forward_log=self.store.forward_log if self.forwarding else None,
             sessions=cfg.sessions, session_log=self.store if self.sessions is not None else None,
             on_turns=self.sessions.notify if self.sessions is not None else None,
@@ -282,7 +284,7 @@ class Service:
                 self.metrics.forward_backlog_bytes.set(stats.forward_bytes)
                 if self.sessions is not None:
                     counts = await self.store.session_counts()
-                    for state in ("open", "scored", "reopened", "forced"):
+                    for state in ("open", "scored", "reopened", "forced", "short"):
                         self.metrics.sessions.labels(state=state).set(
                             counts.get(state if state == "open" else f"{state}_total", 0))
                 await self.governance.refresh_gauges()

@@ -79,6 +79,9 @@ class TraceAssembler:
         max_pending_jobs: refuse new data (retryably) when this many jobs and results wait.
         retry_after_s: the delay suggested to refused clients.
         tick_s: how often due traces are looked for.
+        decision_wait: how long the buffer holds a trace after its root (or latest run) span
+            arrived before it is decided: a turn noted now arrived this long ago, and its
+            session's idle time counts from then (``[sessions] idle_s`` after the turn arrived).
         on_jobs: called after new jobs were queued (wakes the workers).
         sessions: the ``[sessions]`` settings (session keys, end marker).
         session_log: where the runs that are turns of a session are noted (SPEC §7), before
@@ -92,7 +95,8 @@ class TraceAssembler:
     def __init__(
         self, buffer: TraceBuffer, queue: JobQueue, registry: ScorerSelection, metrics: Metrics,
         adapters: Any, *, max_pending_jobs: int = 100_000, retry_after_s: float = 5.0,
-        tick_s: float = 0.5, on_jobs: Callable[[], None] | None = None, forward_log: ForwardLog | None = None,
+        tick_s: float = 0.5, decision_wait: float = 0.0, on_jobs: Callable[[], None] | None = None,
+        forward_log: ForwardLog | None = None,
         sessions: SessionsConfig | None = None, session_log: SessionLog | None = None,
         on_turns: Callable[[bool], None] | None = None, decide_processes: int = 0,
     ) -> None:
@@ -111,6 +115,7 @@ class TraceAssembler:
         self._max_pending = max_pending_jobs
         self._retry_after = retry_after_s
         self._tick = tick_s
+        self._decision_wait = decision_wait
         self._on_jobs = on_jobs
         # Own thread for decoding and extraction: the default executor runs user scorers' sync steps.
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tracescore-decide")
@@ -341,8 +346,11 @@ class TraceAssembler:
             turns = [replace(turn, run=replace(turn.run, forward_mark=mark)) for turn in turns]
         if turns and self._session_log is not None:
             # Noted before the trace is forgotten: a crash in between decides it again (a turn
-            # noted twice is one turn).
-            await self._session_log.note_turns(turns, time.time())
+            # noted twice is one turn). A trace is decided decision_wait after its last span
+            # arrived (later when decisions lag: idle then counts from no earlier than arrival).
+            now = time.time()
+            arrived = now - self._decision_wait
+            await self._session_log.note_turns([replace(turn, arrived_at=arrived) for turn in turns], now)
             if self._on_turns is not None:
                 self._on_turns(any(turn.ended for turn in turns))
         if jobs:

@@ -153,7 +153,8 @@ def run(args: argparse.Namespace) -> int:
     if registry.has_conversation_scorers:
         s = config.sessions
         print(f"  sessions: scored {s.idle_s:g} s after their last turn or at '{s.end_attribute}' = true; "
-              f"at most {s.max_revisions} revisions, {s.max_open} open")
+              f"at most {s.max_revisions} revisions, {s.max_open} open"
+              + (f"; fewer than {s.min_turns} turns: counted, not scored" if s.min_turns > 1 else ""))
     for scope, limit in config.judge.budgets.all_limits():
         print(f"  judge budget {scope}: {limit:g} USD per {config.judge.budgets.window}")
     if not registry.entries:

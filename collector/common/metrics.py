@@ -80,8 +80,9 @@ class Metrics:
             ["scorer", "reason"], registry=r)
         self.jobs = Gauge("tracescore_jobs", "Jobs in the queue by state.", ["state"], registry=r)
         self.sessions = Gauge(
-            "tracescore_sessions", "Conversations (SPEC §7): open now; scored, reopened by a late turn and "
-            "forced (max age, turns or open sessions) since the store began.", ["state"], registry=r)
+            "tracescore_sessions", "Conversations (SPEC §7): open now; scored, reopened by a late turn, "
+            "forced (max age, turns or open sessions) and short (fewer turns than min_turns: not scored) "
+            "since the store began.", ["state"], registry=r)
         self.outbox_records = Gauge(
             "tracescore_outbox_records", "Results waiting for export.", registry=r)
         self.score_latency = Histogram(

@@ -16,6 +16,7 @@ key as the spans carry it (``session_id``), never the scope.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,6 +28,7 @@ __all__ = [
     "DueSession",
     "SessionScore",
     "SessionTurn",
+    "arrival",
     "conversation_of",
     "key_is_storable",
     "session_scope",
@@ -76,12 +78,27 @@ class SessionTurn:
         session_id: the key as the spans carry it.
         run: the turn.
         ended: its run span (or trace) carries the end marker (``tracescore.session.end``).
+        arrived_at: when its trace was whole at a receiver (epoch seconds), which the session's
+            idle time counts from; None: when it is noted.
     """
 
     scope: str
     session_id: str
     run: RunRecord
     ended: bool = False
+    arrived_at: float | None = None
+
+
+def arrival(turns: Sequence[SessionTurn], now: float) -> float:
+    """When the latest of ``turns`` arrived (`SessionTurn.arrived_at`; one without it, or one
+    said to arrive after ``now``, arrived ``now``): what a session's idle time counts from.
+
+    Example:
+        >>> def turn(at): return SessionTurn("bot/c1", "c1", RunRecord("a" * 32, "1" * 16), arrived_at=at)
+        >>> arrival([turn(40.0), turn(45.0)], 50.0), arrival([turn(None)], 50.0), arrival([turn(99.0)], 50.0)
+        (45.0, 50.0, 50.0)
+    """
+    return max(min(now, turn.arrived_at if turn.arrived_at is not None else now) for turn in turns)
 
 
 @dataclass(frozen=True)

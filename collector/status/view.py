@@ -189,6 +189,7 @@ def render(view: Mapping[str, Any], sources: str = "") -> RenderableType:
         store.add_row("sessions open", _n(sessions.get("open", 0)))
         store.add_row("sessions scored / reopened / forced", " / ".join(
             _n(sessions.get(k, 0)) for k in ("scored", "reopened", "forced")))
+        store.add_row("sessions short (< min_turns)", _n(sessions.get("short", 0)))  # counted, not scored
     top.add_row(traffic, store, failed)
     parts: list[RenderableType] = [header, top, scorer_table(view), backlog_table(view), judge_table(view)]
     if governance_rows(view.get("governance") or {}):

@@ -86,7 +86,8 @@ class SessionRules:
     """When sessions are scored and how many the store keeps (``[sessions]`` in the config).
 
     Attributes:
-        idle_s: a session is due this long after its last turn was noted (reason ``idle``).
+        idle_s: a session is due this long after its last turn arrived (`SessionTurn.arrived_at`,
+            else when it was noted; reason ``idle``).
         max_age_s: it is due (``partial``, reason ``max_age``) at the latest this long after it
             opened: its first turn was noted, or a late turn reopened it.
         max_turns: it is due at once (``partial``, reason ``max_turns``) once it holds this many turns.
@@ -96,10 +97,13 @@ class SessionRules:
             made due at once (``partial``, reason ``forced``).
         retain_s: a scored session is remembered this long after its last turn was noted (so a
             late turn reopens it), then forgotten (a turn after that opens a new session).
+        min_turns: a session due with fewer turns is not scored: it is closed as it is (counted
+            ``short_total``, its revision unused) and remembered like a scored one, so a later
+            turn reopens it.
 
     Example:
-        >>> SessionRules().idle_s, SessionRules(max_turns=3).max_turns
-        (300.0, 3)
+        >>> SessionRules().idle_s, SessionRules(max_turns=3).max_turns, SessionRules().min_turns
+        (300.0, 3, 1)
     """
 
     idle_s: float = 300.0
@@ -108,9 +112,11 @@ class SessionRules:
     max_revisions: int = 5
     max_open: int = 100_000
     retain_s: float = 86400.0
+    min_turns: int = 1
 
 
-SESSION_COUNTS = ("open", "scored", "scored_total", "reopened_total", "forced_total", "capped_total")
+SESSION_COUNTS = ("open", "scored", "scored_total", "reopened_total", "forced_total", "capped_total",
+                  "short_total")
 """The names `SessionLog.session_counts` answers: two gauges, then monotonic totals."""
 
 PARTIAL_REASONS = frozenset({"max_age", "max_turns", "forced"})
@@ -280,24 +286,30 @@ class SessionLog(Protocol):
 
     async def note_turns(self, turns: Sequence[SessionTurn], now: float) -> None:
         """Record turns (the same (trace_id, span_id) twice is one turn; the newer copy replaces
-        the older). An open session's due time becomes ``now + idle_s`` (a turn with the end
-        marker: ``now``, reason ``ended``), capped at its opening + ``max_age_s`` (``max_age``,
-        partial); reaching ``max_turns`` makes it due now (partial). A new turn of a scored
-        session reopens it (its next score is the next revision) unless it was scored
-        ``max_revisions`` times (then the turn is kept, nothing is scheduled: ``capped_total``).
-        Open sessions over ``max_open``: the oldest are forced due now (``forced_total``)."""
+        the older). An open session's due time becomes ``idle_s`` after the latest arrival of its
+        turns (`SessionTurn.arrived_at`, at most ``now``; a turn without one arrived ``now``),
+        never earlier than a turn noted before had set it; a turn with the end marker: ``now``,
+        reason ``ended``; capped at its opening + ``max_age_s`` (``max_age``, partial); reaching
+        ``max_turns`` makes it due now (partial). A new turn of a scored session reopens it (its
+        next score is the next revision) unless it was scored ``max_revisions`` times (then the
+        turn is kept, nothing is scheduled: ``capped_total``); a new turn of a session closed
+        short (``min_turns``) reopens it for its first score. Open sessions over ``max_open``:
+        the oldest are forced due now (``forced_total``)."""
         ...
 
     async def take_due_sessions(self, now: float, limit: int, lease_s: float) -> list[DueSession]:
         """Claim up to ``limit`` sessions due at or before ``now``, earliest first, each with all its
         turns ordered by (start_ns, trace_id, span_id). A claimed session is not returned again
-        before ``lease_s`` passed (then it is due again: its claimer crashed)."""
+        before ``lease_s`` passed (then it is due again: its claimer crashed). A due session with
+        fewer than ``min_turns`` turns is closed instead, unscored (``short_total``)."""
         ...
 
     async def sessions_scored(self, due: Sequence[DueSession], now: float) -> None:
         """The claimed sessions' jobs are queued: mark them scored at their revision (kept until
         their last turn + ``retain_s``). A session with a turn not among ``due.turns`` (noted
-        after the claim) stays open and is due again, with the next revision."""
+        after the claim) stays open and is due again, with the next revision. A revision never
+        goes back: marking a revision at or below the one recorded (a claim that ran out, marked
+        after another scheduler's later revision) changes nothing."""
         ...
 
     async def next_session_due(self) -> float | None:
@@ -305,8 +317,9 @@ class SessionLog(Protocol):
         ...
 
     async def session_counts(self) -> dict[str, int]:
-        """`SESSION_COUNTS`: ``open`` and ``scored`` (retained) sessions, and the totals
-        ``scored_total``, ``reopened_total``, ``forced_total``, ``capped_total``."""
+        """`SESSION_COUNTS`: ``open`` and ``scored`` (retained: scored, or closed short) sessions,
+        and the totals ``scored_total``, ``reopened_total``, ``forced_total``, ``capped_total``,
+        ``short_total``."""
         ...
 
 

@@ -44,7 +44,7 @@ Layout (``P`` is the prefix)::
     P sessions:due      zset       open sessions (scope) by wake time: due time, or claim end
     P sessions:unforced zset       open sessions not forced out yet, by opening time (max_open)
     P sessions:scored   zset       scored sessions by the time they are forgotten
-    P sessions:counts   hash       scored_total, reopened_total, forced_total, capped_total
+    P sessions:counts   hash       scored_total, reopened_total, forced_total, capped_total, short_total
     P session:<scope>   hash       session_id, service, open, opened_at, last_noted, due_at,
                                    reason, claim_until, scored_rev
     P turns:<scope>     hash       "trace_id/span_id" -> the turn's RunRecord JSON

@@ -22,7 +22,8 @@ end
 
 # Record turns. KEYS: due, unforced, scored, counts
 # ARGV: session prefix, turns prefix, now, idle_s, max_age_s, max_turns, max_revisions, max_open,
-#       retain_s, then per session: scope, session_id, service, ended (1/0), n, n x (turn key, JSON)
+#       retain_s, then per session: scope, session_id, service, ended (1/0), arrived (its turns' latest
+#       arrival, at most now), n, n x (turn key, JSON)
 NOTE = """
 local sp, tp, now = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local idle, max_age, max_turns = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
@@ -31,25 +32,29 @@ local priority = {ended = 0, forced = 1, max_turns = 2, max_age = 3, idle = 4}
 """ + _FORGET + """
 local a = 10
 while a <= #ARGV do
-  local scope, ended, n = ARGV[a], ARGV[a + 3] == '1', tonumber(ARGV[a + 4])
+  local scope, ended, n = ARGV[a], ARGV[a + 3] == '1', tonumber(ARGV[a + 5])
+  local arrived = tonumber(ARGV[a + 4])
   local skey, tkey = sp .. scope, tp .. scope
   local fresh = 0
   for i = 0, n - 1 do
-    fresh = fresh + redis.call('HSET', tkey, ARGV[a + 5 + 2 * i], ARGV[a + 6 + 2 * i])
+    fresh = fresh + redis.call('HSET', tkey, ARGV[a + 6 + 2 * i], ARGV[a + 7 + 2 * i])
   end
-  local s = redis.call('HMGET', skey, 'open', 'opened_at', 'due_at', 'reason', 'claim_until', 'scored_rev')
+  local s = redis.call('HMGET', skey, 'open', 'opened_at', 'due_at', 'reason', 'claim_until', 'scored_rev', 'last_noted')
   local opened, claim, sticky, go, join = now, nil, nil, true, true
+  -- idle counts from the latest turn's arrival, whichever turn was noted first
+  if s[7] and tonumber(s[7]) > arrived then arrived = tonumber(s[7]) end
   if not s[1] then
     redis.call('HSET', skey, 'session_id', ARGV[a + 1], 'service', ARGV[a + 2], 'open', '1', 'opened_at', ARGV[3],
                'scored_rev', '0', 'reason', 'idle')
   elseif s[1] == '0' then
     if fresh == 0 or tonumber(s[6]) >= max_rev then
       if fresh > 0 then redis.call('HINCRBY', KEYS[4], 'capped_total', fresh) end
-      redis.call('HSET', skey, 'last_noted', ARGV[3])
-      redis.call('ZADD', KEYS[3], now + retain, scope)
+      redis.call('HSET', skey, 'last_noted', tostring(arrived))
+      redis.call('ZADD', KEYS[3], arrived + retain, scope)
       go = false
     else
-      redis.call('HINCRBY', KEYS[4], 'reopened_total', 1)
+      -- a session closed short (min_turns) was never scored: its reopening is not counted
+      if tonumber(s[6]) > 0 then redis.call('HINCRBY', KEYS[4], 'reopened_total', 1) end
       redis.call('HSET', skey, 'open', '1', 'opened_at', ARGV[3])
       redis.call('ZREM', KEYS[3], scope)
     end
@@ -62,7 +67,7 @@ while a <= #ARGV do
   end
   if go then
     local count = redis.call('HLEN', tkey)
-    local due, reason = now + idle, 'idle'
+    local due, reason = arrived + idle, 'idle'
     local function consider(at, why)
       if at < due or (at == due and priority[why] < priority[reason]) then due, reason = at, why end
     end
@@ -72,11 +77,11 @@ while a <= #ARGV do
     if sticky then consider(sticky[1], sticky[2]) end
     local wake = due
     if claim and claim > wake then wake = claim end
-    redis.call('HSET', skey, 'due_at', tostring(due), 'reason', reason, 'last_noted', ARGV[3])
+    redis.call('HSET', skey, 'due_at', tostring(due), 'reason', reason, 'last_noted', tostring(arrived))
     redis.call('ZADD', KEYS[1], wake, scope)
     if join then redis.call('ZADD', KEYS[2], now, scope) end
   end
-  a = a + 5 + 2 * n
+  a = a + 6 + 2 * n
 end
 local excess = redis.call('ZCARD', KEYS[2]) - max_open
 if excess > 256 then excess = 256 end
@@ -97,18 +102,28 @@ end
 return 1
 """
 
-# Claim due sessions. KEYS: due, unforced, scored; ARGV: session prefix, turns prefix, now, limit, lease_s
-# Returns {{scope, session_id, service, next revision, reason, {turn JSON...}}...}, earliest first.
+# Claim due sessions. KEYS: due, unforced, scored, counts
+# ARGV: session prefix, turns prefix, now, limit, lease_s, min_turns, retain_s
+# Returns {{scope, session_id, service, next revision, reason, {turn JSON...}}...}, earliest first;
+# a due session with fewer than min_turns turns is closed instead (short_total), unscored.
 TAKE = """
 local sp, tp, now = ARGV[1], ARGV[2], tonumber(ARGV[3])
 """ + _FORGET + """
 local until_ = now + tonumber(ARGV[5])
+local min_turns, retain = tonumber(ARGV[6]), tonumber(ARGV[7])
 local out = {}
 for _, scope in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, ARGV[4])) do
-  local s = redis.call('HMGET', sp .. scope, 'session_id', 'service', 'scored_rev', 'reason')
+  local s = redis.call('HMGET', sp .. scope, 'session_id', 'service', 'scored_rev', 'reason', 'last_noted')
   if not s[1] then
     redis.call('ZREM', KEYS[1], scope)
     redis.call('ZREM', KEYS[2], scope)
+  elseif redis.call('HLEN', tp .. scope) < min_turns then
+    redis.call('HINCRBY', KEYS[4], 'short_total', 1)
+    redis.call('HSET', sp .. scope, 'open', '0', 'reason', 'idle')
+    redis.call('HDEL', sp .. scope, 'claim_until', 'due_at')
+    redis.call('ZREM', KEYS[1], scope)
+    redis.call('ZREM', KEYS[2], scope)
+    redis.call('ZADD', KEYS[3], tonumber(s[5] or ARGV[3]) + retain, scope)
   else
     redis.call('HSET', sp .. scope, 'claim_until', tostring(until_))
     redis.call('ZADD', KEYS[1], until_, scope)

@@ -14,7 +14,7 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
-from collector.common.session_types import DueSession, SessionTurn
+from collector.common.session_types import DueSession, SessionTurn, arrival
 from collector.common.types import RunRecord
 from collector.store.interface import PARTIAL_REASONS, SESSION_COUNTS, SessionRules
 from collector.store.redis import session_scripts
@@ -73,7 +73,8 @@ class RedisSessions:
         args: list[Any] = [*self._prefixes(), repr(now), repr(rules.idle_s), repr(rules.max_age_s), rules.max_turns,
                            rules.max_revisions, rules.max_open, repr(rules.retain_s)]
         for scope, group in groups.items():
-            args += [scope, group[0].session_id, group[0].run.service, int(any(t.ended for t in group)), len(group)]
+            args += [scope, group[0].session_id, group[0].run.service, int(any(t.ended for t in group)),
+                     repr(arrival(group, now)), len(group)]
             for turn in group:
                 args += [turn_key(turn.run), turn.run.to_json()]
         await self._note(
@@ -81,10 +82,10 @@ class RedisSessions:
 
     async def take_due_sessions(self, now: float, limit: int, lease_s: float) -> list[DueSession]:
         """Claim due sessions with their turns (see `SessionLog.take_due_sessions`)."""
-        k = self.keys
+        k, rules = self.keys, self.session_rules
         rows = await self._take(
-            keys=[k.sessions_due, k.sessions_unforced, k.sessions_scored],
-            args=[*self._prefixes(), repr(now), int(limit), repr(lease_s)])
+            keys=[k.sessions_due, k.sessions_unforced, k.sessions_scored, k.sessions_counts],
+            args=[*self._prefixes(), repr(now), int(limit), repr(lease_s), rules.min_turns, repr(rules.retain_s)])
         return [_due(row) for row in rows]
 
     async def sessions_scored(self, due: Sequence[DueSession], now: float) -> None:

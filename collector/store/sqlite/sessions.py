@@ -13,7 +13,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Sequence
 
-from collector.common.session_types import DueSession, SessionTurn
+from collector.common.session_types import DueSession, SessionTurn, arrival
 from collector.common.types import RunRecord
 from collector.store.interface import PARTIAL_REASONS, SESSION_COUNTS, SessionRules
 from collector.store.sqlite.runner import SqliteRunner
@@ -29,11 +29,12 @@ _PRIORITY = {"ended": 0, "forced": 1, "max_turns": 2, "max_age": 3, "idle": 4}
 
 def schedule(
     rules: SessionRules, now: float, opened_at: float, *, ended: bool, turns: int,
-    sticky: tuple[float, str] | None = None,
+    sticky: tuple[float, str] | None = None, idle_from: float | None = None,
 ) -> tuple[float, str]:
     """When an open session is due after turns were noted, and why: the earliest of its idle
-    timer, the end marker, ``max_turns``, its ``max_age`` cap and an earlier reason that
-    still holds (``sticky``); on a tie the end marker wins, then the partial reasons.
+    timer (``idle_s`` after ``idle_from``, its latest turn's arrival; default ``now``), the end
+    marker, ``max_turns``, its ``max_age`` cap and an earlier reason that still holds
+    (``sticky``); on a tie the end marker wins, then the partial reasons.
 
     Example:
         >>> rules = SessionRules(idle_s=10, max_age_s=100, max_turns=3)
@@ -43,8 +44,11 @@ def schedule(
         ((50.0, 'ended'), (50.0, 'max_turns'))
         >>> schedule(rules, 50.0, 0.0, ended=False, turns=1, sticky=(40.0, "forced"))
         (40.0, 'forced')
+        >>> schedule(rules, 50.0, 0.0, ended=False, turns=1, idle_from=45.0)  # it arrived 5 s before it was noted
+        (55.0, 'idle')
     """
-    options = [(now + rules.idle_s, "idle"), (opened_at + rules.max_age_s, "max_age")]
+    options = [((now if idle_from is None else idle_from) + rules.idle_s, "idle"),
+               (opened_at + rules.max_age_s, "max_age")]
     if ended:
         options.append((now, "ended"))
     if turns >= rules.max_turns:
@@ -69,37 +73,42 @@ def _forget(db: sqlite3.Connection, now: float) -> None:
 def _note_one(db: sqlite3.Connection, rules: SessionRules, group: list[SessionTurn], now: float) -> None:
     first = group[0]
     scope = first.scope
+    arrived = arrival(group, now)
     known = {(t, s) for t, s in db.execute(
         "SELECT trace_id, span_id FROM session_turns WHERE scope = ?", (scope,))}
     fresh = {(t.run.trace_id, t.run.span_id) for t in group} - known
     db.executemany("INSERT OR REPLACE INTO session_turns(scope, trace_id, span_id, run) VALUES (?, ?, ?, ?)",
                    [(scope, t.run.trace_id, t.run.span_id, t.run.to_json()) for t in group])
-    row = db.execute("SELECT open, opened_at, due_at, reason, claim_until, scored_rev FROM sessions"
+    row = db.execute("SELECT open, opened_at, due_at, reason, claim_until, scored_rev, last_noted FROM sessions"
                      " WHERE scope = ?", (scope,)).fetchone()
     opened_at, claim, sticky = now, None, None
     if row is None:
         db.execute("INSERT INTO sessions(scope, session_id, service, open, opened_at, last_noted)"
-                   " VALUES (?, ?, ?, 1, ?, ?)", (scope, first.session_id, first.run.service, now, now))
-    elif not row[0]:  # scored: a new turn reopens it, unless it was scored often enough
+                   " VALUES (?, ?, ?, 1, ?, ?)", (scope, first.session_id, first.run.service, now, arrived))
+    else:
+        arrived = max(arrived, row[6])  # idle counts from the latest turn's arrival, whichever came first
+    if row is not None and not row[0]:  # scored (or closed short): a new turn reopens it, unless scored often enough
         if not fresh or row[5] >= rules.max_revisions:
             if fresh:
                 _bump(db, "capped_total", len(fresh))
             db.execute("UPDATE sessions SET last_noted = ?, forget_at = ? WHERE scope = ?",
-                       (now, now + rules.retain_s, scope))
+                       (arrived, arrived + rules.retain_s, scope))
             return
-        _bump(db, "reopened_total")
+        if row[5]:  # it was scored: this is a reopening (a session closed short was never scored)
+            _bump(db, "reopened_total")
         db.execute("UPDATE sessions SET open = 1, opened_at = ?, forced = 0, forget_at = NULL WHERE scope = ?",
                    (now, scope))
-    elif row[4] is not None and row[4] > now:  # claimed: these turns open the next revision
+    elif row is not None and row[4] is not None and row[4] > now:  # claimed: these turns open the next revision
         claim = row[4]
         db.execute("UPDATE sessions SET opened_at = ?, forced = 0 WHERE scope = ?", (now, scope))
-    else:
+    elif row is not None:
         opened_at = row[1]
         sticky = (row[2], row[3]) if row[3] != "idle" else None
     count = int(db.execute("SELECT count(*) FROM session_turns WHERE scope = ?", (scope,)).fetchone()[0])
-    due_at, reason = schedule(rules, now, opened_at, ended=any(t.ended for t in group), turns=count, sticky=sticky)
+    due_at, reason = schedule(rules, now, opened_at, ended=any(t.ended for t in group), turns=count, sticky=sticky,
+                              idle_from=arrived)
     db.execute("UPDATE sessions SET due_at = ?, reason = ?, wake_at = ?, last_noted = ? WHERE scope = ?",
-               (due_at, reason, max(due_at, claim or due_at), now, scope))
+               (due_at, reason, max(due_at, claim or due_at), arrived, scope))
 
 
 def _force_excess(db: sqlite3.Connection, rules: SessionRules, now: float) -> None:
@@ -127,16 +136,22 @@ def note_turns(db: sqlite3.Connection, rules: SessionRules, turns: Sequence[Sess
     _force_excess(db, rules, now)
 
 
-def take_due(db: sqlite3.Connection, now: float, limit: int, lease_s: float) -> list[DueSession]:
+def take_due(db: sqlite3.Connection, rules: SessionRules, now: float, limit: int, lease_s: float) -> list[DueSession]:
     """`SessionLog.take_due_sessions` inside the caller's transaction."""
     _forget(db, now)
-    rows = db.execute("SELECT scope, session_id, service, scored_rev, reason FROM sessions"
+    rows = db.execute("SELECT scope, session_id, service, scored_rev, reason, last_noted FROM sessions"
                       " WHERE wake_at <= ? ORDER BY wake_at, scope LIMIT ?", (now, limit)).fetchall()
     taken = []
-    for scope, session_id, service, scored_rev, reason in rows:
-        db.execute("UPDATE sessions SET claim_until = ?, wake_at = ? WHERE scope = ?", (now + lease_s, now + lease_s, scope))
+    for scope, session_id, service, scored_rev, reason, last_noted in rows:
         runs = [RunRecord.from_json(text) for (text,) in db.execute(
             "SELECT run FROM session_turns WHERE scope = ?", (scope,))]
+        if len(runs) < rules.min_turns:  # too short to score: closed as it is, its revision unused
+            _bump(db, "short_total")
+            db.execute("UPDATE sessions SET open = 0, claim_until = NULL, wake_at = NULL, due_at = NULL,"
+                       " reason = 'idle', forced = 0, forget_at = ? WHERE scope = ?",
+                       (last_noted + rules.retain_s, scope))
+            continue
+        db.execute("UPDATE sessions SET claim_until = ?, wake_at = ? WHERE scope = ?", (now + lease_s, now + lease_s, scope))
         runs.sort(key=lambda run: (run.start_ns, run.trace_id, run.span_id))
         taken.append(DueSession(scope, session_id, service, tuple(runs), scored_rev + 1, reason in PARTIAL_REASONS,
                                 reason))
@@ -188,7 +203,7 @@ class SqliteSessions:
 
     async def take_due_sessions(self, now: float, limit: int, lease_s: float) -> list[DueSession]:
         """Claim due sessions with their turns (see `SessionLog.take_due_sessions`)."""
-        return await self._runner.call(lambda db: take_due(db, now, limit, lease_s))
+        return await self._runner.call(lambda db: take_due(db, self.session_rules, now, limit, lease_s))
 
     async def sessions_scored(self, due: Sequence[DueSession], now: float) -> None:
         """Mark claimed sessions scored (see `SessionLog.sessions_scored`)."""
