@@ -147,6 +147,22 @@ class AgentRun:
         copy.__dict__.update(self.__dict__, session_id=session_id)  # as `from_messages` sets fields
         return copy
 
+    def with_service(self, service: str) -> AgentRun:
+        """This run as one of ``service`` (its ``request_context`` too), for a run read back from a
+        backend that kept no resource (its models still made only when first read).
+
+        Example:
+            >>> run = AgentRun("ab" * 16, "cd" * 8, "chat", "", "genai", 0, 1,
+            ...                ScorerRunInputForAgent(), ScorerRunOutputForAgent([]))
+            >>> named = run.with_service("bot")
+            >>> (named.service, named.request_context, run.service)
+            ('bot', {'service': 'bot'}, '')
+        """
+        copy = type(self).__new__(type(self))
+        copy.__dict__.update(self.__dict__, service=service,  # as `from_messages` sets fields
+                             request_context={**self.request_context, "service": service})
+        return copy
+
     def json_form(self) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         """The JSON form of this run's input and output, as its queued record holds them: made
         from its messages while its models are not made, else dumped from the models (as they

@@ -50,6 +50,7 @@ from adapters import (
 from collector.commands.layout import print_table
 from collector.commands.paths import expand_paths
 from collector.commands.progress_bar import progress
+from collector.commands.scored_before import ScoredBefore, restore_services
 from collector.commands.sessions_view import group_sessions, session_row, sessions_table
 from scorers._agent_types import Message
 
@@ -95,6 +96,7 @@ class Loaded:
     traces: int = 0
     skips: Counter[str] = field(default_factory=Counter)
     span_attributes: dict[tuple[str, str], Mapping[str, Any]] = field(default_factory=dict)  # of each run span
+    scored: ScoredBefore = field(default_factory=ScoredBefore)  # the evaluation spans among the traces read
 
 
 def load_traces(paths: Sequence[str], err: Console, failed: list[str],
@@ -149,7 +151,9 @@ def load_runs(paths: Sequence[str], err: Console, session_keys: Sequence[str] = 
 
 def add_runs(loaded: Loaded, traces: Iterable[AssembledTrace], session_keys: Sequence[str] = ()) -> Loaded:
     """Add the runs the adapters find in ``traces`` to ``loaded`` (files' traces, or a page of
-    traces pulled from a backend: `collector.commands.score_from`), with their span attributes.
+    traces pulled from a backend: `collector.commands.score_from`), with their span attributes;
+    the traces' evaluation spans go to ``loaded.scored``, and a run read without a service
+    (Phoenix keeps no resource) gets the one they name (`collector.commands.scored_before`).
 
     Example:
         >>> from adapters import TraceSpan
@@ -161,7 +165,8 @@ def add_runs(loaded: Loaded, traces: Iterable[AssembledTrace], session_keys: Seq
     for trace in traces:
         extraction = extract_runs(trace, session_keys)
         loaded.traces += 1
-        loaded.runs.extend(extraction.runs)
+        loaded.scored.note(trace.spans)
+        loaded.runs.extend(restore_services(extraction.runs, loaded.scored))
         by_id = {span.span_id: span for span in trace.spans}
         for agent_run in extraction.runs:
             span = by_id.get(agent_run.span_id)

@@ -11,6 +11,12 @@ session turns (runs, not spans) are kept too, and the sessions are scored once t
 read (a window is complete, as files are). Resuming with a conversation scorer reads the
 window again from its start for the sessions' turns, scoring the runs only from the cursor on.
 
+What was scored before is in the traces read: the evaluation spans the daemon (or an earlier
+backfill) exported to the backend (`collector.commands.scored_before`). A run or session whose
+score by the same scorer version is there is skipped (no judge call paid twice; ``--rescore``
+scores it again), and the count is reported; a run read without a service (Phoenix) takes the
+one its scores name, and a session its revision, so what is sent again has the daemon's ids.
+
 A progress bar (stderr, on a terminal) counts the traces read. Errors (an unknown project
 or experiment, refused credentials, an answer not shaped like the backend's API, a backend
 still failing after the retries) are one line naming the URL, credentials masked, and exit 2;
@@ -29,11 +35,13 @@ from typing import Any
 from rich.console import Console
 
 from adapters import AgentRun
-from collector.commands.conversations import is_conversation_scorer, session_units
+from collector.commands.already_scored import skipped_notes
+from collector.commands.conversations import Sessions, is_conversation_scorer, session_units
 from collector.commands.estimate import EstimatingGovernor
 from collector.commands.inspect import Loaded, add_runs
 from collector.commands.progress_bar import progress
 from collector.commands.report import report_config_error
+from collector.commands.scored_before import ScoredBefore
 from collector.commands.scoring import Outcome, finish, score_batch
 from collector.common.errors import ConfigError, PullError
 from collector.config import Config, load_config
@@ -93,15 +101,19 @@ def run_from(args: argparse.Namespace, scorers: list[Any], export_config: Config
         err.print(f"tracescore: the backfill in {path} is complete ({cursor.traces} trace(s)); nothing to do",
                   markup=False, highlight=False, soft_wrap=True)
         return 0
-    backfill = Backfill(args, scorers, export_config, session_keys, err, path, cursor, governor)
+    backfill = Backfill(args, scorers, export_config, session_keys, err, path, cursor, governor,
+                        min_turns=config.sessions.min_turns)
     try:
         asyncio.run(backfill.run(client, source))
     except PullError as exc:
         err.print(f"tracescore: {exc}", markup=False, highlight=False, soft_wrap=True)
         return 2
+    for note in backfill.found.notes():
+        err.print(note, markup=False, highlight=False, soft_wrap=True)
     err.print(f"read {backfill.traces} trace(s) from {source}: {backfill.runs} run(s)"
               + (f", {backfill.sessions} session(s)" if backfill.sessions else "")
               + (f" ({backfill.missing} listed without spans, not scored)" if backfill.missing else "")
+              + "".join(f"; {note}" for note in skipped_notes(backfill.skipped, "the backend"))
               + (f"; exported {backfill.scores} score(s)" if export_config is not None else "")
               + f"; cursor {path}", markup=False, highlight=False, soft_wrap=True)
     return finish(args, scorers, backfill.outcomes, err, failed=not backfill.exported, governor=governor)
@@ -112,16 +124,18 @@ class Backfill:
 
     def __init__(self, args: argparse.Namespace, scorers: list[Any], export_config: Config | None,
                  session_keys: list[str], err: Console, path: Path, cursor: cursors.Cursor,
-                 governor: Any = None) -> None:
+                 governor: Any = None, min_turns: int = 1) -> None:
         self.args, self.scorers, self.export_config = args, scorers, export_config
-        self.governor = governor
+        self.governor, self.min_turns = governor, min_turns
         self.session_keys, self.err, self.path, self.cursor = session_keys, err, path, cursor
         self.sessions_wanted = any(is_conversation_scorer(s) for s in scorers)
         self.outcomes: list[Outcome] = []
         self.exported = True
-        self.traces = self.runs = self.sessions = self.scores = self.missing = 0
+        self.traces = self.runs = self.sessions = self.scores = self.missing = self.skipped = 0
         self.turns: list[AgentRun] = []  # with a conversation scorer: every run of a session
         self.turn_attributes: dict[tuple[str, str], Any] = {}
+        self.seen = ScoredBefore()  # with a conversation scorer: the sessions' scores found so far
+        self.found = Sessions()
 
     async def run(self, client: Any, source: Any) -> None:
         """Read, score and export every page from the cursor on, then the sessions."""
@@ -151,15 +165,16 @@ class Backfill:
                         self._save(self.cursor.advanced(page.next, len(page.traces)))
                     index += 1
                 if self.sessions_wanted:
-                    units = session_units(self.turns, self.turn_attributes)
-                    self.sessions = len(units)
-                    await self._score(Loaded(span_attributes=self.turn_attributes), units, bar)
+                    self.found = session_units(self.turns, self.turn_attributes, self.seen, self.min_turns)
+                    self.sessions = len(self.found.units)
+                    await self._score(Loaded(span_attributes=self.turn_attributes), self.found.units, bar)
                     if self.exported:
                         self._save(replace(self.cursor, done=True), final=True)
 
     def _keep_turns(self, loaded: Loaded) -> None:
         if not self.sessions_wanted:
             return
+        self.seen.merge_sessions(loaded.scored)
         for agent_run in loaded.runs:
             if agent_run.session_id is not None:
                 self.turns.append(agent_run)
@@ -171,6 +186,7 @@ class Backfill:
         batch = await score_batch(self.args, self.scorers, self.export_config, loaded, units, self.err, bar,
                                   self.governor)
         self.runs += runs
+        self.skipped += batch.skipped
         self.outcomes.extend(batch.outcomes)
         self.scores += sum(1 for o in batch.outcomes if not o.not_scorable)
         # A page with runs --max-usd refused keeps the cursor before it, as an unexported page does:

@@ -18,7 +18,7 @@ import json
 import logging
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -27,6 +27,7 @@ from rich.progress import Progress
 from rich.table import Table
 
 from adapters import AgentRun
+from collector.commands.already_scored import skipped_pairs
 from collector.commands.backfill import export_outcomes
 from collector.commands.conversations import SessionUnit, is_conversation_scorer
 from collector.commands.estimate import EstimatingGovernor, print_estimate
@@ -127,11 +128,13 @@ async def _score_one(scorer: Any, index: int, agent_run: AgentRun, conversation:
 
 async def score_all(runs: Sequence[AgentRun], scorers: Sequence[Any], concurrency: int, err: Console,
                     conversations: Mapping[int, Any] | None = None, bar: Progress | None = None,
-                    governor_for_run: Callable[[], JudgeGovernor | None] | None = None) -> list[Outcome]:
+                    governor_for_run: Callable[[], JudgeGovernor | None] | None = None,
+                    skip: Collection[tuple[int, str]] = ()) -> list[Outcome]:
     """Score every run with every run scorer, and each conversation (``conversations``: the
     `ConversationRun` of ``runs[i]``, a session's unit) with every conversation scorer,
-    ``concurrency`` at a time; outcomes in (run, scorer) order. Each scorer run's judge calls
-    go through ``governor_for_run()`` (`judge_governor`: an estimate, a spend cap), if given.
+    ``concurrency`` at a time, but the (run index, scorer id) pairs in ``skip`` (scored
+    before); outcomes in (run, scorer) order. Each scorer run's judge calls go through
+    ``governor_for_run()`` (`judge_governor`: an estimate, a spend cap), if given.
 
     The judge client is loaded first when a scorer has a prompt step (`load_judge_client`).
     ``bar``: a progress bar already shown (a backfill's), which gets this batch's task.
@@ -145,7 +148,8 @@ async def score_all(runs: Sequence[AgentRun], scorers: Sequence[Any], concurrenc
     conversations = conversations or {}
     semaphore = asyncio.Semaphore(concurrency)
     pairs = [(index * len(scorers) + k, scorer, index) for index in range(len(runs))
-             for k, scorer in enumerate(scorers) if is_conversation_scorer(scorer) == (index in conversations)]
+             for k, scorer in enumerate(scorers) if is_conversation_scorer(scorer) == (index in conversations)
+             and (index, str(scorer.id)) not in skip]
     outcomes: list[Outcome | None] = [None] * (len(runs) * len(scorers))
     with contextlib.nullcontext(bar) if bar is not None else progress(err) as shown:
         task = shown.add_task("scoring", total=len(pairs))
@@ -179,18 +183,21 @@ def _results_table(runs: Sequence[AgentRun], outcomes: Sequence[Outcome]) -> Tab
 @dataclass(frozen=True)
 class Batch:
     """What scoring one batch of runs gave: each outcome (without the scorer's result, which is
-    exported and printed, then let go) and whether every score was exported."""
+    exported and printed, then let go), whether every score was exported, and how many (run,
+    scorer) pairs were not scored as scored before (their evaluation spans were read)."""
 
     outcomes: list[Outcome]
     exported: bool
+    skipped: int = 0
 
 
 async def score_batch(args: argparse.Namespace, scorers: Sequence[Any], export_config: Any, loaded: Loaded,
                       units: Sequence[SessionUnit], err: Console, bar: Progress | None = None,
                       governor: EstimatingGovernor | SpendCap | None = None) -> Batch:
     """Score one batch of runs (the files given, or a page pulled from a backend) and the
-    sessions ``units`` (added to ``loaded.runs``, scored by the conversation scorers), print
-    its rows (``--format``) and, with ``--export``, send its scores. Under ``governor``
+    sessions ``units`` (added to ``loaded.runs``, scored by the conversation scorers), but what
+    was scored before (`skipped_pairs`, unless ``--rescore``), print its rows (``--format``)
+    and, with ``--export``, send its scores. Under ``governor``
     (`judge_governor`): an estimate prints no row and exports nothing; under a spend cap the
     runs it refused are printed "not scored" and not exported.
 
@@ -201,13 +208,14 @@ async def score_batch(args: argparse.Namespace, scorers: Sequence[Any], export_c
         >>> (batch.outcomes, batch.exported)
         ([], True)
     """
+    skip = skipped_pairs(loaded, units, scorers, bool(getattr(args, "rescore", False)))
     conversations = {len(loaded.runs) + i: unit for i, unit in enumerate(units)}
     loaded.runs.extend(unit.unit for unit in units)
     outcomes = await score_all(loaded.runs, scorers, args.concurrency, err,
                                {i: unit.conversation for i, unit in conversations.items()}, bar,
-                               governor_for_run(governor))
+                               governor_for_run(governor), skip)
     if isinstance(governor, EstimatingGovernor):  # a dry run: the estimate is printed by `finish`
-        return Batch([replace(o, result=None, exception=None) for o in outcomes], True)
+        return Batch([replace(o, result=None, exception=None) for o in outcomes], True, len(skip))
     if (args.format or "table") == "jsonl":
         for o in outcomes:
             row = run_row(loaded.runs[o.run_index])
@@ -232,7 +240,7 @@ async def score_batch(args: argparse.Namespace, scorers: Sequence[Any], export_c
         exported = await export_outcomes(export_config, args, loaded, scorers, scored, err,
                                          {i: unit.record for i, unit in conversations.items()},
                                          report=not getattr(args, "source", None))
-    return Batch([replace(o, result=None, exception=None) for o in outcomes], exported)
+    return Batch([replace(o, result=None, exception=None) for o in outcomes], exported, len(skip))
 
 
 def finish(args: argparse.Namespace, scorers: Sequence[Any], outcomes: Sequence[Outcome], err: Console,

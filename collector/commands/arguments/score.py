@@ -19,8 +19,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     Example:
         >>> p = argparse.ArgumentParser(); add_arguments(p)
         >>> a = p.parse_args(["S1.pb", "--scorer", "m:a", "--scorer", "n:b", "--concurrency", "4"])
-        >>> (a.scorers, a.concurrency, a.fail_under, a.export, a.format, a.estimate, a.max_usd)
-        (['m:a', 'n:b'], 4, [], False, 'table', False, None)
+        >>> (a.scorers, a.concurrency, a.fail_under, a.export, a.format, a.estimate, a.max_usd, a.rescore)
+        (['m:a', 'n:b'], 4, [], False, 'table', False, None, False)
     """
     add_common_arguments(parser, default="table", format_help=(
         "table (the default, on a terminal or not: each score with its reason or error, and the summary "
@@ -39,6 +39,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=16,
         metavar="N",
         help="scorer runs in flight at once (default 16)",
+    )
+    parser.add_argument(
+        "--rescore",
+        action="store_true",
+        help="score again the runs and sessions whose score by the same scorer version is in the traces read "
+             "(their evaluation spans, exported by the daemon or an earlier backfill); by default they are "
+             "skipped and counted",
     )
     add_session_key_argument(parser)
     add_gate_arguments(parser)
