@@ -1,13 +1,16 @@
 """Function scorers the backend tests register by file reference (no LLM: scores are fixed by the
 answer, so a test knows which runs score low; ``flaky`` fails while its working directory holds
 a file ``flaky.broken``, so a test breaks and fixes it under a running daemon; ``tunable`` scores
-what its working directory's ``tunable.score`` says, so a run scored again gets another value)."""
+what its working directory's ``tunable.score`` says, so a run scored again gets another value),
+and two judge scorers (``judged`` for runs, ``judged_conversation`` for sessions) asking the
+OpenAI-compatible server at ``$TRACESCORE_TEST_JUDGE_URL`` (the loopback test server)."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
-from scorers import create_scorer
+from scorers import Judge, create_scorer
 
 
 def _answer(run):  # type: ignore[no-untyped-def]
@@ -59,4 +62,25 @@ turns = (
     create_scorer(id="turns", name="Turns", description="a tenth per turn of the conversation",
                   type="conversation", version="1")
     .generate_score(lambda run: len(run.turns) / 10)
+)
+
+
+def _judge() -> Judge:
+    base = os.environ.get("TRACESCORE_TEST_JUDGE_URL", "http://127.0.0.1:9/v1")  # unset: never asked
+    return Judge(model="openai/gpt-4o-mini", instructions="You grade an assistant's answers.",
+                 model_settings={"api_base": base, "api_key": "test-key"})
+
+
+judged = (
+    create_scorer(id="judged", name="Judged", description="a judge rates the answer", type="agent",
+                  judge=_judge(), version="1")
+    .generate_score(description="Rate the answer from 0 to 1",
+                    create_prompt=lambda run: f"Answer: {_answer(run)}\nRate it from 0 to 1.")
+)
+
+judged_conversation = (
+    create_scorer(id="judged-conversation", name="Judged conversation", description="a judge rates the conversation",
+                  type="conversation", judge=_judge(), version="1")
+    .generate_score(description="Rate the conversation from 0 to 1",
+                    create_prompt=lambda run: "\n".join(f"{e['role']}: {e['content']}" for e in run.conversation))
 )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -29,3 +30,15 @@ def rows(done: subprocess.CompletedProcess[str], drop: tuple[str, ...] = ()) -> 
     assert done.returncode == 0, done.stderr
     out = [{k: v for k, v in json.loads(line).items() if k not in drop} for line in done.stdout.splitlines()]
     return sorted(out, key=lambda r: (r["trace_id"], r["span_id"], r["scorer"]))
+
+
+async def score_async(*args: str, cwd: Path, scorers: tuple[str, ...] = SCORED,
+                      env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """`score`, awaited (the event loop stays free: a judge server of the test runs on it)."""
+    refs = [arg for name in scorers for arg in ("--scorer", f"{SCORERS}:{name}")]
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "collector.cli", "score", *args, *refs, "--format", "jsonl", cwd=cwd,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", **(env or {})})
+    out, err = await asyncio.wait_for(proc.communicate(), 240)
+    return subprocess.CompletedProcess(list(args), int(proc.returncode or 0), out.decode(), err.decode())
