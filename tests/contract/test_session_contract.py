@@ -1,7 +1,7 @@
 """One contract, two backends: the session log (SPEC §7) in the SQLite file and in Redis.
 
-Time is always given, so every timer is exact: idle, end marker, max_age, max_turns,
-max_open, leases, revisions and retention."""
+Time is always given, so every timer is exact: idle (from the turns' arrival), end marker,
+max_age, max_turns, max_open, min_turns, leases, revisions (never lowered) and retention."""
 
 from __future__ import annotations
 
@@ -33,10 +33,10 @@ def rules(**changes: Any) -> SessionRules:
 
 
 def turn(n: int, *, session: str = "c1", start_ns: int | None = None, ended: bool = False,
-         trace: str | None = None, answer: str = "ok") -> SessionTurn:
+         trace: str | None = None, answer: str = "ok", arrived: float | None = None) -> SessionTurn:
     run = RunRecord(trace_id=trace or f"{n:032x}", span_id=f"{n:016x}", service="bot",
                     start_ns=n if start_ns is None else start_ns, output=[answer], session_id=session)
-    return SessionTurn(f"bot/{session}", session, run, ended)
+    return SessionTurn(f"bot/{session}", session, run, ended, arrived_at=arrived)
 
 
 def spans(due: DueSession) -> list[str]:
@@ -64,6 +64,24 @@ class TestWhenASessionIsDue:
         assert (due.scope, due.session_id, due.service) == ("bot/c1", "c1", "bot")
         assert (due.revision, due.partial, due.reason, len(due.turns)) == (1, False, "idle", 2)
         assert all(isinstance(run, RunRecord) and run.session_id == "c1" for run in due.turns)
+
+    async def test_idle_s_counts_from_the_last_turns_arrival_not_its_noting(self, make_store: StoreFactory) -> None:
+        store = await make_store(session_rules=RULES)
+        await store.note_turns([turn(1, arrived=T0 - 3)], T0)  # decided 3 s after it arrived
+        assert await store.next_session_due() == T0 + 7
+        # A turn that arrived earlier but is noted later (its trace decided late) moves nothing back.
+        await store.note_turns([turn(2, arrived=T0 - 5)], T0 + 1)
+        assert await store.next_session_due() == T0 + 7
+        await store.note_turns([turn(3, arrived=T0 + 50)], T0 + 2)  # a clock ahead: it arrived no later than now
+        assert await store.next_session_due() == T0 + 12
+        (due,) = await take(store, T0 + 12)
+        assert (due.reason, len(due.turns)) == ("idle", 3)
+
+    async def test_a_turn_that_arrived_idle_s_ago_is_due_when_noted(self, make_store: StoreFactory) -> None:
+        store = await make_store(session_rules=RULES)
+        await store.note_turns([turn(1, arrived=T0 - 30)], T0)
+        (due,) = await take(store, T0)
+        assert (due.reason, due.revision) == ("idle", 1)
 
     async def test_the_end_marker_makes_it_due_at_once(self, make_store: StoreFactory) -> None:
         store = await make_store(session_rules=RULES)
@@ -192,7 +210,53 @@ class TestClaims:
         assert [d.session_id for d in taken] == ["s2", "s1"]
 
 
+class TestMinTurns:
+    async def test_a_session_shorter_than_min_turns_is_closed_unscored_and_counted(
+            self, make_store: StoreFactory) -> None:
+        store = await make_store(session_rules=rules(min_turns=2))
+        await store.note_turns([turn(1), turn(5, session="pair")], T0)
+        await store.note_turns([turn(6, session="pair")], T0 + 1)
+        taken = await take(store, T0 + 11)
+        assert [(d.session_id, d.revision, len(d.turns)) for d in taken] == [("pair", 1, 2)]
+        await store.sessions_scored(taken, T0 + 11)
+        counts = await store.session_counts()
+        assert (counts["short_total"], counts["scored_total"], counts["open"]) == (1, 1, 0)
+        assert await store.next_session_due() is None and await take(store, T0 + 100) == []
+
+    async def test_a_later_turn_of_a_short_session_gives_it_its_first_score(self, make_store: StoreFactory) -> None:
+        store = await make_store(session_rules=rules(min_turns=2))
+        await store.note_turns([turn(1)], T0)
+        assert await take(store, T0 + 10) == []  # closed short
+        await store.note_turns([turn(2)], T0 + 50)  # remembered (retain_s): the session grows
+        assert await store.next_session_due() == T0 + 60
+        due = await score(store, T0 + 60)
+        assert (due.revision, len(due.turns)) == (1, 2)  # its first score: no revision was used
+        counts = await store.session_counts()
+        assert (counts["short_total"], counts["scored_total"], counts["reopened_total"]) == (1, 1, 0)
+
+
 class TestRevisions:
+    async def test_a_revision_never_goes_back(self, make_store: StoreFactory) -> None:
+        """A scheduler whose report of revision 1 arrives after revision 2 was scored (its claim ran
+        out, another scheduler went on) changes nothing: the session stays at 2, closed or open,
+        and its next score is revision 3."""
+        store = await make_store(session_rules=RULES)
+        await store.note_turns([turn(1)], T0)
+        first = await score(store, T0 + 10)
+        await store.note_turns([turn(2)], T0 + 100)
+        second = await score(store, T0 + 110)
+        assert (first.revision, second.revision) == (1, 2)
+        await store.sessions_scored([first], T0 + 120)  # late, and lower
+        counts = await store.session_counts()
+        assert (counts["open"], counts["scored"], counts["scored_total"]) == (0, 1, 2)
+        await store.note_turns([turn(3)], T0 + 200)
+        await store.sessions_scored([second], T0 + 201)  # late while reopened: it stays open
+        assert await store.next_session_due() == T0 + 210
+        third = await score(store, T0 + 210)
+        assert (third.revision, len(third.turns)) == (3, 3)
+        assert (await store.session_counts())["scored_total"] == 3
+
+
     async def test_late_turns_reopen_up_to_max_revisions_then_are_capped(self, make_store: StoreFactory) -> None:
         store = await make_store(session_rules=RULES)  # max_revisions=3
         await store.note_turns([turn(1)], T0)

@@ -1,12 +1,14 @@
 """Conversations scored by the daemon (SPEC §7), on both stores: the turns of a session
 arrive as separate traces; a session is scored once, on its last turn, at once after an
-end marker or `idle_s` after its last turn; a late turn reopens it and the next revision
-is scored; run scorers go on scoring the runs. On Redis, the turns arrive at two receivers
+end marker or `idle_s` after its last turn arrived (not after its decision); a late turn
+reopens it and the next revision is scored; run scorers go on scoring the runs; a session
+shorter than ``min_turns`` is counted, not scored. On Redis, the turns arrive at two receivers
 over gRPC and HTTP, and one receiver is SIGKILLed mid-session."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import signal
 import time
 import uuid
@@ -17,7 +19,7 @@ import aiohttp
 import pytest
 from conversation_traces import TURNS, emit_turn, turn_body, without_root
 from daemon_harness import CaptureBackend, CapturedSpan, delete_redis_keys, free_port, wait_until
-from serve_process import ServeProcess
+from serve_process import ServeProcess, cli
 from shared_redis import REDIS_URL
 
 PROTOBUF = {"Content-Type": "application/x-protobuf"}
@@ -32,15 +34,16 @@ answered = create_scorer(id="answered", description="the run has an answer", typ
 
 
 def _config(tmp_path: Path, backend: CaptureBackend, url: str, prefix: str, http_port: int, grpc_port: int = 0,
-            name: str = "tracescore", idle_s: float = 1.5, partitions: int = 1) -> Path:
+            name: str = "tracescore", idle_s: float = 1.5, partitions: int = 1, decision_wait: float = 0.3,
+            min_turns: int = 1) -> Path:
     (tmp_path / "convo_scorers.py").write_text(SCORERS)
     grpc = f'"127.0.0.1:{grpc_port}"' if grpc_port else '""'
     config = tmp_path / f"{name}.toml"
     config.write_text(
         f'[receiver]\ngrpc_endpoint = {grpc}\nhttp_endpoint = "127.0.0.1:{http_port}"\n'
         f'[workers]\nhttp_endpoint = "127.0.0.1:{http_port}"\n'  # a worker's own listener
-        '[assembly]\ndecision_wait = 0.3\nrootless_wait = 1.0\n'
-        f'[sessions]\nidle_s = {idle_s}\n'
+        f'[assembly]\ndecision_wait = {decision_wait}\nrootless_wait = {max(1.0, decision_wait)}\n'
+        f'[sessions]\nidle_s = {idle_s}\nmin_turns = {min_turns}\n'
         f'[queue]\nurl = "{url}"\nkey_prefix = "{prefix}"\nvisibility_timeout_s = 5\n'
         + (f'partitions = {partitions}\n' if partitions > 1 else "") +
         f'[export]\nendpoint = "{backend.endpoint}"\nforward_spans = false\ntimeout_s = 2.0\nmax_backoff_s = 0.5\n'
@@ -214,3 +217,70 @@ async def test_a_session_survives_a_sigkill_of_the_only_daemon_on_sqlite(tmp_pat
 
 def _answered(backend: CaptureBackend) -> int:
     return sum(s.attributes.get("tracescore.scorer.id") == "answered" for s in backend.scores())
+
+
+@pytest.fixture
+async def sqlite_backend() -> AsyncIterator[CaptureBackend]:
+    backend = await CaptureBackend().start()
+    yield backend
+    await backend.stop()
+
+
+async def test_idle_s_counts_from_the_last_turns_arrival_not_after_decision_wait(
+        tmp_path: Path, sqlite_backend: CaptureBackend) -> None:
+    """With decision_wait 2 s and idle_s 3.5 s, a session is scored about 3.5 s after its last turn
+    arrived; counting idle from the turn's decision, as before, scored it after 5.5 s."""
+    http_port = free_port()
+    config = _config(tmp_path, sqlite_backend, f"sqlite:///{tmp_path / 'queue.db'}", "unused:", http_port,
+                     idle_s=3.5, decision_wait=2.0)
+    serve = ServeProcess(config, tmp_path / "daemon.log", http_port)
+    session_id = f"idle-{uuid.uuid4().hex[:8]}"
+    try:
+        await serve.start()
+        for i in range(2):
+            await _post(http_port, turn_body(session_id, i)[0])
+        arrived = time.monotonic()  # the last turn is in: the receiver answered
+        await wait_until(lambda: len(_session_scores(sqlite_backend, session_id)) == 1, timeout=30,
+                         what="the idle session's score")
+        waited = time.monotonic() - arrived
+        assert 3.4 <= waited < 4.8, f"scored {waited:.2f} s after the last turn arrived"
+        (score,) = _session_scores(sqlite_backend, session_id)
+        assert score.attributes["tracescore.session.turns"] == 2
+    finally:
+        await serve.kill()
+
+
+async def test_sessions_under_min_turns_are_counted_in_status_and_not_scored(
+        tmp_path: Path, sqlite_backend: CaptureBackend) -> None:
+    """``min_turns = 2``: a one-turn session (a single-run agent's conversation id) is closed
+    unscored and counted as short in ``status``; a two-turn session is scored; every run is
+    scored by the run scorer all the same."""
+    http_port = free_port()
+    config = _config(tmp_path, sqlite_backend, f"sqlite:///{tmp_path / 'queue.db'}", "unused:", http_port,
+                     min_turns=2)
+    serve = ServeProcess(config, tmp_path / "daemon.log", http_port)
+    single, pair = f"single-{uuid.uuid4().hex[:8]}", f"pair-{uuid.uuid4().hex[:8]}"
+    try:
+        await serve.start()
+        await _post(http_port, turn_body(single, 0, end=True)[0])
+        await _post(http_port, turn_body(pair, 0)[0])
+        await _post(http_port, turn_body(pair, 1, end=True)[0])
+        await wait_until(lambda: len(_session_scores(sqlite_backend, pair)) == 1, timeout=30, what="the pair's score")
+        url = f"http://127.0.0.1:{http_port}"
+
+        async def status_sessions() -> dict[str, float]:
+            code, out, err = await cli("status", url, "--once", "--format", "json")
+            assert code == 0, err
+            return dict(json.loads(out).get("sessions") or {})
+
+        async def counted() -> bool:
+            return (await status_sessions()).get("short") == 1
+        await wait_until(counted, timeout=30, what="status to count the short session")
+        assert (await status_sessions()).get("scored") == 1
+        await wait_until(lambda: _answered(sqlite_backend) == 3, timeout=30, what="the three runs' scores")
+        assert _session_scores(sqlite_backend, single) == []
+        code, out, err = await cli("status", url, "--once")
+        assert code == 0, err
+        assert "sessions short (< min_turns)" in out
+    finally:
+        await serve.kill()
