@@ -217,6 +217,12 @@ def test_a_conversation_score_is_one_assessment_a_feedback_search_expands_to_the
     assert updated["rationale"] == "revision 2" and updated["metadata"]["evaluation_span_id"] == second.score_span_id
     assert low_traces(mlflow, experiment) == ([], [])
 
+    # Revision 1 again (a retry that came late, a backfill of a cut window): a revision never goes back.
+    assert send(sink, first) == [Answer.SENT]
+    (kept,) = goal_assessments(mlflow, turns[0].trace_id)
+    assert (kept["feedback"]["value"], kept["metadata"]["revision"]) == (0.9, "2")
+    assert low_traces(mlflow, experiment) == ([], [])
+
 
 def test_a_revision_whose_first_trace_changed_leaves_one_assessment(mlflow: Mlflow) -> None:
     """A turn that started first reached the daemon late: revision 1 was scored on the turns

@@ -230,7 +230,7 @@ def test_a_conversation_score_is_one_session_annotation_the_sessions_filter_find
     """An agent's three-turn conversation (a trace per turn, ``session.id`` on its spans) in
     Phoenix, scored low (revision 1), then high (revision 2, a late turn reopened it): one session
     annotation, holding the latest value; the README's session filter finds the session only while
-    it is low."""
+    it is low; revision 1 sent again leaves revision 2 in place."""
     session_id = f"chat-{uuid.uuid4().hex[:12]}"
     turns = conversation_turns(session_id, ["Paris.", "About 2.1 million people.", "The Louvre."])
     for turn in turns:
@@ -253,6 +253,11 @@ def test_a_conversation_score_is_one_session_annotation_the_sessions_filter_find
     assert (updated["metadata"]["revision"], updated["metadata"]["turns"]) == ("2", "3")
     assert updated["metadata"]["evaluation_span_id"] == second.score_span_id
     assert session_id not in low_sessions(phoenix)
+
+    # Revision 1 again (a retry that came late, a backfill of a cut window): a revision never goes back.
+    assert send(sink, first) == [Answer.SENT]
+    (kept,) = session_annotations(phoenix, session_id)
+    assert (kept["id"], kept["result"]["score"], kept["metadata"]["revision"]) == (annotation["id"], 0.9, "2")
 
 
 def test_a_score_of_a_session_phoenix_does_not_know_waits_like_an_unknown_span(phoenix: Phoenix) -> None:

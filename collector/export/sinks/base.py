@@ -9,7 +9,9 @@ so a second send of one score updates it (or finds it) and never makes a second 
 new outcome of the score (a replayed dead letter, a run scored again to another value)
 replaces the old one in place. A conversation score (``ScoreRecord.session``, SPEC §7) is
 the session's: its ids come from the session, the scorer and its version (`session_digest`),
-never from the revision, so each revision replaces the previous one.
+never from the revision, so each revision replaces the previous one, and never an earlier
+one a later: a sink that can read what it holds first keeps a later revision
+(`holds_later_revision`).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import enum
 import hashlib
 import logging
 import uuid
+from collections.abc import Mapping
 from typing import Any, Protocol
 
 import aiohttp
@@ -129,6 +132,29 @@ def score_metadata(record: ScoreRecord) -> dict[str, str]:
         meta.update({"revision": str(session.revision), "turns": str(session.turns),
                      "partial": "true" if session.partial else None})
     return {k: v for k, v in meta.items() if v}
+
+
+def holds_later_revision(record: ScoreRecord, held: Mapping[str, Any] | None) -> bool:
+    """Whether a backend's session score whose metadata is ``held`` (`score_metadata` as stored)
+    holds a later revision than the one ``record`` scored: then ``record`` (an earlier revision
+    retried late, or a backfill's) must not replace it, since a revision never goes back.
+
+    Example:
+        >>> def rec(revision): return ScoreRecord("k", "t", "s", "x", "q", "Q",
+        ...                                       session=SessionScore("bot/c1", "c1", revision=revision).to_dict())
+        >>> held = score_metadata(rec(2))
+        >>> holds_later_revision(rec(1), held), holds_later_revision(rec(2), held), holds_later_revision(rec(3), held)
+        (True, False, False)
+        >>> holds_later_revision(rec(1), None), holds_later_revision(rec(1), {"revision": "?"})
+        (False, False)
+    """
+    session = session_of(record)
+    if session is None or not held:
+        return False
+    try:
+        return int(str(held.get("revision"))) > session.revision
+    except ValueError:
+        return False
 
 
 def classify(status: int) -> Answer:

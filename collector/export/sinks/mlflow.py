@@ -15,7 +15,8 @@ session scoring logs it: no span, metadata ``mlflow.trace.session`` = the key as
 it, so ``search_traces(filter_string="feedback.NAME < 0.5")`` finds every trace of the session.
 Its id comes from the session, scorer and version and that first trace (MLflow's assessment ids
 are unique across traces): a revision is a new outcome of the same assessment, put into it in
-place. Then, as MLflow's own re-scoring does, the session's other assessments by the same
+place, unless the assessment already holds a later revision (a revision never goes back).
+Then, as MLflow's own re-scoring does, the session's other assessments by the same
 scorer, version and name on that trace are deleted (and, when the assessment was just created for a
 later revision, on the session's other traces: its first trace changed), so each (session,
 scorer) has exactly one current assessment.
@@ -24,6 +25,7 @@ scorer) has exactly one current assessment.
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 
 import aiohttp
@@ -34,12 +36,15 @@ from collector.export.sinks.base import (
     Answer,
     answer_of,
     classify,
+    holds_later_revision,
     key_digest,
     request,
     score_metadata,
     session_digest,
     session_of,
 )
+
+logger = logging.getLogger(__name__)
 
 API = "/api/3.0/mlflow/traces"
 SESSION_KEY = "mlflow.trace.session"
@@ -107,6 +112,21 @@ protobuf ``FieldMask`` in its JSON form, camelCase (``assessment_name`` fails th
 MLflow's server then ignores: the update answers 200 and changes nothing)."""
 
 
+def held_metadata(reply: str) -> dict[str, Any]:
+    """The metadata of an existing assessment (empty when it has none, or the reply is not an
+    assessment).
+
+    Example:
+        >>> held_metadata('{"assessment": {"metadata": {"revision": "2"}}}'), held_metadata("<html>")
+        ({'revision': '2'}, {})
+    """
+    try:
+        metadata = json.loads(reply).get("assessment", {}).get("metadata") or {}
+    except (ValueError, AttributeError):
+        return {}
+    return metadata if isinstance(metadata, dict) else {}
+
+
 def held_outcome(reply: str) -> str | None:
     """The evaluation span id an existing assessment's metadata names (None when it names none,
     or the reply is not an assessment).
@@ -117,11 +137,7 @@ def held_outcome(reply: str) -> str | None:
         >>> held_outcome('{"assessment": {}}'), held_outcome("<html>")
         (None, None)
     """
-    try:
-        metadata = json.loads(reply).get("assessment", {}).get("metadata") or {}
-    except (ValueError, AttributeError):
-        return None
-    found = metadata.get("evaluation_span_id") if isinstance(metadata, dict) else None
+    found = held_metadata(reply).get("evaluation_span_id")
     return None if found is None else str(found)
 
 
@@ -188,13 +204,18 @@ class MlflowSink:
 
     async def send(self, session: aiohttp.ClientSession, record: ScoreRecord) -> Answer:
         """Create the assessment, or put a new outcome into the one that exists (404: MLflow does
-        not have the trace yet); for a conversation score, then delete what it replaces."""
+        not have the trace yet), unless that one holds a later revision of the conversation; for a
+        conversation score, then delete what it replaces."""
         url = f"{self.base}/{trace_id(record)}/assessments"
         existing = f"{url}/{assessment_id(record)}"
         status, text = await request(session, self.name, "GET", existing, headers=self._headers, limit=None)
         created = False
         if status == 200:
             answer = Answer.SENT  # sent before (a redelivery, a replica, a second backfill)
+            if holds_later_revision(record, held_metadata(text)):  # a revision never goes back
+                logger.info("mlflow keeps a later revision of session score %s: revision %s not sent",
+                            record.key, (record.session or {}).get("revision"))
+                return answer
             if held_outcome(text) != record.score_span_id:
                 status, text = await request(session, self.name, "PATCH", existing, json=update(record),
                                              headers=self._headers)

@@ -13,7 +13,10 @@ A conversation score (SPEC §7) is a session annotation instead
 same name, kind, result and identifier: Phoenix keeps one per (name, session, identifier), so a
 revision of the session's score updates it in place (its metadata names the revision, the
 turns and the evaluation span). A session Phoenix does not know yet is answered 404, like an
-unknown span.
+unknown span. Before it is written, the session's annotations are read (GraphQL
+``getProjectSessionById``: the REST listing needs the project, which a score does not name): an
+annotation holding a later revision is kept (a revision never goes back:
+an earlier one retried late, or a backfill's).
 
 Phoenix keeps the first copy of a span, so a new outcome is a new evaluation span
 (`collector.common.ids`), and the span it replaces (``record.supersedes``) is marked with a
@@ -25,13 +28,29 @@ Phoenix inserts it when the span arrives, or gives up after a while, and never f
 
 from __future__ import annotations
 
+import json
+import logging
 from typing import Any
 
 import aiohttp
 
 from collector.common.types import ScoreRecord
 from collector.config import PhoenixSinkConfig, secret_value
-from collector.export.sinks.base import Answer, answer_of, request, score_metadata, session_of
+from collector.export.sinks.base import (
+    Answer,
+    answer_of,
+    classify,
+    holds_later_revision,
+    request,
+    score_metadata,
+    session_of,
+)
+
+logger = logging.getLogger(__name__)
+
+SESSION_ANNOTATIONS = ("query ($id: String!) { getProjectSessionById(sessionId: $id) "
+                       "{ sessionAnnotations { name identifier metadata } } }")
+"""The GraphQL query of a session's annotations (with the metadata of the revision each holds)."""
 
 
 def identifier(record: ScoreRecord) -> str:
@@ -83,6 +102,30 @@ def session_annotation(record: ScoreRecord) -> dict[str, Any]:
     return {"session_id": session.session_id, **body}
 
 
+def held_session_metadata(reply: str, record: ScoreRecord) -> dict[str, Any] | None:
+    """The metadata of the session annotation ``record`` would replace, from a `SESSION_ANNOTATIONS`
+    reply (None when there is none, or the reply says nothing usable).
+
+    Example:
+        >>> rec = ScoreRecord("k", "t", "s", "x", "q", "Goal met", "1")
+        >>> reply = {"data": {"getProjectSessionById": {"sessionAnnotations": [
+        ...     {"name": "Goal met", "identifier": "tracescore:q:1", "metadata": {"revision": "2"}},
+        ...     {"name": "Goal met", "identifier": "someone", "metadata": {"revision": "9"}}]}}}
+        >>> held_session_metadata(json.dumps(reply), rec), held_session_metadata("<html>", rec)
+        ({'revision': '2'}, None)
+    """
+    try:
+        found = json.loads(reply)["data"]["getProjectSessionById"] or {}
+        annotations = found.get("sessionAnnotations") or []
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None
+    for held in annotations:
+        if isinstance(held, dict) and held.get("name") == record.scorer_name \
+                and held.get("identifier") == identifier(record) and isinstance(held.get("metadata"), dict):
+            return dict(held["metadata"])
+    return None
+
+
 SUPERSEDED = "superseded"
 """The name (and label) of the annotation that marks an evaluation span no longer current."""
 
@@ -130,17 +173,22 @@ class PhoenixSink:
         self.url = f"{cfg.url()}/v1/span_annotations?sync=true"
         self.mark_url = f"{cfg.url()}/v1/span_annotations"
         self.session_url = f"{cfg.url()}/v1/session_annotations?sync=true"
+        self.graphql_url = f"{cfg.url()}/graphql"
         key = secret_value(cfg.api_key, "sinks.phoenix.api_key")
         self._headers = {"Authorization": f"Bearer {key}"} if key else {}
 
     async def send(self, session: aiohttp.ClientSession, record: ScoreRecord) -> Answer:
         """Create or update the score's annotation, a session annotation for a conversation score
-        (404: Phoenix does not have the span or session yet), then mark the evaluation span it
-        supersedes, if any (both are sent again when Phoenix is down)."""
+        (404: Phoenix does not have the span or session yet; kept when it holds a later revision),
+        then mark the evaluation span it supersedes, if any (both are sent again when Phoenix is
+        down)."""
         if record.session is None:
             url, body = self.url, annotation(record)
         else:
             url, body = self.session_url, session_annotation(record)
+            later = await self._holds_later_revision(session, record)
+            if later is not None:
+                return later
         status, text = await request(session, self.name, "POST", url, json={"data": [body]}, headers=self._headers)
         answer = answer_of(self.name, status, text, record)
         mark = superseded_mark(record)
@@ -150,3 +198,19 @@ class PhoenixSink:
                                      json={"data": [mark]}, headers=self._headers)
         # The score is in: only an outage sends both again; a refused mark is logged, not retried.
         return Answer.RETRY if answer_of(self.name, status, text, record) is Answer.RETRY else Answer.SENT
+
+    async def _holds_later_revision(self, session: aiohttp.ClientSession, record: ScoreRecord) -> Answer | None:
+        """SENT when the session's annotation holds a later revision (``record`` is not written),
+        RETRY when Phoenix does not answer; None: write it (an answer that says nothing usable
+        does not hold a score back)."""
+        scored = session_of(record)
+        variables = {"id": scored.session_id if scored else ""}
+        status, text = await request(session, self.name, "POST", self.graphql_url, limit=None, headers=self._headers,
+                                     json={"query": SESSION_ANNOTATIONS, "variables": variables})
+        if status == 0 or (status != 200 and classify(status) is Answer.RETRY):
+            return answer_of(self.name, status, text, record)  # RETRY, said as a write's would be
+        if status == 200 and holds_later_revision(record, held_session_metadata(text, record)):
+            logger.info("phoenix keeps a later revision of session score %s: revision %s not sent",
+                        record.key, scored.revision if scored else "?")
+            return Answer.SENT
+        return None
