@@ -1,12 +1,15 @@
 """``tracescore score FILES --export``: offline scores reach the OTLP endpoint and the sinks as the
-daemon would send them, idempotently; what cannot be sent in time is reported (exit 1)."""
+daemon would send them, idempotently; what cannot be sent in time is reported (exit 1); files
+that hold their scores are not scored again (``--rescore`` does, with the same ids)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from conversation_traces import turn_body
 from daemon_harness import CaptureBackend, agent_trace_body
 from langfuse_server import LangfuseServer
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from serve_process import cli
 
 SCORERS = Path(__file__).parent / "scorers_for_tests.py"
@@ -167,3 +170,59 @@ async def test_a_backfilled_conversation_lands_on_its_last_turn_and_its_langfuse
     assert score.attributes["gen_ai.evaluation.score.value"] == 3.0
     (body,) = langfuse.scores.values()
     assert body["sessionId"] == "backfilled-chat" and "traceId" not in body and body["value"] == 3.0
+
+
+def backend_kept(*requests: bytes | ExportTraceServiceRequest) -> bytes:
+    """What a backend that keeps no resource (Phoenix) gives back of these requests, as one OTLP file:
+    every span, under one resource that names no service."""
+    kept = ExportTraceServiceRequest()
+    scope_spans = kept.resource_spans.add().scope_spans.add()
+    for request in requests:
+        parsed = ExportTraceServiceRequest.FromString(request) if isinstance(request, bytes) else request
+        for rs in parsed.resource_spans:
+            for ss in rs.scope_spans:
+                scope_spans.spans.extend(ss.spans)
+    return kept.SerializeToString()
+
+
+async def test_files_holding_their_scores_are_not_scored_again_and_a_session_keeps_its_ids(tmp_path: Path) -> None:
+    """A two-turn conversation backfilled to an OTLP backend; the backend's copy (agent spans and
+    evaluation spans, no service name) scored again: everything is skipped as scored; with
+    ``--rescore`` the same evaluation spans (ids, service) are sent again."""
+    backend = await CaptureBackend().start()
+    turns = [turn_body("chat-9", i) for i in range(2)]
+    files = []
+    for i, (body, _, _) in enumerate(turns):
+        files.append(tmp_path / f"turn{i}.pb")
+        files[-1].write_bytes(body)
+    (tmp_path / "ts.toml").write_text(f'[export]\nendpoint = "{backend.endpoint}"\n')
+    refs = ("--scorer", f"{SCORERS}:answer_length", "--scorer", f"{SCORERS}:turn_count")
+
+    async def score(*args: str) -> tuple[str, str]:
+        code, out, err = await cli("score", *args, *refs, "--format", "jsonl", "--export", "--config",
+                                   str(tmp_path / "ts.toml"), timeout=120)
+        assert code == 0, err
+        return out, err
+
+    try:
+        _, err = await score(*map(str, files))
+        assert "exported 3 score(s)" in err  # two runs, one session
+        first = {s.span.span_id.hex(): s for s in backend.scores()}
+        assert len(first) == 3
+        kept = tmp_path / "kept" / "backend.pb"
+        kept.parent.mkdir()
+        kept.write_bytes(backend_kept(*(body for body, _, _ in turns), *backend.requests))
+
+        out, err = await score(str(kept))
+        assert out == "" and "skipped 3 score(s) already in the files" in err and "exported 0 score(s)" in err
+
+        out, err = await score(str(kept), "--rescore")
+        assert "exported 3 score(s)" in err and len(out.splitlines()) == 3
+        again = {s.span.span_id.hex(): s for s in backend.scores()[3:]}
+        assert again.keys() == first.keys()  # the same evaluation spans: the daemon's ids, nothing new
+        session = next(s for s in again.values() if s.attributes.get("session.id") == "chat-9")
+        assert session.service == "support-bot"  # the service its earlier scores named
+        assert session.attributes["tracescore.run.id"] == first[session.span.span_id.hex()].attributes[
+            "tracescore.run.id"]
+    finally:
+        await backend.stop()
