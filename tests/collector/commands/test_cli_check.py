@@ -94,6 +94,13 @@ def test_check_names_conversation_scorers_and_the_session_rules(tmp_path: Path,
     assert code == 0, err
     assert "scorer goal (conversations, version -" in out
     assert "sessions: scored 60 s after their last turn or at 'tracescore.session.end' = true; at most 3 revisions" in out
+    assert "fewer than" not in out  # min_turns 1: every session is scored
+    code, out, err = check(tmp_path, f'[sessions]\nmin_turns = 2\n[[scorers]]\nref = "{tmp_path / "convo.py"}:c"\n',
+                           capsys)
+    assert code == 0, err
+    assert "fewer than 2 turns: counted, not scored" in out
+    code, out, err = check(tmp_path, '[sessions]\nmin_turns = 3\nmax_turns = 2\n', capsys)
+    assert code != 0 and "sessions.min_turns: must be at most sessions.max_turns (2), got 3" in out + err
     code, out, _ = check(tmp_path, '[sessions]\nmax_turns = 0\n', capsys)
     assert code == 2
     code, out, _ = check(tmp_path, '[[scorers]]\nref = "scorers.builtin:completeness"\n', capsys)

@@ -98,3 +98,22 @@ def test_score_gives_conversation_scorers_the_sessions_and_run_scorers_the_runs(
     assert sorted(r["score"] for r in by_scorer["user_turns"]) == [1.0, 3.0]
     reason = next(r["reason"] for r in by_scorer["last_words"] if r["service"] == "support-bot")
     assert reason == f"chat-7 r1 3 turns: {TURNS[-1][1]}"
+
+
+def test_score_leaves_sessions_under_min_turns_unscored_and_says_so(
+    conversation_files, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With the config's ``[sessions] min_turns = 2``, the one-turn conversation (the same key in
+    another service) is not scored, and stderr counts it; the runs are all scored."""
+    files, _ = conversation_files
+    (tmp_path / "convo_scorers.py").write_text(COUNTER)
+    (tmp_path / "ts.toml").write_text("[sessions]\nmin_turns = 2\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    code = main(["score", *files, "--format", "jsonl", "--scorer", "convo_scorers:user_turns",
+                 "--scorer", "convo_scorers:answered", "--export", "--config", str(tmp_path / "ts.toml")])
+    assert code == 0
+    out, err = capsys.readouterr()
+    rows = _rows(out)
+    assert [(r["service"], r["session_id"]) for r in rows if r["scorer"] == "user_turns"] == [("support-bot", "chat-7")]
+    assert sum(r["scorer"] == "answered" for r in rows) == 5
+    assert "1 session(s) of fewer turns than [sessions] min_turns: not scored" in err
