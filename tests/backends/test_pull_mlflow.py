@@ -60,11 +60,14 @@ def test_a_backfill_after_the_daemon_and_a_second_one_add_nothing(tmp_path: Path
     assert len(before) == 2 and all(item[0] for item in before)  # ids the backend gave
 
     (tmp_path / "backfill.toml").write_text(config)
-    for _ in range(2):
+    for again in ((), ("--rescore",)):
         done = score("--from", f"mlflow+{mlflow.url}/{experiment}", "--export", "--config", "backfill.toml",
-                     cwd=tmp_path, scorers=("relevance", "brevity"))
+                     *again, cwd=tmp_path, scorers=("relevance", "brevity"))
         assert done.returncode == 0, done.stderr
-        assert "exported 2 score(s)" in done.stderr
+        if again:  # scored again, sent with the daemon's ids
+            assert "exported 2 score(s)" in done.stderr
+        else:  # the daemon's evaluation spans came back with the trace: nothing is scored twice
+            assert "skipped 2 score(s) already in the backend" in done.stderr and "exported 0 score(s)" in done.stderr
         assert sorted((a["assessment_id"], a["assessment_name"]) for a in assessments(mlflow, trace_id)) == before
         assert len(mlflow.spans(trace_id)) == 4
     assert low_relevance(mlflow, experiment) == [f"tr-{trace_id}"]
