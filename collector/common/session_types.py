@@ -10,7 +10,10 @@ session in ``RunRecord.conversation`` (`conversation_of`). work -> export: a
 A session is named across a deployment by its `session_scope`: the service and the key
 the spans carry (two services never share a session), hashed when the key is not fit to
 be stored (over `MAX_KEY_CHARS` characters, or not printable ASCII). Destinations get the
-key as the spans carry it (``session_id``), never the scope.
+key as the spans carry it (``session_id``), never the scope. Its turns read back from a
+backend that keeps no service name (Phoenix) take the service their earlier scores name
+(`collector.commands.scored_before`), so a backfill names the session, and derives its ids
+(job key, run id, evaluation span ids), as the daemon did.
 """
 
 from __future__ import annotations
