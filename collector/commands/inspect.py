@@ -301,8 +301,9 @@ def _inspect_row(run: AgentRun) -> dict[str, Any]:
 
 
 def _print_sessions(loaded: Loaded, out_format: str) -> None:
-    """Print the sessions the loaded runs make (``--sessions``)."""
-    sessions = group_sessions(loaded.runs)
+    """Print the sessions the loaded runs make (``--sessions``; turns read without a service take
+    their session's, as ``score`` groups them: `restore_services`)."""
+    sessions = group_sessions(restore_services(loaded.runs, loaded.scored))
     unkeyed = sum(1 for r in loaded.runs if r.session_id is None)
     if out_format in ("jsonl", "json"):
         _print_rows([session_row(s) for s in sessions], out_format)
