@@ -32,7 +32,7 @@ from collector.common.types import RunRecord
 from collector.work.conversation import conversation_run
 from scorers import ConversationRun
 
-__all__ = ["SessionUnit", "Sessions", "is_conversation_scorer", "session_units"]
+__all__ = ["SessionUnit", "Sessions", "file_sessions", "is_conversation_scorer", "session_units"]
 
 
 def is_conversation_scorer(scorer: Any) -> bool:
@@ -125,3 +125,16 @@ def session_units(runs: Sequence[AgentRun], span_attributes: Mapping[tuple[str, 
         unit = replace(session.turns[-1], input=convo.input, output=convo.output)
         found.units.append(SessionUnit(unit, convo, record, revision[1]))
     return found
+
+
+def file_sessions(loaded: Any, scorers: Sequence[Any], min_turns: int = 1) -> Sessions:
+    """The sessions of the runs ``loaded`` from files (`collector.commands.inspect.Loaded`) when a
+    scorer scores conversations (none otherwise), as `session_units` makes them.
+
+    Example:
+        >>> file_sessions(None, []).units
+        []
+    """
+    if not any(is_conversation_scorer(scorer) for scorer in scorers):
+        return Sessions()
+    return session_units(loaded.runs, loaded.span_attributes, loaded.scored, min_turns)

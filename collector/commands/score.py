@@ -30,13 +30,9 @@ given scorer, or ``--max-usd`` meets a judge model with no known price.
 native sinks, exactly as the daemon would (`collector.commands.backfill`): scoring a day
 of traces again is safe.
 
-What was scored before is not paid for again: a run or session whose score by the same scorer
-version is among the traces read (its evaluation span, exported by the daemon or an earlier
-backfill: `collector.commands.scored_before`) gets no row and no judge call, and the skipped
-count is printed on stderr; ``--rescore`` scores it again. A session is scored as the revision
-those spans give (the same turns: the revision scored; more: the next), with the service they
-name when its runs were read without one, so its ids are the daemon's; with ``--config``
-(``--export``), ``[sessions] min_turns`` leaves shorter sessions unscored (counted).
+What the traces read show scored already gets no row and no judge call, and is counted on
+stderr (`collector.commands.already_scored`; ``--rescore`` scores it again); sessions keep the
+daemon's service, ids and revision (`collector.commands.conversations`).
 
 ``--from URL`` reads the runs from Phoenix, MLflow or Langfuse instead of FILEs
 (`collector.commands.score_from`): each page of traces pulled is one batch through
@@ -66,7 +62,7 @@ from rich.console import Console
 
 from collector.commands.already_scored import skipped_notes
 from collector.commands.backfill import load_export_config
-from collector.commands.conversations import Sessions, is_conversation_scorer, session_units
+from collector.commands.conversations import file_sessions
 from collector.commands.inspect import load_runs
 from collector.commands.report import report_config_error
 from collector.commands.scoring import finish, score_batch
@@ -141,16 +137,13 @@ def run(args: argparse.Namespace) -> int:
 
         return run_from(args, scorers, export_config, session_keys, err, governor)
     loaded = load_runs(args.files, err, session_keys)
-    sessions = session_units(loaded.runs, loaded.span_attributes, loaded.scored,
-                             export_config.sessions.min_turns if export_config is not None else 1) \
-        if any(is_conversation_scorer(scorer) for scorer in scorers) else Sessions()  # the files' sessions
+    sessions = file_sessions(loaded, scorers, export_config.sessions.min_turns if export_config is not None else 1)
     batch = asyncio.run(score_batch(args, scorers, export_config, loaded, sessions.units, err, governor=governor))
-    if not loaded.runs:
-        err.print("tracescore: no agent runs found in the files given", markup=False, highlight=False)
-    for note in [*sessions.notes(), *skipped_notes(batch.skipped, "the files")]:
-        err.print(note, markup=False, highlight=False, soft_wrap=True)
+    notes = ["tracescore: no agent runs found in the files given"] if not loaded.runs else []
+    notes += [*sessions.notes(), *skipped_notes(batch.skipped, "the files")]
     if loaded.failed_files:
-        err.print(f"{len(loaded.failed_files)} file(s) could not be read", markup=False, highlight=False,
-                  soft_wrap=True)
+        notes.append(f"{len(loaded.failed_files)} file(s) could not be read")
+    for note in notes:
+        err.print(note, markup=False, highlight=False, soft_wrap=True)
     return finish(args, scorers, batch.outcomes, err, failed=bool(loaded.failed_files) or not batch.exported,
                   governor=governor)

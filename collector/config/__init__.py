@@ -4,7 +4,8 @@ Precedence, highest first: ``TRACESCORE_<SECTION>_<KEY>`` environment variables,
 file, the standard ``OTEL_EXPORTER_OTLP_*`` variables (export only), the defaults.
 Every key has a default, so an empty file (or none) is a valid configuration. Unknown keys
 and bad values raise `collector.common.errors.ConfigError` naming the key's dotted path.
-`sections` holds the models, `checks` the value checks across keys, `load` the loading.
+`sections` holds the models (``[judge]``, ``[sessions]`` and ``[sinks.*]`` have modules of their
+own), `checks` the value checks across keys, `load` the loading.
 """
 
 from collector.config.checks import (
@@ -23,9 +24,9 @@ from collector.config.sections import (
     QueueConfig,
     ReceiverConfig,
     ScorerConfig,
-    SessionsConfig,
     WorkersConfig,
 )
+from collector.config.sessions import SessionsConfig
 from collector.config.sinks import (
     LangfuseSinkConfig,
     MlflowSinkConfig,
