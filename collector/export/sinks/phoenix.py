@@ -39,7 +39,6 @@ from collector.config import PhoenixSinkConfig, secret_value
 from collector.export.sinks.base import (
     Answer,
     answer_of,
-    classify,
     holds_later_revision,
     request,
     score_metadata,
@@ -201,13 +200,13 @@ class PhoenixSink:
 
     async def _holds_later_revision(self, session: aiohttp.ClientSession, record: ScoreRecord) -> Answer | None:
         """SENT when the session's annotation holds a later revision (``record`` is not written),
-        RETRY when Phoenix does not answer; None: write it (an answer that says nothing usable
-        does not hold a score back)."""
+        RETRY when Phoenix is away (no answer, 429, 5xx); None: write it (any other answer, a
+        refusal of the read included, does not hold a score back: the write answers for itself)."""
         scored = session_of(record)
         variables = {"id": scored.session_id if scored else ""}
         status, text = await request(session, self.name, "POST", self.graphql_url, limit=None, headers=self._headers,
                                      json={"query": SESSION_ANNOTATIONS, "variables": variables})
-        if status == 0 or (status != 200 and classify(status) is Answer.RETRY):
+        if status == 0 or status == 429 or status >= 500:
             return answer_of(self.name, status, text, record)  # RETRY, said as a write's would be
         if status == 200 and holds_later_revision(record, held_session_metadata(text, record)):
             logger.info("phoenix keeps a later revision of session score %s: revision %s not sent",
