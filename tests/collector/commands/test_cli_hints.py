@@ -39,6 +39,7 @@ def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, s
 
 @pytest.mark.parametrize(("toml", "env", "says"), [
     ("[sessions]\nidle = 8\n", {}, "sessions.idle: unknown key; did you mean 'idle_s'?"),
+    ("[sessions]\nmin_turn = 2\n", {}, "sessions.min_turn: unknown key; did you mean 'min_turns'?"),
     ('[sinks.pheonix]\nendpoint = "http://p:6006"\n', {}, "sinks.pheonix: unknown key; did you mean 'phoenix'?"),
     ('[[scorers]]\nref = "m:s"\nfilters = {}\n', {}, "scorers.0.filters: unknown key; did you mean 'filter'?"),
     ("", {"TRACESCORE_WORKERS_CONCURENCY": "3"}, "workers.concurency: unknown key; did you mean 'concurrency'?"),
