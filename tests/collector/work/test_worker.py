@@ -9,6 +9,8 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
+
 from collector.common.handoff import Once
 from collector.common.metrics import Metrics
 from collector.common.types import Dead, Done, Retry, RunRecord, ScoreJob
@@ -223,50 +225,31 @@ async def test_every_scorer_of_a_run_gets_one_run_id_and_the_record_keeps_the_sc
     assert len({r.score_span_id for r in records}) == 2
 
 
-async def test_a_dead_lettered_judge_failure_is_counted_once(tmp_path: Path, server: Any) -> None:
-    """The failed call is on the error and on the partial result (as in Mastra): one request,
-    one error in the judge metrics."""
-    from llm_server import Reply
-
-    from scorers import Judge
-
-    server.script(Reply.error(400))
-    judge = Judge(model="openai/gpt-4o-mini", instructions="Rate it.",
-                  model_settings={"api_base": server.url + "/v1", "api_key": "k"})
-    scorer = create_scorer(id="judged", description="d", judge=judge).generate_score(
-        description="score", create_prompt=lambda run: "Rate this.")
-    store, worker, metrics = await _setup(tmp_path, scorer)
-    (leased,) = await store.take(1)
-    outcome = await worker.process(leased)
-    assert isinstance(outcome, Dead) and len(server.requests) == 1
-    text = metrics.render().decode()
-    assert 'tracescore_judge_attempts_total{model="openai/gpt-4o-mini"} 1.0' in text
-    assert 'tracescore_judge_errors_total{model="openai/gpt-4o-mini"} 1.0' in text
-    await store.shutdown()
-
-
-async def test_a_failed_judge_calls_requests_are_counted_though_none_was_a_model_call(
-        tmp_path: Path, server: Any) -> None:
-    """Issue 41: two 400s (the second a processor retry) return no reply, so the failed
-    execution's ``model_call_count`` is 0, as in Mastra; the judge metrics count requests sent,
-    and both were sent."""
+@pytest.mark.parametrize("retries", [0, 1], ids=["one-request", "a-processor-retry"])
+async def test_a_dead_lettered_judge_failure_counts_every_request_sent_and_one_error(
+        tmp_path: Path, server: Any, retries: int) -> None:
+    """The failed call is on the error and on the partial result (as in Mastra): one error in
+    the judge metrics. Its 400s (the later ones processor retries) returned no reply, so the
+    failed execution's ``model_call_count`` is 0, as in Mastra (issue 41); the judge metrics
+    count the requests sent, every one of them."""
     from llm_server import Reply
 
     from scorers import Judge
     from scorers.processors import StreamErrorRetryProcessor, is_bad_request_error
 
-    server.script(Reply.error(400), Reply.error(400))
-    judge = Judge(model="openai/gpt-4o-mini", instructions="Rate it.",
-                  error_processors=[StreamErrorRetryProcessor(matchers=[is_bad_request_error])],
+    sent = retries + 1
+    server.script(*[Reply.error(400)] * sent)
+    processors = [StreamErrorRetryProcessor(matchers=[is_bad_request_error])] if retries else []
+    judge = Judge(model="openai/gpt-4o-mini", instructions="Rate it.", error_processors=processors,
                   model_settings={"api_base": server.url + "/v1", "api_key": "k"})
     scorer = create_scorer(id="judged", description="d", judge=judge).generate_score(
         description="score", create_prompt=lambda run: "Rate this.")
     store, worker, metrics = await _setup(tmp_path, scorer)
     (leased,) = await store.take(1)
     outcome = await worker.process(leased)
-    assert isinstance(outcome, Dead) and len(server.requests) == 2
+    assert isinstance(outcome, Dead) and len(server.requests) == sent
     text = metrics.render().decode()
-    assert 'tracescore_judge_attempts_total{model="openai/gpt-4o-mini"} 2.0' in text
+    assert f'tracescore_judge_attempts_total{{model="openai/gpt-4o-mini"}} {sent}.0' in text
     assert 'tracescore_judge_errors_total{model="openai/gpt-4o-mini"} 1.0' in text
     await store.shutdown()
 
