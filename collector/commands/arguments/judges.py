@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from collector.commands.arguments.score import positive_usd
 from collector.commands.flags import add_global_flags
 
 
@@ -40,25 +41,5 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the daemon's configuration (its queue.url names the store, [judge.budgets] the budgets)")
     budget.add_argument("scope", metavar="SCOPE",
                         help="the budget, as `tracescore judges` names it: global, scorer:ID or model:MODEL")
-    budget.add_argument("--usd", type=_usd, required=True, metavar="N",
+    budget.add_argument("--usd", type=positive_usd, required=True, metavar="N",
                         help="its new limit in USD per window (the configured limit again: back to the configuration)")
-
-
-def _usd(text: str) -> float:
-    """A limit in USD: a positive number.
-
-    Example:
-        >>> _usd("2.5")
-        2.5
-        >>> _usd("0")
-        Traceback (most recent call last):
-        ...
-        argparse.ArgumentTypeError: must be a number above 0 (a budget's limit in USD), got '0'
-    """
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a number above 0 (a budget's limit in USD), got {text!r}")
-    return value

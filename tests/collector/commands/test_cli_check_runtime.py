@@ -20,6 +20,7 @@ import pytest
 from aiohttp import web
 from ports import hold_port  # tests/support
 from repo_paths import FIXTURES
+from test_cli_check import check  # `tracescore check CONFIG` of a config text
 from web_app import start_app
 
 from collector.cli import main
@@ -37,14 +38,6 @@ unplaced = _judged("llama3.1")
 guessed = _judged("gpt-4o-mini")
 prefixed = _judged("openai/llama3.1")
 '''
-
-
-def check(tmp_path: Path, text: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    config = tmp_path / "tracescore.toml"
-    config.write_text(text)
-    code = main(["check", str(config)])
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 def serve(tmp_path: Path, text: str) -> subprocess.CompletedProcess[str]:
