@@ -31,7 +31,7 @@ from collector.common.metrics import Metrics
 from collector.common.signals import on_signals
 from collector.config import Config, KeyProblem, SessionsConfig, check_destinations
 from collector.export.forward import Forwarder
-from collector.export.scores import ScoreExporter, make_span_exporter
+from collector.export.scores import ScoreExporter
 from collector.export.signals import ScoreSignals
 from collector.export.sinks import make_senders
 from collector.receive.consumer import Pipeline, TraceConsumer
@@ -125,13 +125,12 @@ class Service:
                 max_forward_bytes=e.max_forward_backlog_bytes, retry_after_s=config.receiver.retry_after_s,
                 session_rules=store_session_rules(config.sessions),
             )
-        self.sinks = make_senders(config.sinks, self.store.sink_outbox, self.metrics)
+        forwarded = self.store.forward_log if self.forwarding else None  # scores wait for their run's spans
+        self.sinks = make_senders(config.sinks, self.store.sink_outbox, self.metrics, forwarded=forwarded)
         self.signals = ScoreSignals(e)
         self.exporter = ScoreExporter(
-            self.store, make_span_exporter(e), self.metrics, max_batch=e.max_batch, batch_delay_s=e.batch_delay_s,
-            max_backoff_s=e.max_backoff_s, on_exported=self.signals.exported if self.signals.enabled else None,
-            span_time=e.span_time, forwarded=self.store.forward_log if self.forwarding else None,
-            destination=e.destination(),
+            self.store, e, self.metrics, on_exported=self.signals.exported if self.signals.enabled else None,
+            forwarded=forwarded,
         )
         allow_sync_calls_on_loop(w.sync_steps == "adaptive")
         self.governance = JudgeGovernance(self.store, config.judge, w, self.metrics,
@@ -150,7 +149,7 @@ class Service:
                       else f"sqlite:{q.sqlite_path}@{socket.gethostname()}")
         self.status = StatusReporter(self.metrics, self.store.stats, role=role, store=store_name, board=board,
                                      governance=lambda: judge_report(self.store, config.judge),
-                                     totals=self._totals)
+                                     totals=self._totals, sending=self.sending)
         self.assembler: TraceAssembler | None = None
         # Conversations are tracked only for conversation scorers (SPEC §7); every receiver
         # schedules the due ones (on Redis a due session is claimed by one of them).
@@ -248,6 +247,13 @@ class Service:
     async def _totals(self) -> dict[str, Any]:
         """The store's totals as status shows them (`collector.store.totals.nested`)."""
         return nested(await self.store.totals())
+
+    def sending(self) -> list[dict[str, Any]]:
+        """Each durable sender's state (``status``): forwarding on receivers, score export and sinks on workers."""
+        works = self.role in ("all", "worker")
+        senders: list[Any] = [self.forwarder] if self.forwarder is not None and self.role != "worker" else []
+        senders += ([self.exporter] if works and self.config.export.endpoint else []) + (self.sinks if works else [])
+        return [sender.state() for sender in senders]
 
     def _on_result(self) -> None:
         """A result reached the outbox: wake the exporter and the sinks."""

@@ -25,7 +25,7 @@ from collector.assemble.decide import run_record
 from collector.common.metrics import Metrics
 from collector.common.types import Dead, Done, RunRecord, ScoreJob, ScoreRecord, Settlement
 from collector.config import Config, ScorerConfig, load_config
-from collector.export.scores import ScoreExporter, make_span_exporter
+from collector.export.scores import ScoreExporter
 from collector.export.sinks import make_senders
 from collector.store.sqlite.store import SqliteStore
 from collector.work.record import score_record
@@ -101,9 +101,7 @@ async def _send(config: Config, records: list[ScoreRecord], path: str, timeout: 
     store = SqliteStore(path, sinks=config.sinks.enabled())
     metrics = Metrics()
     await store.start()
-    exporter = ScoreExporter(store, make_span_exporter(config.export), metrics, max_batch=config.export.max_batch,
-                             max_backoff_s=config.export.max_backoff_s, span_time=config.export.span_time,
-                             poll_s=0.05, destination=config.export.destination())
+    exporter = ScoreExporter(store, config.export, metrics, poll_s=0.05)
     senders = make_senders(config.sinks, store.sink_outbox, metrics)
     try:
         await _settle(store, records)

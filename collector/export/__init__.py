@@ -6,11 +6,12 @@ record from the outbox only once the backend accepted it (retrying with backoff
 otherwise). `collector.export.evaluation` builds that span. `ScoreSignals` adds the optional
 log record and metric per score. `collector.export.sinks` sends each score to Phoenix, MLflow
 or Langfuse as their own score object, from its own outbox per sink. `Forwarder` passes
-received spans and logs through to the export endpoint.
+received spans and logs through to the export endpoint. All of them send durably through one
+loop and one reading of a backend's answer (`collector.export.send`).
 """
 
 from collector.export.forward import Forwarder
-from collector.export.scores import ScoreExporter, make_span_exporter
+from collector.export.scores import ScoreExporter
 from collector.export.signals import ScoreSignals
 
-__all__ = ["Forwarder", "ScoreExporter", "ScoreSignals", "make_span_exporter"]
+__all__ = ["Forwarder", "ScoreExporter", "ScoreSignals"]

@@ -31,7 +31,7 @@ from collector.export.evaluation import (
     record_attributes,
     resource_of,
 )
-from collector.export.scores import http_url
+from collector.export.send.otlp import http_url
 
 logger = logging.getLogger(__name__)
 

@@ -5,7 +5,8 @@ group, counts once). Per-replica counters (received, decisions, scores, judge, e
 failures) are summed; store counts (queue depth, dead letters, outbox) are shared by the
 replicas of one store, so each store counts once (its latest snapshot). Backlogs are summed
 per (backlog, destination) over stores alike, items and bytes apart (bytes None where no
-store measured them).
+store measured them). Senders (forwarding, score export, sinks) are shown per (sender,
+destination), in the worst state any replica reports.
 
 The store's totals (``totals``: what every worker settled and every judge call, living or dead
 workers alike) count once per store too, and replace the replicas' own counters for what they
@@ -90,6 +91,7 @@ def merge(snapshots: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
         _add(view["sessions"], snap["sessions"])
     view["governance"] = merge_governance(latest.values())
     apply_totals(view, merge_totals(latest.values()))
+    view["sending"] = merge_sending(latest.values())
     view["backlog"] = merge_backlogs(snap.get("backlog") or () for snap in stores.values())
     view["stores"] = sorted(stores)
     return view
@@ -167,3 +169,40 @@ def apply_totals(view: dict[str, Any], totals: Mapping[str, Any] | None) -> None
         view["scores"][scorer] = counted["scores"]
         view.setdefault("failures", {}).setdefault("scorers", {})[scorer] = counted.get("failed", 0)
     view["judge"] = totals.get("judge", {})
+
+
+_STATE_RANK = {"ok": 0, "retrying": 1, "held": 2}
+
+
+def merge_sending(snapshots: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The durable senders of the replicas, per (sender, destination): the worst state any
+    replica reports (``held`` > ``retrying`` > ``ok``) with that replica's answer and since
+    when, the failed attempts, items kept and items refused for good summed, and the latest
+    refusal.
+
+    Example:
+        >>> ok = {"sender": "forward", "destination": "d", "state": "ok", "attempts": 0, "items": 0, "refused": 1,
+        ...       "last_refused": {"cause": "HTTP 400 Bad Request", "at": 5.0, "items": 1}}
+        >>> held = {**ok, "state": "held", "cause": "HTTP 404 Not Found: No Experiment with id=1 exists",
+        ...         "attempts": 3, "items": 3, "refused": 0, "last_refused": None}
+        >>> (one,) = merge_sending([{"replica": "a", "sending": [ok]}, {"replica": "b", "sending": [held]}])
+        >>> one["state"], one["cause"], one["attempts"], one["refused"], one["replicas"]
+        ('held', 'HTTP 404 Not Found: No Experiment with id=1 exists', 3, 1, ['a', 'b'])
+    """
+    merged: dict[tuple[str, str], dict[str, Any]] = {}
+    for snap in snapshots:
+        for sender in snap.get("sending") or ():
+            key = (str(sender.get("sender")), str(sender.get("destination")))
+            entry = merged.get(key)
+            if entry is None:
+                merged[key] = entry = {**sender, "attempts": 0, "items": 0, "refused": 0, "replicas": []}
+            elif _STATE_RANK.get(sender.get("state", "ok"), 0) > _STATE_RANK.get(entry.get("state", "ok"), 0):
+                entry.update({k: v for k, v in sender.items() if k not in ("attempts", "items", "refused",
+                                                                             "last_refused")})
+            for total in ("attempts", "items", "refused"):
+                entry[total] += sender.get(total) or 0
+            last = sender.get("last_refused")
+            if last and (entry.get("last_refused") is None or last.get("at", 0) >= entry["last_refused"].get("at", 0)):
+                entry["last_refused"] = last
+            entry["replicas"].append(str(snap.get("replica")))
+    return [merged[key] for key in sorted(merged)]

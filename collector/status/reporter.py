@@ -48,6 +48,8 @@ class StatusReporter:
         totals: reads the deployment's totals from the store (per scorer and judge model, every
             worker's, living or dead: `collector.store.totals.nested`), shown instead of the
             replicas' own counters for what they count.
+        sending: how each durable sender of this replica stands (`collector.export.send.watch.SendWatch.state`):
+            the snapshot's ``sending``.
 
     Example:
         >>> import asyncio
@@ -62,9 +64,11 @@ class StatusReporter:
     def __init__(self, metrics: Metrics, stats: Callable[[], Awaitable[StoreStats]], *, role: str, store: str,
                  board: StatusBoard | None = None,
                  governance: Callable[[], Awaitable[dict[str, Any]]] | None = None,
-                 totals: Callable[[], Awaitable[dict[str, Any]]] | None = None) -> None:
+                 totals: Callable[[], Awaitable[dict[str, Any]]] | None = None,
+                 sending: Callable[[], list[dict[str, Any]]] | None = None) -> None:
         self._totals = totals
         self._governance = governance
+        self._sending = sending
         self._governance_report: dict[str, Any] | None = None
         self.replica = replica_id()
         self._metrics = metrics
@@ -78,6 +82,8 @@ class StatusReporter:
         found = samples(self._metrics.registry)
         snapshot = build_snapshot(found, stats, replica=self.replica, role=self._role, store=self._store,
                                   rates=self._window.per_minute())
+        if self._sending is not None:  # forwarding, score export and sinks: ok, retrying, or held with the answer
+            snapshot["sending"] = self._sending()
         if self._governance is not None:  # judge budgets, breakers, parked jobs (SPEC §8): the store's
             try:
                 self._governance_report = await self._governance()

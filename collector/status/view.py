@@ -93,6 +93,46 @@ def backlog_table(view: Mapping[str, Any]) -> Table:
     return table
 
 
+def sending_rows(view: Mapping[str, Any]) -> list[tuple[str, ...]]:
+    """The rows of `sending_table`: per sender and destination, its state (since when), the
+    failed attempts and items kept, the items refused for good, and the backend's answer
+    with the fix (or the latest refusal).
+
+    Example:
+        >>> held = {"sender": "forward", "destination": "http://mlflow:5000 (http/protobuf)", "state": "held",
+        ...         "since": 0.0, "attempts": 3, "items": 9, "refused": 0, "last_refused": None,
+        ...         "cause": "HTTP 404 Not Found: No Experiment with id=1 exists", "fix": "create it"}
+        >>> sending_rows({"sending": [held]})[0][2:]
+        ('held since 1970-01-01 00:00 UTC', '3', '9', '0', 'HTTP 404 Not Found: No Experiment with id=1 exists; fix: create it')
+    """
+    rows: list[tuple[str, ...]] = []
+    for s in view.get("sending") or []:
+        state = str(s.get("state"))
+        if s.get("since") is not None and state != "ok":
+            state = f"{state} since {_at(s['since'])}"
+        if s.get("cause"):
+            answer = str(s["cause"]) + (f"; fix: {s['fix']}" if s.get("fix") else "")
+        elif s.get("last_refused"):
+            answer = f"last refused: {s['last_refused'].get('cause')}"
+        else:
+            answer = ""
+        rows.append((str(s.get("sender")), str(s.get("destination")), state, _n(s.get("attempts", 0)),
+                     _n(s.get("items", 0)), _n(s.get("refused", 0)), answer))
+    return rows
+
+
+def sending_table(view: Mapping[str, Any]) -> Table:
+    """Forwarding, the score export and each sink: ok, retrying (an outage) or held (waiting for
+    a configuration fix), with the backend's answer (`sending_rows`)."""
+    table = Table(title="sending", title_justify="left")
+    for name in ("sender", "destination", "state", "failed attempts", "kept", "refused", "backend's answer"):
+        table.add_column(name, justify="right" if name in ("failed attempts", "kept", "refused") else "left",
+                         overflow="fold")
+    for row in sending_rows(view):
+        table.add_row(*row)
+    return table
+
+
 def judge_table(view: Mapping[str, Any]) -> Table:
     """Per judge model: calls, errors, tokens and cost.
 
@@ -192,6 +232,8 @@ def render(view: Mapping[str, Any], sources: str = "") -> RenderableType:
         store.add_row("sessions short (< min_turns)", _n(sessions.get("short", 0)))  # counted, not scored
     top.add_row(traffic, store, failed)
     parts: list[RenderableType] = [header, top, scorer_table(view), backlog_table(view), judge_table(view)]
+    if view.get("sending"):
+        parts.insert(4, sending_table(view))
     if governance_rows(view.get("governance") or {}):
         parts.append(governance_table(view))
     return Group(*parts)

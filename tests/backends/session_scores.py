@@ -11,7 +11,8 @@ from backends_support import Turn
 from collector.common.ids import score_span_id_for
 from collector.common.session_types import SessionScore, session_scope
 from collector.common.types import ScoreRecord
-from collector.export.sinks import Answer, SinkClient
+from collector.export.send.answers import Verdict
+from collector.export.sinks import SinkClient
 
 SCORER = "Goal met"
 """The conversation scorer's name, as the README's session queries name it."""
@@ -29,9 +30,10 @@ def session_record(session_id: str, turns: list[Turn], revision: int, score: flo
                        score=score, reason=f"revision {revision}", llm_judged=True, session=session.to_dict())
 
 
-def send(client: SinkClient, *records: ScoreRecord) -> list[Answer]:
-    """Send ``records`` one after the other through a sink client, as its sender does."""
-    async def run() -> list[Answer]:
+def send(client: SinkClient, *records: ScoreRecord) -> list[Verdict]:
+    """Send ``records`` one after the other through a sink client, as its sender does: how the
+    backend answered each."""
+    async def run() -> list[Verdict]:
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60)) as http:
-            return [await client.send(http, record) for record in records]
+            return [(await client.send(http, record)).verdict for record in records]
     return asyncio.run(run())

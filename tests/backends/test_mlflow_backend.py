@@ -26,7 +26,8 @@ from backends_support import (
 from session_scores import SCORER, send, session_record
 
 from collector.config import MlflowSinkConfig
-from collector.export.sinks import Answer, MlflowSink
+from collector.export.send.answers import Verdict
+from collector.export.sinks import MlflowSink
 
 FAST_RETRIES = {"TRACESCORE_SINKS_MLFLOW_MIN_BACKOFF_S": "0.2", "TRACESCORE_SINKS_MLFLOW_MAX_BACKOFF_S": "1.0"}
 
@@ -199,7 +200,7 @@ def test_a_conversation_score_is_one_assessment_a_feedback_search_expands_to_the
     sink = MlflowSink(MlflowSinkConfig(tracking_uri=mlflow.url))
 
     first = session_record(session_id, turns[:2], revision=1, score=0.2)
-    assert send(sink, first) == [Answer.SENT]
+    assert send(sink, first) == [Verdict.SENT]
     (assessment,) = goal_assessments(mlflow, turns[0].trace_id)
     assert assessment["feedback"]["value"] == 0.2 and "span_id" not in assessment
     assert assessment["metadata"]["mlflow.trace.session"] == session_id
@@ -210,7 +211,7 @@ def test_a_conversation_score_is_one_assessment_a_feedback_search_expands_to_the
     assert sorted(traces) == sorted(f"tr-{t.trace_id}" for t in turns)  # the whole session
 
     second = session_record(session_id, turns, revision=2, score=0.9)
-    assert send(sink, second, second) == [Answer.SENT, Answer.SENT]  # and a redelivery
+    assert send(sink, second, second) == [Verdict.SENT, Verdict.SENT]  # and a redelivery
     (updated,) = goal_assessments(mlflow, turns[0].trace_id)
     assert updated["assessment_id"] == assessment["assessment_id"] and updated["feedback"]["value"] == 0.9
     assert (updated["metadata"]["revision"], updated["metadata"]["turns"]) == ("2", "3")
@@ -218,7 +219,7 @@ def test_a_conversation_score_is_one_assessment_a_feedback_search_expands_to_the
     assert low_traces(mlflow, experiment) == ([], [])
 
     # Revision 1 again (a retry that came late, a backfill of a cut window): a revision never goes back.
-    assert send(sink, first) == [Answer.SENT]
+    assert send(sink, first) == [Verdict.SENT]
     (kept,) = goal_assessments(mlflow, turns[0].trace_id)
     assert (kept["feedback"]["value"], kept["metadata"]["revision"]) == (0.9, "2")
     assert low_traces(mlflow, experiment) == ([], [])
@@ -232,10 +233,10 @@ def test_a_revision_whose_first_trace_changed_leaves_one_assessment(mlflow: Mlfl
     experiment = mlflow.experiment("moved")
     session_id, turns = mlflow_conversation(mlflow, experiment, ["Paris.", "About 2.1 million.", "The Louvre."])
     sink = MlflowSink(MlflowSinkConfig(tracking_uri=mlflow.url))
-    assert send(sink, session_record(session_id, turns[1:], revision=1, score=0.2)) == [Answer.SENT]
+    assert send(sink, session_record(session_id, turns[1:], revision=1, score=0.2)) == [Verdict.SENT]
     assert [a["feedback"]["value"] for a in goal_assessments(mlflow, turns[1].trace_id)] == [0.2]
 
-    assert send(sink, session_record(session_id, turns, revision=2, score=0.4)) == [Answer.SENT]
+    assert send(sink, session_record(session_id, turns, revision=2, score=0.4)) == [Verdict.SENT]
     current = {t.trace_id: [a["feedback"]["value"] for a in goal_assessments(mlflow, t.trace_id)] for t in turns}
     assert current == {turns[0].trace_id: [0.4], turns[1].trace_id: [], turns[2].trace_id: []}
     sessions, traces = low_traces(mlflow, experiment)

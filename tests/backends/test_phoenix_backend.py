@@ -27,7 +27,8 @@ from session_scores import SCORER, send, session_record
 from collector.common.metrics import Metrics
 from collector.common.types import Done, RunRecord, ScoreJob, ScoreRecord
 from collector.config import PhoenixSinkConfig
-from collector.export.sinks import Answer, PhoenixSink, SinkSender
+from collector.export.send.answers import Verdict
+from collector.export.sinks import PhoenixSink, SinkSender
 from collector.store.sqlite.store import SqliteStore
 
 LOW_RUNS = readme_block("graphql", "annotations['Relevance'].score < 0.5")
@@ -239,14 +240,14 @@ def test_a_conversation_score_is_one_session_annotation_the_sessions_filter_find
     sink = PhoenixSink(PhoenixSinkConfig(endpoint=phoenix.url))
 
     first = session_record(session_id, turns[:2], revision=1, score=0.2)
-    assert send(sink, first) == [Answer.SENT]
+    assert send(sink, first) == [Verdict.SENT]
     (annotation,) = session_annotations(phoenix, session_id)
     assert annotation["name"] == SCORER and annotation["result"]["score"] == 0.2
     assert annotation["identifier"] == "tracescore:goal:1" and annotation["annotator_kind"] == "LLM"
     assert session_id in low_sessions(phoenix)
 
     second = session_record(session_id, turns, revision=2, score=0.9)
-    assert send(sink, second, second) == [Answer.SENT, Answer.SENT]  # and a redelivery
+    assert send(sink, second, second) == [Verdict.SENT, Verdict.SENT]  # and a redelivery
     (updated,) = session_annotations(phoenix, session_id)
     assert updated["id"] == annotation["id"] and updated["result"] == {
         "score": 0.9, "label": None, "explanation": "revision 2"}
@@ -255,7 +256,7 @@ def test_a_conversation_score_is_one_session_annotation_the_sessions_filter_find
     assert session_id not in low_sessions(phoenix)
 
     # Revision 1 again (a retry that came late, a backfill of a cut window): a revision never goes back.
-    assert send(sink, first) == [Answer.SENT]
+    assert send(sink, first) == [Verdict.SENT]
     (kept,) = session_annotations(phoenix, session_id)
     assert (kept["id"], kept["result"]["score"], kept["metadata"]["revision"]) == (annotation["id"], 0.9, "2")
 
@@ -265,4 +266,4 @@ def test_a_score_of_a_session_phoenix_does_not_know_waits_like_an_unknown_span(p
     retries it until span_wait_s, as for an annotation on an unknown span."""
     turns = conversation_turns(f"chat-{uuid.uuid4().hex[:12]}", ["Paris."])  # never sent to Phoenix
     record = session_record(f"never-{uuid.uuid4().hex}", turns, revision=1, score=0.5)
-    assert send(PhoenixSink(PhoenixSinkConfig(endpoint=phoenix.url)), record) == [Answer.SPAN_MISSING]
+    assert send(PhoenixSink(PhoenixSinkConfig(endpoint=phoenix.url)), record) == [Verdict.WAIT]

@@ -1,10 +1,10 @@
-"""Score export through the SDK's gRPC exporter with spans encoded in their place in the request
-(`EncodedSpans.encode`), to a real OTLP/gRPC backend: a record that cannot become a span is
-dropped from the outbox without leaving a trace in the request, and the others are sent."""
+"""Score export over OTLP/gRPC with spans encoded in their place in the request
+(`collector.export.evaluation.encode_spans`), to a real OTLP/gRPC backend: a record that cannot
+become a span is dropped from the outbox without leaving a trace in the request, and the others
+are sent."""
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 from daemon_harness import CaptureBackend
@@ -12,7 +12,7 @@ from daemon_harness import CaptureBackend
 from collector.common.metrics import Metrics
 from collector.common.types import Done, RunRecord, ScoreJob, ScoreRecord
 from collector.config import ExportConfig
-from collector.export.scores import ScoreExporter, make_span_exporter
+from collector.export.scores import ScoreExporter
 from collector.store.sqlite.store import SqliteStore
 
 TRACE = "5b8efff798038103d269b633813fc60c"
@@ -30,7 +30,9 @@ async def test_an_unexportable_record_is_dropped_and_leaves_nothing_in_the_reque
     backend = await CaptureBackend().start()
     store = SqliteStore(str(tmp_path / "q.db"))
     await store.start()
-    span_exporter = make_span_exporter(ExportConfig(endpoint=backend.endpoint))
+    metrics = Metrics()
+    exporter = ScoreExporter(store, ExportConfig(endpoint=backend.endpoint), metrics)
+    await exporter.course.open()
     try:
         jobs = [ScoreJob(RunRecord(TRACE, f"{i + 1:016x}"), "quality", "1") for i in range(3)]
         await store.put(jobs)
@@ -40,9 +42,7 @@ async def test_an_unexportable_record_is_dropped_and_leaves_nothing_in_the_reque
                                                    resource={"service.name": "broken"})))
         for n, lease in enumerate(leased[1:], start=1):
             await store.settle(lease, Done(_record(lease.job, n)))
-        metrics = Metrics()
-        exporter = ScoreExporter(store, span_exporter, metrics)
-        assert await exporter.export_batch() == 2
+        assert await exporter.round() == 3  # two sent, one dropped
         assert await store.pending(10) == []  # the broken record is dropped, not retried forever
         (request,) = backend.requests
         assert [[kv.value.string_value for kv in rs.resource.attributes] for rs in request.resource_spans] == [["bot"]]
@@ -51,6 +51,6 @@ async def test_an_unexportable_record_is_dropped_and_leaves_nothing_in_the_reque
         assert all(span.trace_id.hex() == TRACE and len(span.events) == 1 for span in spans)
         assert b'tracescore_errors_total{component="export"} 1.0' in metrics.render()
     finally:
-        await asyncio.to_thread(span_exporter.shutdown)
+        await exporter.course.close()
         await store.shutdown()
         await backend.stop()

@@ -2,9 +2,10 @@
 derived from the score key, and the HTTP plumbing.
 
 A sink client turns one `collector.common.types.ScoreRecord` into its backend's score object and
-says how the backend answered (`Answer`): taken, not yet (retry), the span or trace is
-unknown (retry until ``span_wait_s``), or refused for good. `collector.export.sinks.sender`
-does the rest (outbox, backoff, metrics). Every id sent is derived from the score's key,
+says how the backend answered (`collector.export.send.answers.Answer`, read as every sender
+reads it, a 404 meaning the span or trace is not there yet: ``WAIT``, retried until
+``span_wait_s``). `collector.export.sinks.sender` does the rest (the shared send loop over
+the sink's outbox: backoff, holds, metrics). Every id sent is derived from the score's key,
 so a second send of one score updates it (or finds it) and never makes a second one, and a
 new outcome of the score (a replayed dead letter, a run scored again to another value)
 replaces the old one in place. A conversation score (``ScoreRecord.session``, SPEC §7) is
@@ -16,7 +17,6 @@ one a later: a sink that can read what it holds first keeps a later revision
 
 from __future__ import annotations
 
-import enum
 import hashlib
 import logging
 import uuid
@@ -27,17 +27,9 @@ import aiohttp
 
 from collector.common.session_types import SessionScore
 from collector.common.types import ScoreRecord
+from collector.export.send.answers import Answer, Verdict, classify_http, describe_error
 
 logger = logging.getLogger(__name__)
-
-
-class Answer(enum.Enum):
-    """How a backend answered one score."""
-
-    SENT = "sent"  # taken (or already there)
-    RETRY = "retry"  # not now: down, overloaded, timed out, credentials refused
-    SPAN_MISSING = "span_missing"  # it does not know the span or trace yet
-    REJECTED = "rejected"  # refused for good (a malformed score): dropped, counted
 
 
 class SinkClient(Protocol):
@@ -46,7 +38,7 @@ class SinkClient(Protocol):
     name: str
 
     async def send(self, session: aiohttp.ClientSession, record: ScoreRecord) -> Answer:
-        """Send one score; never raises for an HTTP or network failure (it answers `RETRY`)."""
+        """Send one score; never raises for an HTTP or network failure (it answers ``RETRY``)."""
         ...
 
 
@@ -157,25 +149,6 @@ def holds_later_revision(record: ScoreRecord, held: Mapping[str, Any] | None) ->
         return False
 
 
-def classify(status: int) -> Answer:
-    """The answer an HTTP status means for a score that was posted.
-
-    401 and 403 are retried (credentials can be fixed without losing scores, and the
-    sender says so at WARNING); other 4xx but 404, 408, 409 and 429 refuse the score for good.
-
-    Example:
-        >>> [classify(s).value for s in (200, 404, 429, 503, 401, 400)]
-        ['sent', 'span_missing', 'retry', 'retry', 'retry', 'rejected']
-    """
-    if 200 <= status < 300:
-        return Answer.SENT
-    if status == 404:
-        return Answer.SPAN_MISSING
-    if status in (401, 403, 408, 409, 429) or status >= 500:
-        return Answer.RETRY
-    return Answer.REJECTED
-
-
 async def request(
     session: aiohttp.ClientSession, sink: str, method: str, url: str, *, limit: int | None = 500, **options: Any,
 ) -> tuple[int, str]:
@@ -187,16 +160,18 @@ async def request(
             return resp.status, text[:limit]
     except (aiohttp.ClientError, TimeoutError, OSError) as err:
         logger.debug("%s sink: %s %s failed: %s", sink, method, url, err)
-        return 0, str(err)[:500]
+        return 0, describe_error(err)
 
 
-def answer_of(sink: str, status: int, text: str, record: ScoreRecord) -> Answer:
-    """`classify` a reply, logging what a refusal said (never credentials: only the reply)."""
-    if status == 0:
-        return Answer.RETRY
-    answer = classify(status)
-    if answer is Answer.REJECTED:
-        logger.error("%s refused the score %s for good (HTTP %d): %s", sink, record.key, status, text)
-    elif status in (401, 403):
-        logger.warning("%s refused the credentials (HTTP %d); score %s is kept and retried", sink, status, record.key)
-    return answer
+def answer_of(status: int, text: str) -> Answer:
+    """Read a score API's reply (`collector.export.send.answers.classify_http`): a 404 that
+    carries the backend's message says it does not know the span, trace or session yet
+    (``WAIT``), any other answer reads as for every sender (401/403 held for a credentials fix,
+    an outage retried, a malformed score refused for good).
+
+    Example:
+        >>> [answer_of(s, t).verdict.value for s, t in ((200, ""), (404, "Spans with IDs ab do not exist."),
+        ...                                               (404, "<title>404 Not Found</title>"), (401, ""), (400, "bad"))]
+        ['sent', 'wait', 'hold', 'hold', 'refuse']
+    """
+    return classify_http(status, text, not_found=Verdict.WAIT)

@@ -28,8 +28,8 @@ import aiohttp
 from collector.common.session_types import key_is_storable
 from collector.common.types import ScoreRecord
 from collector.config import LangfuseSinkConfig, secret_value
+from collector.export.send.answers import Answer
 from collector.export.sinks.base import (
-    Answer,
     answer_of,
     key_uuid,
     request,
@@ -133,7 +133,7 @@ class LangfuseSink:
             if "traceId" in body:
                 self._tell_unstorable(record)
         status, text = await request(session, self.name, "POST", self.url, json=body, auth=self._auth)
-        return answer_of(self.name, status, text, record)
+        return answer_of(status, text)
 
     def _tell_unstorable(self, record: ScoreRecord) -> None:
         """Log, once per session, that its score goes on its last turn's trace."""

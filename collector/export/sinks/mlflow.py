@@ -32,10 +32,9 @@ import aiohttp
 
 from collector.common.types import ScoreRecord
 from collector.config import MlflowSinkConfig, secret_value
+from collector.export.send.answers import Answer, Verdict
 from collector.export.sinks.base import (
-    Answer,
     answer_of,
-    classify,
     holds_later_revision,
     key_digest,
     request,
@@ -210,8 +209,9 @@ class MlflowSink:
         existing = f"{url}/{assessment_id(record)}"
         status, text = await request(session, self.name, "GET", existing, headers=self._headers, limit=None)
         created = False
+        found = answer_of(status, text)
         if status == 200:
-            answer = Answer.SENT  # sent before (a redelivery, a replica, a second backfill)
+            answer = Answer.sent()  # sent before (a redelivery, a replica, a second backfill)
             if holds_later_revision(record, held_metadata(text)):  # a revision never goes back
                 logger.info("mlflow keeps a later revision of session score %s: revision %s not sent",
                             record.key, (record.session or {}).get("revision"))
@@ -219,14 +219,14 @@ class MlflowSink:
             if held_outcome(text) != record.score_span_id:
                 status, text = await request(session, self.name, "PATCH", existing, json=update(record),
                                              headers=self._headers)
-                answer = answer_of(self.name, status, text, record)
-        elif status != 404:  # an outage, or a refusal: the same answer a POST would get
-            return answer_of(self.name, status, text, record)
-        else:
+                answer = answer_of(status, text)
+        elif found.verdict is not Verdict.WAIT:  # an outage, or a refusal: the same answer a POST would get
+            return found
+        else:  # no such assessment (or trace) yet
             status, text = await request(session, self.name, "POST", url,
                                          json={"assessment": assessment(record)}, headers=self._headers)
-            answer, created = answer_of(self.name, status, text, record), True
-        if record.session is None or answer is not Answer.SENT:
+            answer, created = answer_of(status, text), True
+        if record.session is None or answer.verdict is not Verdict.SENT:
             return answer
         return await self._remove_stale(session, record, created)
 
@@ -236,7 +236,7 @@ class MlflowSink:
         a later revision; RETRY when MLflow is away (the score is sent again, which changes nothing)."""
         scored = session_of(record)
         if scored is None:
-            return Answer.SENT
+            return Answer.sent()
         traces = [scored.first_trace_id]
         if created and scored.revision > 1:
             traces += scored.trace_ids
@@ -244,12 +244,12 @@ class MlflowSink:
             status, text = await request(session, self.name, "GET", f"{self.base}/tr-{trace}",
                                          headers=self._headers, limit=None)
             if status != 200:
-                if status == 0 or classify(status) is Answer.RETRY:
-                    return Answer.RETRY
+                if (answer := answer_of(status, text)).verdict.keeps:
+                    return answer
                 continue  # a trace MLflow does not have holds nothing to delete
             for stale in stale_assessments(text, record):
-                status, _ = await request(session, self.name, "DELETE",
-                                          f"{self.base}/tr-{trace}/assessments/{stale}", headers=self._headers)
-                if status == 0 or classify(status) is Answer.RETRY:
-                    return Answer.RETRY
-        return Answer.SENT
+                status, text = await request(session, self.name, "DELETE",
+                                             f"{self.base}/tr-{trace}/assessments/{stale}", headers=self._headers)
+                if (answer := answer_of(status, text)).verdict.keeps:
+                    return answer
+        return Answer.sent()

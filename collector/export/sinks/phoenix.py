@@ -36,8 +36,8 @@ import aiohttp
 
 from collector.common.types import ScoreRecord
 from collector.config import PhoenixSinkConfig, secret_value
+from collector.export.send.answers import Answer, Verdict
 from collector.export.sinks.base import (
-    Answer,
     answer_of,
     holds_later_revision,
     request,
@@ -189,27 +189,33 @@ class PhoenixSink:
             if later is not None:
                 return later
         status, text = await request(session, self.name, "POST", url, json={"data": [body]}, headers=self._headers)
-        answer = answer_of(self.name, status, text, record)
+        answer = answer_of(status, text)
         mark = superseded_mark(record)
-        if answer is not Answer.SENT or mark is None:
+        if answer.verdict is not Verdict.SENT or mark is None:
             return answer
         status, text = await request(session, self.name, "POST", self.mark_url,
                                      json={"data": [mark]}, headers=self._headers)
-        # The score is in: only an outage sends both again; a refused mark is logged, not retried.
-        return Answer.RETRY if answer_of(self.name, status, text, record) is Answer.RETRY else Answer.SENT
+        # The score is in: only an outage (or a hold) sends both again; a refused mark is logged, not retried.
+        marked = answer_of(status, text)
+        if marked.verdict is Verdict.REFUSE:
+            logger.error("phoenix sink: the mark on superseded evaluation span %s was refused (%s)",
+                         record.supersedes, marked.cause)
+        return marked if marked.verdict.keeps else Answer.sent()
 
     async def _holds_later_revision(self, session: aiohttp.ClientSession, record: ScoreRecord) -> Answer | None:
         """SENT when the session's annotation holds a later revision (``record`` is not written),
-        RETRY when Phoenix is away (no answer, 429, 5xx); None: write it (any other answer, a
-        refusal of the read included, does not hold a score back: the write answers for itself)."""
+        the read's RETRY when Phoenix is away (no answer, 429, 5xx: `Verdict.RETRY`); None: write it
+        (any other answer, a refusal of the read or a hold included, does not hold a score back: the
+        write answers for itself)."""
         scored = session_of(record)
         variables = {"id": scored.session_id if scored else ""}
         status, text = await request(session, self.name, "POST", self.graphql_url, limit=None, headers=self._headers,
                                      json={"query": SESSION_ANNOTATIONS, "variables": variables})
-        if status == 0 or status == 429 or status >= 500:
-            return answer_of(self.name, status, text, record)  # RETRY, said as a write's would be
+        read = answer_of(status, text)
+        if read.verdict is Verdict.RETRY:
+            return read  # Phoenix is away: said as a write's would be
         if status == 200 and holds_later_revision(record, held_session_metadata(text, record)):
             logger.info("phoenix keeps a later revision of session score %s: revision %s not sent",
                         record.key, scored.revision if scored else "?")
-            return Answer.SENT
+            return Answer.sent()
         return None

@@ -1,13 +1,19 @@
 """`SinkSender`: drains one sink's outbox into its backend, durably and idempotently.
 
-Per record: the backend took it -> released; it does not know the span or trace yet ->
-retried until the record has waited ``span_wait_s`` since the first such answer (a conversation
-score: the backend does not know the session, or its first trace, yet), then
-released and counted (``dropped_span_missing``, logged at WARNING); down, overloaded or
-refusing credentials -> retried, backing off from ``min_backoff_s`` to ``max_backoff_s``
-with jitter (the Collector's retry_on_failure); refused for good -> released and counted.
-A batch stops at the first retryable answer (the rest waits too), so an outage costs one
-failed request per round, not one per record. Failure records (no score) are not sent.
+The durable senders' one loop (`collector.export.send.loop.SendLoop`) over the sink's outbox,
+each record its own request (``concurrency`` at a time), its answer read as every sender
+reads it (`collector.export.sinks.base.answer_of`). Per record: the backend took it ->
+released; it does not know the span or trace yet (a conversation score: the session, or its
+first trace) -> retried until the record has waited ``span_wait_s`` since the first such
+answer, then released and counted (``dropped_span_missing``, logged at WARNING); down or
+overloaded, or refusing what a configuration change cures (credentials, an unknown route) ->
+kept and retried, backing off from ``min_backoff_s`` to ``max_backoff_s`` with jitter (the
+Collector's retry_on_failure), the round stopping there (the rest waits too, so an outage
+costs one failed request per round, not one per record) and ``tracescore status`` showing
+the backend's message; refused for good -> released, counted and logged. Failure records
+(no score) are not sent. With forwarding on, a record waits until its run's spans were
+forwarded (the backend cannot know the span before), so a long forwarding hold never runs
+down its ``span_wait_s``.
 
 ``tracescore_sink_sent_total{sink,outcome}`` counts every answer and
 ``tracescore_sink_backlog_records{sink}`` shows what waits.
@@ -15,26 +21,29 @@ failed request per round, not one per record. Failure records (no score) are not
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import random
 import time
 
 import aiohttp
 
-from collector.common.aio import cancel_and_wait, wait_event
 from collector.common.metrics import Metrics
 from collector.common.types import OutboxItem, ScoreRecord
+from collector.config import without_password
 from collector.config.sinks import SinkConfig
-from collector.export.sinks.base import Answer, SinkClient
-from collector.store.interface import SinkOutbox
+from collector.export.send.answers import Answer
+from collector.export.send.backlogs import ForwardGate, SinkBacklog
+from collector.export.send.loop import Backoff, Batch, SendLoop
+from collector.export.send.watch import SendWatch
+from collector.export.sinks.base import SinkClient
+from collector.store.interface import ForwardLog, SinkOutbox
 
 logger = logging.getLogger(__name__)
 
 
 def missing_target(record: ScoreRecord) -> str:
-    """What a backend did not know when it answered SPAN_MISSING: the scored span, or for a
-    conversation score its session (a session annotation) or first trace (an assessment).
+    """What a backend did not know when it answered that it does not know the span: the
+    scored span, or for a conversation score its session (a session annotation) or first
+    trace (an assessment).
 
     Example:
         >>> missing_target(ScoreRecord("k", "ab" * 16, "cd" * 8, "x", "q", "Q"))
@@ -47,7 +56,77 @@ def missing_target(record: ScoreRecord) -> str:
     return f"span {record.span_id} of trace {record.trace_id}"
 
 
-class SinkSender:
+class SinkCourse:
+    """How a sink's records are sent: each as its backend's own score object, through its client."""
+
+    def __init__(self, client: SinkClient, backlog: SinkBacklog, cfg: SinkConfig, metrics: Metrics,
+                 gate: ForwardGate) -> None:
+        self.name = client.name
+        self._client = client
+        self._backlog = backlog
+        self._cfg = cfg
+        self._metrics = metrics
+        self._gate = gate
+        self._session: aiohttp.ClientSession | None = None
+        self._gauge_at = 0.0
+
+    async def open(self) -> None:
+        """Open the HTTP client."""
+        self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self._cfg.timeout_s))
+
+    async def close(self) -> None:
+        """Close the HTTP client."""
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+        await self.refresh_gauge(force=True)
+
+    async def prepare(self, items: list[OutboxItem], flush: bool) -> tuple[list[Batch[OutboxItem]], int]:
+        """Release failure records (nothing to send), hold back records whose run's spans were
+        not forwarded yet, and send each of the rest alone."""
+        failed = [item for item in items if item.record.score is None]
+        if failed:
+            await self._backlog.release(failed)
+            self._count("skipped_failed", len(failed))
+        ready, early = await self._gate.split([item for item in items if item.record.score is not None])
+        if early:
+            await self._backlog.keep(early, self._gate.hold_s)
+        await self.refresh_gauge(force=not ready)
+        return [Batch([item]) for item in ready], len(failed)
+
+    async def send(self, batch: Batch[OutboxItem]) -> Answer:
+        """Send the record through the backend's client."""
+        if self._session is None:
+            raise RuntimeError(f"the {self.name} sink is not open")
+        return await self._client.send(self._session, batch.items[0].record)
+
+    async def settled(self, items: list[OutboxItem], outcome: str, answer: Answer) -> None:
+        """Count the records (``tracescore_sink_sent_total``); log those given up."""
+        if outcome == "dropped_span_missing":
+            now = time.time()
+            for item in items:
+                logger.warning("%s sink: dropping score %s: the backend still has no %s after %.0fs", self.name,
+                               item.record.key, missing_target(item.record), now - (item.waiting_since or now))
+        self._count(outcome, len(items))
+        if outcome != "span_missing":
+            await self.refresh_gauge(force=True)
+
+    def describe(self, items: list[OutboxItem]) -> str:
+        """``score <key>`` or ``3 scores``."""
+        return f"score {items[0].record.key}" if len(items) == 1 else f"{len(items)} scores"
+
+    def _count(self, outcome: str, n: int) -> None:
+        if n:
+            self._metrics.sink_sent.labels(sink=self.name, outcome=outcome).inc(n)
+
+    async def refresh_gauge(self, force: bool = False) -> None:
+        """Set ``tracescore_sink_backlog_records`` (at most every 2 s unless ``force``)."""
+        if force or time.monotonic() - self._gauge_at >= 2.0:
+            self._gauge_at = time.monotonic()
+            self._metrics.sink_backlog.labels(sink=self.name).set(await self._backlog.outbox.backlog())
+
+
+class SinkSender(SendLoop[OutboxItem]):
     """Sends one sink's backlog.
 
     Args:
@@ -58,144 +137,23 @@ class SinkSender:
         batch: records read from the outbox per round.
         concurrency: requests in flight at once.
         poll_s: how often an idle sender looks for due records.
+        forwarded: the forward log, when received spans are forwarded: a record waits until
+            its run's spans were forwarded.
+        hold_s: how long such a record waits before it is looked at again.
     """
 
     def __init__(
         self, client: SinkClient, outbox: SinkOutbox, cfg: SinkConfig, metrics: Metrics, *,
-        batch: int = 64, concurrency: int = 8, poll_s: float = 0.5,
+        batch: int = 64, concurrency: int = 8, poll_s: float = 0.5, forwarded: ForwardLog | None = None,
+        hold_s: float = 1.0,
     ) -> None:
         self.name = client.name
-        self._client = client
-        self._outbox = outbox
-        self._cfg = cfg
-        self._metrics = metrics
-        self._batch = batch
-        self._concurrency = concurrency
-        self._poll = poll_s
-        self._session: aiohttp.ClientSession | None = None
-        self._task: asyncio.Task[None] | None = None
-        self._wake: asyncio.Event | None = None
-        self._stopping = False
-        self._gauge_at = 0.0
-
-    def notify(self) -> None:
-        """Wake the sender (records were settled)."""
-        if self._wake is not None:
-            self._wake.set()
-
-    async def start(self) -> None:
-        """Open the HTTP client and start sending (records left by a previous process first)."""
-        self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self._cfg.timeout_s))
-        self._wake = asyncio.Event()
-        self._stopping = False
-        self._task = asyncio.create_task(self._loop(), name=f"tracescore-sink-{self.name}")
-
-    async def shutdown(self, timeout: float = 5.0) -> None:  # noqa: ASYNC109 (lifecycle contract)
-        """Send what is due for up to ``timeout`` seconds, then stop; the rest waits in the store."""
-        if self._task is not None:
-            self._stopping = True  # the loop ends between rounds: a round is never cut in half
-            self.notify()
-            try:
-                async with asyncio.timeout(timeout):
-                    await self._task
-                    while await self.send_due() > 0:
-                        pass
-            except TimeoutError:
-                logger.warning("%s sink: backlog not sent within %.1fs; it is sent after restart", self.name, timeout)
-                await cancel_and_wait([self._task])
-            self._task = None
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
-
-    async def _loop(self) -> None:
-        wake = self._wake or asyncio.Event()
-        while not self._stopping:
-            try:
-                done = await self.send_due()
-            except Exception:
-                self._metrics.errors.labels(component=f"sink_{self.name}").inc()
-                logger.exception("%s sink failed unexpectedly", self.name)
-                done = 0
-            if done <= 0 and not self._stopping:
-                await self._refresh_gauge()
-                await wait_event(wake, self._poll)
-                wake.clear()
-
-    async def _refresh_gauge(self, force: bool = False) -> None:
-        if force or time.monotonic() - self._gauge_at >= 2.0:
-            self._gauge_at = time.monotonic()
-            self._metrics.sink_backlog.labels(sink=self.name).set(await self._outbox.backlog())
-
-    def _count(self, outcome: str, n: int = 1) -> None:
-        if n:
-            self._metrics.sink_sent.labels(sink=self.name, outcome=outcome).inc(n)
-
-    def _delay(self, attempts: int) -> float:
-        base = min(self._cfg.max_backoff_s, self._cfg.min_backoff_s * 2 ** min(attempts, 16))
-        return base * random.uniform(0.8, 1.2)
-
-    async def send_due(self) -> int:
-        """One round: send the records that are due; returns how many were settled (taken,
-        given up or deferred), 0 when none was due, -1 when the backend asked to wait.
-        """
-        items = list(await self._outbox.pending(self._batch))
-        if not items:
-            return 0
-        failed = [i.item_id for i in items if i.record.score is None]
-        if failed:
-            await self._outbox.release(failed)
-            self._count("skipped_failed", len(failed))
-        items = [i for i in items if i.record.score is not None]
-        waiting = False
-        for start in range(0, len(items), self._concurrency):
-            chunk = items[start:start + self._concurrency]
-            if waiting:  # the backend is away: the rest of the round waits too, untried
-                await self._outbox.defer([i.item_id for i in chunk], self._delay(max(i.attempts for i in chunk)))
-                self._count("retried", len(chunk))
-                continue
-            answers = await asyncio.gather(*(self._send(i) for i in chunk))
-            waiting = await self._settle(list(zip(chunk, answers, strict=True)))
-        await self._refresh_gauge(force=True)
-        return -1 if waiting else len(failed) + len(items)
-
-    async def _send(self, item: OutboxItem) -> Answer:
-        assert self._session is not None
-        try:
-            return await self._client.send(self._session, item.record)
-        except Exception:  # a bug must not lose the score: it is retried like an outage
-            logger.exception("%s sink: sending score %s failed", self.name, item.record.key)
-            return Answer.RETRY
-
-    async def _settle(self, answered: list[tuple[OutboxItem, Answer]]) -> bool:
-        """Release, defer or give up each answered record; True when the backend asked to wait."""
-        now = time.time()
-        done: list[int] = []
-        rejected: list[int] = []
-        expired: list[int] = []
-        retry: list[OutboxItem] = []
-        missing: list[OutboxItem] = []
-        for item, answer in answered:
-            if answer is Answer.SENT:
-                done.append(item.item_id)
-            elif answer is Answer.REJECTED:
-                rejected.append(item.item_id)
-            elif answer is Answer.RETRY:
-                retry.append(item)
-            elif item.waiting_since is not None and now - item.waiting_since >= self._cfg.span_wait_s:
-                logger.warning("%s sink: dropping score %s: the backend still has no %s after %.0fs", self.name,
-                               item.record.key, missing_target(item.record), now - item.waiting_since)
-                expired.append(item.item_id)
-            else:
-                missing.append(item)
-        if done or rejected or expired:
-            await self._outbox.release(done + rejected + expired)
-        self._count("sent", len(done))
-        self._count("rejected", len(rejected))
-        self._count("dropped_span_missing", len(expired))
-        for group, span_missing, outcome in ((retry, False, "retried"), (missing, True, "span_missing")):
-            if group:
-                delay = self._delay(max(i.attempts for i in group))
-                await self._outbox.defer([i.item_id for i in group], delay, span_missing=span_missing)
-                self._count(outcome, len(group))
-        return bool(retry)
+        backlog = SinkBacklog(outbox)
+        course = SinkCourse(client, backlog, cfg, metrics, ForwardGate(forwarded, hold_s))
+        url = without_password(cfg.url())
+        watch = SendWatch(f"sink {client.name}", url, "the scores are kept in the sink's outbox and retried "
+                          f"(backoff up to {cfg.max_backoff_s:g} s)", unit="scores", what=f"the {client.name} sink ({url})")
+        backoff = Backoff(cfg.min_backoff_s, cfg.max_backoff_s)
+        super().__init__(backlog, course, watch, metrics, component=f"sink_{client.name}", logger=logger,
+                         batch=batch, concurrency=concurrency, backoff=backoff, poll_s=poll_s,
+                         wait_s=cfg.span_wait_s)

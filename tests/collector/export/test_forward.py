@@ -218,8 +218,9 @@ async def test_a_grpc_outage_names_the_status_and_a_refusal_for_good_names_its_c
     # The two requests went as one batch, refused for good, then one by one: the first refused
     # for good again (dropped), the second accepted.
     (dropped,) = middle
-    assert re.fullmatch(rf"{re.escape(endpoint)} refused 1 forwarded traces request\(s\) for good \(gRPC "
-                        r"INVALID_ARGUMENT: backend says invalid_argument; positions (\d+)\.\.\1\); dropped", dropped)
+    assert re.fullmatch(rf"{re.escape(endpoint)} \(grpc\) refused 1 forwarded traces request\(s\) \(positions "
+                        r"(\d+)\.\.\1\) for good \(gRPC INVALID_ARGUMENT: backend says invalid_argument\); dropped",
+                        dropped), dropped
     assert last.startswith(f"forwarding to {endpoint} (grpc) recovered after "), last
     assert last.endswith("2 failed attempts (4 requests retried); last error: gRPC UNAVAILABLE: backend says "
                          "unavailable"), last

@@ -16,7 +16,8 @@ from collector.common.ids import score_span_id_for
 from collector.common.session_types import SessionScore, session_scope
 from collector.common.types import ScoreRecord
 from collector.config import LangfuseSinkConfig
-from collector.export.sinks import Answer, LangfuseSink
+from collector.export.send.answers import Verdict
+from collector.export.sinks import LangfuseSink
 
 TRACES = ["0af7651916cd43dd8448eb211c80319c", "4bf92f3577b34da6a3ce929d0e0e4736", "5b8efff798038103d269b633813fc60c"]
 RUN_SPAN = "eee19b7ec3c1b174"
@@ -41,16 +42,16 @@ async def langfuse() -> AsyncIterator[LangfuseServer]:
     await server.stop()
 
 
-async def send_all(server: LangfuseServer, records: list[ScoreRecord]) -> list[Answer]:
+async def send_all(server: LangfuseServer, records: list[ScoreRecord]) -> list[Verdict]:
     sink = LangfuseSink(LangfuseSinkConfig(host=server.url, public_key=server.public_key,
                                            secret_key=server.secret_key))
     async with aiohttp.ClientSession() as http:
-        return [await sink.send(http, record) for record in records]
+        return [(await sink.send(http, record)).verdict for record in records]
 
 
 async def test_a_session_score_is_on_the_session_and_a_revision_updates_it(langfuse: LangfuseServer) -> None:
     first, second = conversation_score("chat-42", 1, 0.2, turns=2), conversation_score("chat-42", 2, 0.9)
-    assert await send_all(langfuse, [first, second]) == [Answer.SENT, Answer.SENT]
+    assert await send_all(langfuse, [first, second]) == [Verdict.SENT, Verdict.SENT]
     assert langfuse.posts == 2 and not langfuse.refused
     (score,) = langfuse.scores.values()  # the second post updated the first score
     assert score["sessionId"] == "chat-42" and "traceId" not in score and "observationId" not in score
@@ -63,7 +64,7 @@ async def test_a_run_score_and_a_session_score_never_share_an_id(langfuse: Langf
     session = conversation_score("chat-7", 1, 0.4)
     run = ScoreRecord(f"{session.trace_id}/{RUN_SPAN}/goal/1", session.trace_id, RUN_SPAN, "00f067aa0ba902b7",
                       "goal", "Goal met", "1", score=0.4, scored_end_ns=session.scored_end_ns)
-    assert await send_all(langfuse, [session, run]) == [Answer.SENT, Answer.SENT]
+    assert await send_all(langfuse, [session, run]) == [Verdict.SENT, Verdict.SENT]
     assert len(langfuse.scores) == 2 and len(langfuse.by_session()) == 1
 
 
@@ -74,7 +75,7 @@ async def test_a_key_langfuse_drops_puts_the_score_on_the_last_turns_trace(
     caplog.set_level(logging.WARNING, logger="collector.export.sinks.langfuse")
     records = [conversation_score(key, 1, 0.2, turns=2), conversation_score(key, 2, 0.7),
                conversation_score("other-" + key, 1, 0.5)]
-    assert await send_all(langfuse, records) == [Answer.SENT] * 3
+    assert await send_all(langfuse, records) == [Verdict.SENT] * 3
     assert not langfuse.refused and not langfuse.by_session()
     by_key = {body["metadata"]["session_id"]: body for body in langfuse.scores.values()}
     assert len(langfuse.scores) == 2 and set(by_key) == {key, "other-" + key}  # one per session: revisions update
