@@ -1,5 +1,5 @@
 """``tracescore check CONFIG`` (or ``--config CONFIG``): validate a configuration and import every
-scorer, nothing more.
+scorer, and ask the trace backends it names what they think of it (`collector.commands.check_backends`).
 
 A configuration without ``[[scorers]]`` is checked without importing the scorers' or the
 adapters' packages: only what loading and validating the file needs. With a judge scorer
@@ -16,6 +16,7 @@ import argparse
 import sys
 
 from collector.commands.arguments.check import config_path
+from collector.commands.check_backends import Finding, backend_findings
 from collector.commands.preflight import judge_prefix_problems, preflight_errors, scorer_judges
 from collector.commands.report import report_config_error
 from collector.common.errors import ConfigError
@@ -138,8 +139,13 @@ def run(args: argparse.Namespace) -> int:
         problems = preflight_errors(config, registry.entries) + unpriced_judges(config, registry.entries)
         if problems:
             raise ConfigError(f"invalid configuration: {problems[0]}")
+        findings = backend_findings(config)
     except ConfigError as err:
         report_config_error(err)
+        return 2
+    if refused := [f for f in findings if f.level == "problem"]:  # what the backends said would fail
+        for finding in refused:
+            report_config_error(ConfigError(f"invalid configuration: {finding.text}"))
         return 2
     print(f"{path or '(no file: the defaults and TRACESCORE_* variables)'}: OK")
     print(f"  queue: {config.queue.display_url}{queue_shape(config)}")
@@ -162,4 +168,19 @@ def run(args: argparse.Namespace) -> int:
               "nothing is scored")
     for warning in judge_prefix_problems(registry.entries)[1] + judge_warnings(registry.entries):
         print(f"  {warning}" if warning.startswith("warning: ") else f"  warning: {warning}")
+    print_findings(findings)
     return 0
+
+
+def print_findings(findings: list[Finding]) -> None:
+    """What the backends said, under the summary: ``backend: ...`` for what they confirmed, then
+    the warnings and notes.
+
+    Example:
+        >>> print_findings([Finding("ok", "MLflow experiment 0 (Default) on http://127.0.0.1:5000"),
+        ...                 Finding("warning", "could not verify ...")])
+          backend: MLflow experiment 0 (Default) on http://127.0.0.1:5000
+          warning: could not verify ...
+    """
+    for finding in sorted(findings, key=lambda f: f.level != "ok"):
+        print(f"  {'backend' if finding.level == 'ok' else finding.level}: {finding.text}")

@@ -12,6 +12,7 @@ from collector.config.checks import (
     KeyProblem,
     check_destinations,
     endpoint_host_port,
+    http_url,
     without_password,
 )
 from collector.config.judge import BudgetsConfig, JudgeConfig
@@ -38,6 +39,6 @@ from collector.config.sinks import (
 __all__ = [
     "AssemblyConfig", "BudgetsConfig", "Config", "ExportConfig", "FilterConfig", "JudgeConfig", "KeyProblem", "LangfuseSinkConfig",
     "MlflowSinkConfig", "PhoenixSinkConfig", "QueueConfig", "ReceiverConfig", "ScorerConfig",
-    "SessionsConfig", "SinksConfig", "WorkersConfig", "check_destinations", "config_from_dict", "endpoint_host_port", "load_config",
+    "SessionsConfig", "SinksConfig", "WorkersConfig", "check_destinations", "config_from_dict", "endpoint_host_port", "http_url", "load_config",
     "load_receiver", "secret_value", "without_password",
 ]

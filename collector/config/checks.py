@@ -156,6 +156,31 @@ def endpoint_host_port(endpoint: str) -> str:
     return endpoint.split("://", 1)[-1].split("/", 1)[0]
 
 
+_SIGNAL_PATHS = ("/v1/traces", "/v1/logs", "/v1/metrics")
+
+
+def http_url(endpoint: str, path: str) -> str:
+    """The OTLP/HTTP URL of one signal (``path``: ``/v1/traces``, ``/v1/logs`` or ``/v1/metrics``).
+
+    The endpoint is a base URL, as ``OTEL_EXPORTER_OTLP_ENDPOINT`` is in the OpenTelemetry
+    specification: the signal's path is appended to whatever path it has (Langfuse's
+    ``.../api/public/otel``). An endpoint that already ends in a signal path is taken as
+    that signal's URL, and the other signals use the same base.
+
+    Example:
+        >>> http_url("http://h:4318", "/v1/traces"), http_url("http://h/api/public/otel/", "/v1/traces")
+        ('http://h:4318/v1/traces', 'http://h/api/public/otel/v1/traces')
+        >>> http_url("http://h:6006/v1/traces", "/v1/traces"), http_url("http://h:6006/v1/traces", "/v1/logs")
+        ('http://h:6006/v1/traces', 'http://h:6006/v1/logs')
+    """
+    base = (endpoint if "://" in endpoint else f"http://{endpoint}").rstrip("/")
+    for signal_path in _SIGNAL_PATHS:
+        if base.endswith(signal_path):
+            base = base[: -len(signal_path)]
+            break
+    return f"{base}{path}"
+
+
 def without_password(url: str) -> str:
     """``url`` fit for a log line or ``check``'s output: a password in it replaced by ``***``
     (in the user info, and any ``...password=`` query option, as Sentinel URLs carry).

@@ -10,8 +10,17 @@ received spans and logs through to the export endpoint. All of them send durably
 loop and one reading of a backend's answer (`collector.export.send`).
 """
 
-from collector.export.forward import Forwarder
-from collector.export.scores import ScoreExporter
-from collector.export.signals import ScoreSignals
+from typing import TYPE_CHECKING
+
+from collector.common.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from collector.export.forward import Forwarder
+    from collector.export.scores import ScoreExporter
+    from collector.export.signals import ScoreSignals
 
 __all__ = ["Forwarder", "ScoreExporter", "ScoreSignals"]
+# Imported on first use: ``tracescore check`` reads backends' answers (`collector.export.send.answers`)
+# without the OTLP clients' aiohttp and gRPC.
+__getattr__ = lazy_exports(__name__, {"Forwarder": "collector.export.forward", "ScoreExporter": "collector.export.scores",
+                                      "ScoreSignals": "collector.export.signals"})

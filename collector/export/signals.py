@@ -23,7 +23,7 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
 
 from collector.common.types import ScoreRecord
-from collector.config import ExportConfig
+from collector.config import ExportConfig, http_url
 from collector.export.evaluation import (
     EVENT_NAME,
     SCOPE,
@@ -31,7 +31,6 @@ from collector.export.evaluation import (
     record_attributes,
     resource_of,
 )
-from collector.export.send.otlp import http_url
 
 logger = logging.getLogger(__name__)
 

@@ -184,6 +184,13 @@ class Mlflow:
         reply.raise_for_status()
         return str(reply.json()["experiment_id"])
 
+    def next_experiment_id(self) -> str:
+        """The id MLflow gives the next experiment created (ids count up; deleted ones included)."""
+        reply = httpx.post(f"{self.url}/api/2.0/mlflow/experiments/search", timeout=30,
+                           json={"max_results": 1000, "view_type": "ALL"})
+        reply.raise_for_status()
+        return str(max(int(e["experiment_id"]) for e in reply.json()["experiments"]) + 1)
+
     def trace(self, trace_id: str) -> dict[str, Any] | None:
         reply = httpx.get(f"{self.url}/api/3.0/mlflow/traces/tr-{trace_id}", timeout=30)
         return dict(reply.json()["trace"]["trace_info"]) if reply.status_code == 200 else None
@@ -231,6 +238,18 @@ class Daemon:
         poll(lambda: self.process.alive() and http_ok(f"http://127.0.0.1:{self.http_port}/readyz"), 60,
              f"the daemon to be ready (log: {self.process.log})")
         return self
+
+    def status(self) -> dict[str, Any]:
+        """This daemon's own ``/status`` snapshot."""
+        reply = httpx.get(f"http://127.0.0.1:{self.http_port}/status", timeout=10)
+        reply.raise_for_status()
+        (snapshot,) = reply.json()["replicas"]
+        return dict(snapshot)
+
+    def sender(self, name: str) -> dict[str, Any]:
+        """One sender's state in ``/status`` (``forward``, ``export``, ``sink mlflow``...)."""
+        (found,) = [s for s in self.status().get("sending", []) if s["sender"] == name]
+        return dict(found)
 
     def metric(self, name: str, **labels: str) -> float:
         text = httpx.get(f"http://127.0.0.1:{self.http_port}/metrics", timeout=10).text

@@ -17,6 +17,7 @@ from backends_support import (
     Turn,
     agent_trace_body,
     backfill,
+    cli,
     conversation_turns,
     poll,
     post_body,
@@ -32,14 +33,28 @@ from collector.export.sinks import MlflowSink
 FAST_RETRIES = {"TRACESCORE_SINKS_MLFLOW_MIN_BACKOFF_S": "0.2", "TRACESCORE_SINKS_MLFLOW_MAX_BACKOFF_S": "1.0"}
 
 
-def mlflow_config(mlflow: Mlflow, experiment: str) -> str:
-    """The README's MLflow configuration, pointed at the test's server and experiment."""
+README_EXPERIMENT = '"x-mlflow-experiment-id" = "0"'
+"""The README's experiment header: the experiment every fresh MLflow server has."""
+
+
+def mlflow_config(mlflow: Mlflow, experiment: str | None = None) -> str:
+    """The README's MLflow configuration, pointed at the test's server (and, given one, another experiment)."""
     block = readme_block("toml", "[sinks.mlflow]").replace("http://127.0.0.1:5000", mlflow.url)
-    return block.replace('"x-mlflow-experiment-id" = "1"', f'"x-mlflow-experiment-id" = "{experiment}"')
+    assert README_EXPERIMENT in block, block
+    return block if experiment is None else block.replace(README_EXPERIMENT,
+                                                          f'"x-mlflow-experiment-id" = "{experiment}"')
 
 
-def mlflow_daemon(tmp_path: Path, mlflow: Mlflow, experiment: str) -> Daemon:
-    return Daemon(tmp_path, mlflow_config(mlflow, experiment), env=FAST_RETRIES)
+def mlflow_daemon(tmp_path: Path, mlflow: Mlflow, experiment: str | None = None,
+                  env: dict[str, str] | None = None) -> Daemon:
+    return Daemon(tmp_path, mlflow_config(mlflow, experiment), env={**FAST_RETRIES, **(env or {})})
+
+
+def write_config(tmp_path: Path, text: str, name: str = "check.toml") -> Path:
+    """A configuration file for `tracescore check` (the README's blocks, no scorers)."""
+    path = tmp_path / name
+    path.write_text(text)
+    return path
 
 
 def assessments(mlflow: Mlflow, trace_id: str) -> list[dict]:
@@ -50,8 +65,12 @@ def assessments(mlflow: Mlflow, trace_id: str) -> list[dict]:
 def test_scores_are_mlflow_feedback_a_search_finds_and_the_trace_is_unchanged(
     tmp_path: Path, mlflow: Mlflow,
 ) -> None:
-    experiment = mlflow.experiment("scores")
-    daemon = mlflow_daemon(tmp_path, mlflow, experiment).start()
+    """The README's MLflow configuration and search, as written (its experiment 0 is on every fresh
+    server): `check` confirms the experiment, the agent's spans and their scores land there."""
+    checked = cli("check", str(write_config(tmp_path, mlflow_config(mlflow))), cwd=tmp_path)
+    assert checked.returncode == 0, checked.stderr
+    assert f"backend: MLflow experiment 0 (Default) on {mlflow.url}" in checked.stdout, checked.stdout
+    daemon = mlflow_daemon(tmp_path, mlflow).start()
     try:
         good_trace, _, _ = send_agent_trace(daemon.traces_url, "The capital of France is Paris.")
         bad_trace, bad_span, run_ns = send_agent_trace(daemon.traces_url, "I do not know.")
@@ -74,7 +93,7 @@ def test_scores_are_mlflow_feedback_a_search_finds_and_the_trace_is_unchanged(
 
     # The search a user runs (README): mlflow.search_traces with a feedback filter.
     query = readme_block("py", "feedback.`Relevance`").replace("http://127.0.0.1:5000", mlflow.url)
-    found = mlflow.run_python(query.replace('locations=["1"]', f"locations=[{experiment!r}]"))
+    found = mlflow.run_python(query)
     assert found.strip() == str([f"tr-{bad_trace}"])
 
     # The scored trace keeps the agent's service and its duration.
@@ -184,7 +203,7 @@ def goal_assessments(mlflow: Mlflow, trace_id: str) -> list[dict]:
 def low_traces(mlflow: Mlflow, experiment: str) -> tuple[list[str], list[str]]:
     """The README's session search (the sessions it prints), and the traces the same search returns."""
     query = readme_block("py", "feedback.`Goal met`").replace("http://127.0.0.1:5000", mlflow.url)
-    query = query.replace('locations=["1"]', f"locations=[{experiment!r}]")
+    query = query.replace('locations=["0"]', f"locations=[{experiment!r}]")
     sessions = mlflow.run_python(query).strip()
     traces = mlflow.run_python(query.replace('.get("mlflow.trace.session")', "").replace(
         "trace.info.trace_metadata", "trace.info.trace_id")).strip()

@@ -47,7 +47,7 @@ from http import HTTPStatus
 from typing import Any
 
 __all__ = ["Answer", "Verdict", "backend_message", "classify_error", "classify_grpc", "classify_http",
-           "describe_error", "one_line"]
+           "describe_error", "no_route", "one_line"]
 
 MAX_CAUSE_CHARS = 300
 """A cause longer than this is cut (a server's error page is not a log line)."""
@@ -205,6 +205,20 @@ def backend_message(body: str) -> str:
         title = re.search(r"<title[^>]*>(.*?)</title>", text, re.I | re.S)
         return one_line(title.group(1)) if title else ""
     return one_line(text)
+
+
+def no_route(status: int, body: str) -> bool:
+    """Whether an answer says the server has no such route at all (a 404, 405 or 501 carrying
+    no message of the backend's own: an HTML page, a bare "Not Found"), rather than a message
+    about what the request named.
+
+    Example:
+        >>> no_route(404, "<title>404 Not Found</title>"), no_route(405, "Method Not Allowed")
+        (True, True)
+        >>> no_route(404, '{"message": "No Experiment with id=1 exists"}'), no_route(400, "")
+        (False, False)
+    """
+    return status in _NO_ROUTE_HTTP and _says_nothing(status, backend_message(body))
 
 
 def _says_nothing(status: int, message: str) -> bool:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import aiohttp
 import grpc
 
-from collector.config import ExportConfig
+from collector.config import ExportConfig, http_url
 from collector.export.send.answers import (
     Answer,
     Verdict,
@@ -28,8 +28,6 @@ GRPC_METHODS = {"traces": "/opentelemetry.proto.collector.trace.v1.TraceService/
 MAX_REPLY_CHARS = 4096
 """How much of an error reply is read for the backend's message."""
 
-_SIGNAL_PATHS = ("/v1/traces", "/v1/logs", "/v1/metrics")
-
 
 def retry_after_s(value: str | None) -> float | None:
     """The delay, in seconds, a ``Retry-After`` header asks for (None: absent, or not a number of
@@ -43,28 +41,6 @@ def retry_after_s(value: str | None) -> float | None:
         return max(0.0, float(value)) if value else None
     except ValueError:
         return None
-
-
-def http_url(endpoint: str, path: str) -> str:
-    """The OTLP/HTTP URL of one signal (``path``: ``/v1/traces``, ``/v1/logs`` or ``/v1/metrics``).
-
-    The endpoint is a base URL, as ``OTEL_EXPORTER_OTLP_ENDPOINT`` is in the OpenTelemetry
-    specification: the signal's path is appended to whatever path it has (Langfuse's
-    ``.../api/public/otel``). An endpoint that already ends in a signal path is taken as
-    that signal's URL, and the other signals use the same base.
-
-    Example:
-        >>> http_url("http://h:4318", "/v1/traces"), http_url("http://h/api/public/otel/", "/v1/traces")
-        ('http://h:4318/v1/traces', 'http://h/api/public/otel/v1/traces')
-        >>> http_url("http://h:6006/v1/traces", "/v1/traces"), http_url("http://h:6006/v1/traces", "/v1/logs")
-        ('http://h:6006/v1/traces', 'http://h:6006/v1/logs')
-    """
-    base = (endpoint if "://" in endpoint else f"http://{endpoint}").rstrip("/")
-    for signal_path in _SIGNAL_PATHS:
-        if base.endswith(signal_path):
-            base = base[: -len(signal_path)]
-            break
-    return f"{base}{path}"
 
 
 class OtlpClient:
