@@ -257,7 +257,7 @@ def classify_http(status: int, body: str = "", *, retry_after_s: float | None = 
         'ConnectionRefusedError: [Errno 111] Connection refused'
     """
     if 200 <= status < 300:
-        return _SENT
+        return Answer(Verdict.SENT, status=status)
     if status == 0:
         return Answer(Verdict.RETRY, one_line(body) or "no answer", status=0)
     message = backend_message(body)
@@ -298,7 +298,7 @@ def classify_grpc(code: str, details: str = "", *, not_found: Verdict = Verdict.
         <Verdict.REFUSE: 'refuse'>
     """
     if code == "OK":
-        return _SENT
+        return Answer(Verdict.SENT, status=code)
     message = one_line(details)
     cause = one_line(f"gRPC {code}: {message}" if message else f"gRPC {code}")
     if code == "RESOURCE_EXHAUSTED" and "larger than" in message:

@@ -5,7 +5,7 @@ long as it lasts: a warning per attempt would flood the log, a rate-limited one 
 nothing new each time. The watch turns the attempts into few lines instead: one when
 sending starts failing, naming the destination and the backend's answer (and, for an
 answer a configuration change cures, the fix); one more when the kind of trouble changes
-(the backend came back but refuses the experiment); one when it takes what is sent
+(the backend came back but refuses the experiment, or a hold needs another fix); one when it takes what is sent
 again, saying how long it lasted and how many attempts failed meanwhile (in between, each
 failed attempt is the sender's DEBUG line). `SendWatch.state` is the same knowledge as
 ``status`` shows it: ``ok``, ``retrying`` (an outage) or ``held`` (waiting for a
@@ -79,7 +79,8 @@ class SendWatch:
         the warning to log when it starts the trouble or changes its kind (None otherwise)."""
         at = time.monotonic() if now is None else now
         trouble = self.trouble
-        new = trouble is None or trouble.answer.verdict is not answer.verdict
+        new = trouble is None or trouble.answer.verdict is not answer.verdict or (
+            answer.verdict is Verdict.HOLD and answer.status != trouble.answer.status)  # another fix to make
         if trouble is None:
             trouble = self.trouble = Trouble(started=at, since=time.time(), answer=answer)
         trouble.attempts += 1

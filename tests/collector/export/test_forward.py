@@ -28,25 +28,33 @@ from collector.store.sqlite.store import SqliteStore
 
 
 class Backend:
-    """An OTLP/HTTP endpoint answering from a script of status codes (then 200), refusing
-    with 400 any request holding a span named ``bad``."""
+    """An OTLP/HTTP endpoint answering from a script of status codes, or (status, body, headers)
+    replies (then 200), refusing with 400 any request holding a span named ``bad``; with
+    ``takes_logs`` off it has no ``/v1/logs`` route (405, as Phoenix answers)."""
 
-    def __init__(self) -> None:
-        self.script: list[int] = []
+    def __init__(self, takes_logs: bool = True) -> None:
+        self.script: list[int | tuple[int, str, dict[str, str]]] = []
         self.names: list[str] = []  # span names accepted, in arrival order
         self.logs: list[bytes] = []
         self.keys: set[str] = set()
+        self.times: list[float] = []  # when each traces request arrived (monotonic)
+        self.takes_logs = takes_logs
 
     async def traces(self, request: web.Request) -> web.Response:
+        self.times.append(time.monotonic())
         body = ExportTraceServiceRequest.FromString(await request.read())
         names = [s.name for rs in body.resource_spans for ss in rs.scope_spans for s in ss.spans]
-        status = self.script.pop(0) if self.script else (400 if "bad" in names else 200)
+        reply = self.script.pop(0) if self.script else (400 if "bad" in names else 200)
+        status, text, headers = reply if isinstance(reply, tuple) else (reply, "", {})
         if status == 200:
             self.names += names
             self.keys.add(request.headers.get("X-Key", ""))
-        return web.Response(status=status, body=b"", content_type="application/x-protobuf")
+            return web.Response(body=b"", content_type="application/x-protobuf")
+        return web.Response(status=status, text=text, headers=headers)
 
     async def logs_route(self, request: web.Request) -> web.Response:
+        if not self.takes_logs:
+            return web.Response(status=405, text="Method Not Allowed")
         self.logs.append(await request.read())
         return web.Response(body=b"", content_type="application/x-protobuf")
 
@@ -92,7 +100,8 @@ async def until(check: Callable[[], bool], what: str, timeout: float = 30.0) -> 
 
 
 def http(url: str, **options: object) -> ExportConfig:
-    return ExportConfig(endpoint=url, protocol="http/protobuf", timeout_s=2.0, max_backoff_s=0.2, **options)
+    return ExportConfig.model_validate({"endpoint": url, "protocol": "http/protobuf", "timeout_s": 2.0,
+                                        "max_backoff_s": 0.2, **options})
 
 
 
@@ -306,3 +315,101 @@ async def test_grpc_forwarding_sends_the_bytes_through(store: SqliteStore) -> No
              for ss in rs.scope_spans for s in ss.spans]
     assert names == ["s0", "s1", "s2", "s3"]
     assert b"".join(received) == b"".join(body(f"s{n}") for n in range(4))
+
+
+MLFLOW_NO_EXPERIMENT = '{"error_code": "RESOURCE_DOES_NOT_EXIST", "message": "No Experiment with id=1 exists"}'
+
+
+async def test_an_unknown_experiment_holds_the_requests_in_order_and_says_so_with_the_fix(
+    backend: tuple[Backend, str], store: SqliteStore, caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Issue 42 (1): MLflow's 404 for an experiment it does not have (and a 401 after it) keeps
+    every request, as an outage does, in order; the forwarder's state is "held" with the backend's
+    message and the fix, and the log says so once per kind of trouble; nothing is dropped."""
+    state, url = backend
+    state.script = [(404, MLFLOW_NO_EXPERIMENT, {})] * 3 + [(401, '{"message": "bad token"}', {})]
+    for n in range(3):
+        await store.forward_log.forward_append("traces", body(f"s{n}"))
+    metrics = Metrics()
+    fwd = Forwarder(http(url), store.forward_log, metrics, backoff_s=0.01)
+    caplog.set_level(logging.WARNING, logger="collector.export.forward")
+    await fwd.start()
+    await until(lambda: fwd.state()["state"] == "held", "the forwarder held")
+    held = fwd.state()
+    assert held["message"] == "No Experiment with id=1 exists" and "create it" in held["fix"]
+    assert held["destination"] == f"{url} (http/protobuf)" and held["refused"] == 0
+    await until(lambda: len(state.names) == 3, "the requests once the backend takes them")
+    await fwd.shutdown(2.0)
+    assert state.names == ["s0", "s1", "s2"] and fwd.state()["state"] == "ok"
+    lines = outage_lines(caplog)
+    assert len(lines) == 3, lines  # held (404), held again for another reason (401), recovered
+    assert lines[0].startswith(f"forwarding to {url} (http/protobuf) failed: HTTP 404 Not Found: No Experiment with "
+                               "id=1 exists; a configuration change is needed: what the request names does not "
+                               "exist on the backend"), lines[0]
+    assert "HTTP 401 Unauthorized: bad token; a configuration change is needed: the backend refused the credentials" \
+        in lines[1] and "recovered after" in lines[2]
+    assert metrics.registry.get_sample_value(
+        "tracescore_forwarded_requests_total", {"signal": "traces", "outcome": "rejected"}) is None
+
+
+async def test_grpc_not_found_and_unauthenticated_hold_the_requests(store: SqliteStore) -> None:
+    answers = [grpc.StatusCode.NOT_FOUND, grpc.StatusCode.UNAUTHENTICATED]
+    received: list[bytes] = []
+
+    async def export(request: bytes, context: grpc.aio.ServicerContext) -> bytes:
+        if answers:
+            await context.abort(answers.pop(0), "no such project")
+        received.append(request)
+        return b""
+
+    server, port = await raw_trace_server(export)
+    try:
+        await store.forward_log.forward_append("traces", body("kept"))
+        fwd = Forwarder(ExportConfig(endpoint=f"127.0.0.1:{port}", protocol="grpc", max_backoff_s=0.05),
+                        store.forward_log, Metrics(), backoff_s=0.01)
+        await fwd.start()
+        await until(lambda: fwd.state()["state"] == "held", "the forwarder held")
+        assert fwd.state()["cause"].startswith("gRPC ")
+        await until(lambda: len(received) == 1, "the request once the backend takes it")
+        await fwd.shutdown(2.0)
+    finally:
+        await server.stop(0)
+    assert (await store.forward_log.forward_state()).requests == 0
+
+
+async def test_logs_to_a_backend_without_logs_are_refused_and_never_hold_the_traces(
+    store: SqliteStore, caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Phoenix has no /v1/logs (405): a forwarded logs request is refused for good and dropped
+    (counted, logged with the answer), and the traces before and after it are forwarded."""
+    state = Backend(takes_logs=False)
+    runner, port = await serve(state)
+    try:
+        await store.forward_log.forward_append("traces", body("before"))
+        await store.forward_log.forward_append("logs", b"")
+        await store.forward_log.forward_append("traces", body("after"))
+        metrics = Metrics()
+        fwd = Forwarder(http(f"http://127.0.0.1:{port}"), store.forward_log, metrics)
+        caplog.set_level(logging.ERROR, logger="collector.export.forward")
+        await fwd.start()
+        await until(lambda: state.names == ["before", "after"], "both traces requests")
+        await fwd.shutdown(2.0)
+    finally:
+        await runner.cleanup()
+    assert metrics.registry.get_sample_value(
+        "tracescore_forwarded_requests_total", {"signal": "logs", "outcome": "rejected"}) == 1
+    (line,) = outage_lines(caplog)
+    assert "refused 1 forwarded logs request(s)" in line and "(HTTP 405 Method Not Allowed); dropped" in line
+    assert fwd.state()["refused"] == 1 and fwd.state()["state"] == "ok"
+
+
+async def test_a_retry_after_is_waited_out(backend: tuple[Backend, str], store: SqliteStore) -> None:
+    state, url = backend
+    state.script = [(429, "", {"Retry-After": "0.4"})]
+    await store.forward_log.forward_append("traces", body("s0"))
+    fwd = Forwarder(http(url, max_backoff_s=5.0), store.forward_log, Metrics(), backoff_s=0.01)
+    await fwd.start()
+    await until(lambda: state.names == ["s0"], "the request after the wait")
+    await fwd.shutdown(2.0)
+    first, second = state.times
+    assert second - first >= 0.35  # not the 10 ms backoff: the backend's 0.4 s

@@ -142,8 +142,11 @@ async def test_refused_credentials_keep_the_score_and_a_malformed_score_is_dropp
 ) -> None:
     metrics = Metrics()
     await settle(store, [record(1)])
-    async with running(sender(store, langfuse, metrics, secret_key="sk-wrong-secret")):
+    async with running(sender(store, langfuse, metrics, secret_key="sk-wrong-secret")) as held:
         await until(lambda: sent(metrics, "retried") >= 2)
+        state = held.state()  # status: held for a configuration fix, in the backend's words
+        assert (state["sender"], state["state"], state["destination"]) == ("sink langfuse", "held", langfuse.url)
+        assert state["cause"].startswith("HTTP 401 Unauthorized") and "credentials" in state["fix"]
     assert await store.sink_outbox("langfuse").backlog() == 1 and langfuse.refused[0] == "unauthorized"
     assert "sk-wrong-secret" not in caplog.text and "refused the credentials" in caplog.text
     langfuse.fail_next = [400]
