@@ -27,7 +27,7 @@ import logging
 from collections.abc import Sequence
 
 from collector.common.metrics import Metrics
-from collector.config import ExportConfig, without_password
+from collector.config import ExportConfig
 from collector.export.send.answers import Answer
 from collector.export.send.backlogs import ForwardBacklog
 from collector.export.send.loop import Backoff, Batch, SendLoop
@@ -120,4 +120,3 @@ class Forwarder(SendLoop[ForwardItem]):
         super().__init__(ForwardBacklog(log), ForwardCourse(cfg, metrics), watch, metrics, component="forward",
                          logger=logger, batch=MAX_BATCH_REQUESTS, backoff=Backoff(backoff_s, cfg.max_backoff_s),
                          poll_s=poll_s)
-        self.endpoint = without_password(cfg.endpoint)

@@ -1,8 +1,8 @@
 """Issue 42 (1), against a real MLflow: the README's MLflow configuration pointed at an experiment
 the server does not have. `check` names it and the fix; the daemon answers the agent 200 and
 keeps every span and score, `status` (``/status`` and the CLI) shows the sender held with
-MLflow's own message; once the experiment is created through MLflow's REST API, the held spans
-and scores reach it, each once."""
+MLflow's own message, across a restart; once the experiment is created through MLflow's REST API,
+the held spans and scores reach it, each once."""
 
 from __future__ import annotations
 
@@ -45,6 +45,10 @@ def test_spans_and_scores_for_a_missing_experiment_are_held_then_delivered_once(
              "both runs scored")
         assert daemon.metric("tracescore_forwarded_requests_total", signal="traces", outcome="rejected") == 0
         assert all(not mlflow.spans(trace_id) for trace_id, _ in runs)
+        # What is held is in the store: a restart finds it there, still held.
+        assert daemon.stop() == 0
+        daemon.start()
+        poll(lambda: daemon.sender("forward")["state"] == "held", 60, "forwarding held after the restart")
 
         assert mlflow.experiment(f"held-{experiment}") == experiment  # created through MLflow's REST API
         for trace_id, span_id in runs:
@@ -63,5 +67,3 @@ def test_spans_and_scores_for_a_missing_experiment_are_held_then_delivered_once(
         assert daemon.stop() == 0
     for trace_id, _ in runs:  # nothing sent twice, even across the stop
         assert sorted(s["name"] for s in mlflow.spans(trace_id)) == SPANS
-    checked = cli("check", str(config), cwd=tmp_path)
-    assert checked.returncode == 0 and f"backend: MLflow experiment {experiment} (held-{experiment})" in checked.stdout

@@ -263,6 +263,9 @@ async def test_a_forward_outage_shows_in_the_log_and_in_status(tmp_path: Path) -
         view = await status_json(url, token=None)
         assert view["failures"]["forward"]["retried"] >= before + 2 * FORWARDED
         assert view["failures"]["forward"]["rejected"] == 0
+        (sending,) = [s for s in view["sending"] if s["sender"] == "forward"]  # an outage, not a hold
+        assert (sending["state"], sending["destination"]) == ("retrying", f"{backend.endpoint} (grpc)")
+        assert sending["cause"].startswith("gRPC UNAVAILABLE") and sending["fix"] is None
         (forward,) = [b for b in view["backlog"] if b["backlog"] == "forward"]
         size = sum(len(body) for body in bodies)
         assert forward == {"backlog": "forward", "destination": "otlp", "items": FORWARDED, "bytes": size}
@@ -272,6 +275,7 @@ async def test_a_forward_outage_shows_in_the_log_and_in_status(tmp_path: Path) -
         failures = re.search(r"forward failures\W+([\d,]+)", out)
         assert failures and int(failures.group(1).replace(",", "")) >= before + 2 * FORWARDED, out
         assert "score export failures" in out
+        assert re.search(r"│ forward +│ " + re.escape(backend.endpoint) + r".*│ retrying", out), out  # the senders' table
         assert re.search(rf"│ forward +│ otlp +│ +{FORWARDED} │ +{size:,} │", out), out
 
         await backend.start()  # the same port: the endpoint is up

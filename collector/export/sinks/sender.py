@@ -79,7 +79,6 @@ class SinkCourse:
         if self._session is not None:
             await self._session.close()
             self._session = None
-        await self.refresh_gauge(force=True)
 
     async def prepare(self, items: list[OutboxItem], flush: bool) -> tuple[list[Batch[OutboxItem]], int]:
         """Release failure records (nothing to send), hold back records whose run's spans were
