@@ -2,24 +2,17 @@
 score export, the native score sinks): what to do with what was sent, and why, in the
 backend's own words.
 
-========================  ============================  =====================================
-answer                    HTTP                          gRPC
-========================  ============================  =====================================
-``SENT``                  2xx                           OK
-``RETRY`` (an outage)     408, 409, 425, 429, 5xx       UNAVAILABLE, DEADLINE_EXCEEDED, ABORTED,
-                          but 501; no answer (refused,  CANCELLED, OUT_OF_RANGE, DATA_LOSS,
-                          reset, timed out)             RESOURCE_EXHAUSTED (not "larger than"),
-                                                        INTERNAL, UNKNOWN, ALREADY_EXISTS; no answer
-``HOLD`` (a config fix)   401, 403, 407, 3xx; 404 with  UNAUTHENTICATED, PERMISSION_DENIED,
-                          the backend's message         NOT_FOUND
-                          (``not_found``); 404/405
-                          without one, 501 (``no_route``)  UNIMPLEMENTED (``no_route``)
-``WAIT``                  ``not_found=WAIT``: a 404     ``not_found=WAIT``
-                          with the backend's message
-``REFUSE`` (for good)     every other 4xx (400, 410,    INVALID_ARGUMENT, FAILED_PRECONDITION,
-                          411, 413, 414, 415, 422...)   RESOURCE_EXHAUSTED "larger than";
-                                                        ``no_route=REFUSE``
-========================  ============================  =====================================
+* ``SENT``: HTTP 2xx; gRPC OK.
+* ``RETRY``, an outage: no answer (refused, reset, timed out); HTTP 408, 409, 425, 429, 5xx
+  (but 501); gRPC UNAVAILABLE, DEADLINE_EXCEEDED, ABORTED, CANCELLED, OUT_OF_RANGE, DATA_LOSS,
+  RESOURCE_EXHAUSTED (but "larger than"), INTERNAL, UNKNOWN, ALREADY_EXISTS.
+* ``HOLD``, a configuration to fix: HTTP 401, 403, 407, 3xx; a 404 with the backend's message
+  (``not_found``); a 404 or 405 without one, and 501 (``no_route``); gRPC UNAUTHENTICATED,
+  PERMISSION_DENIED, NOT_FOUND (``not_found``), UNIMPLEMENTED (``no_route``).
+* ``WAIT``: what ``not_found=WAIT`` makes of a 404 with the backend's message (gRPC NOT_FOUND).
+* ``REFUSE``, for good: every other HTTP 4xx (400, 410, 411, 413, 414, 415, 422...); gRPC
+  INVALID_ARGUMENT, FAILED_PRECONDITION, RESOURCE_EXHAUSTED "larger than" (the message is too
+  large for the backend); what ``no_route=REFUSE`` makes of an answer saying there is no such route.
 
 ``RETRY`` and ``HOLD`` both keep what was sent in the store and try again with backoff; a
 ``HOLD`` is what a configuration change cures (an MLflow experiment or a project that does
@@ -120,11 +113,12 @@ FORBIDDEN = "the credentials are not allowed to write there: check their permiss
 MISSING = ("what the request names does not exist on the backend (an MLflow experiment, a project): "
            "create it, or name one that exists in the configuration")
 NO_ROUTE = "the endpoint does not serve this path: check the URL (and the protocol) in the configuration"
+NOT_IMPLEMENTED = "the server does not implement this request: check the URL, and the server's own configuration"
 REDIRECT = "the endpoint redirects elsewhere: configure the URL it points to"
 
 _RETRY_HTTP = frozenset({408, 409, 425, 429})
 _HOLD_HTTP = {401: CREDENTIALS, 403: FORBIDDEN, 407: CREDENTIALS}
-_NO_ROUTE_HTTP = frozenset({404, 405, 501})
+_NO_ROUTE_HTTP = frozenset({404, 405, 501})  # a bare answer of these: no such route
 _RETRY_GRPC = frozenset({"UNAVAILABLE", "DEADLINE_EXCEEDED", "ABORTED", "CANCELLED", "OUT_OF_RANGE", "DATA_LOSS",
                          "RESOURCE_EXHAUSTED", "INTERNAL", "UNKNOWN", "ALREADY_EXISTS"})
 _HOLD_GRPC = {"UNAUTHENTICATED": CREDENTIALS, "PERMISSION_DENIED": FORBIDDEN}
@@ -269,6 +263,8 @@ def classify_http(status: int, body: str = "", *, retry_after_s: float | None = 
     cause = one_line(f"{head}: {message}" if message and not _says_nothing(status, message) else head)
     if status in _NO_ROUTE_HTTP and _says_nothing(status, message):
         verdict, fix = no_route, NO_ROUTE
+    elif status == 501:  # with a message ("span logging is not supported by FileStore"): not here either
+        verdict, fix = no_route, NOT_IMPLEMENTED
     elif status == 404:
         verdict, fix = not_found, MISSING
     elif status in _HOLD_HTTP:

@@ -45,6 +45,8 @@ MLFLOW_NO_HEADER = '{"detail":[{"type":"missing","loc":["header","x-mlflow-exper
     (404, FLASK_404, Verdict.HOLD, "HTTP 404 Not Found"),  # MLflow: a path it does not serve
     (405, "Method Not Allowed", Verdict.HOLD, "HTTP 405 Method Not Allowed"),  # Phoenix: the same
     (501, "", Verdict.HOLD, "HTTP 501 Not Implemented"),
+    (501, '{"detail": "REST OTLP span logging is not supported by FileStore"}', Verdict.HOLD,
+     "HTTP 501 Not Implemented: REST OTLP span logging is not supported by FileStore"),
     (308, "", Verdict.HOLD, "HTTP 308 Permanent Redirect"),
     # refused for good: dropped, counted, logged
     (400, '{"detail":"Invalid OpenTelemetry format"}', Verdict.REFUSE, "HTTP 400 Bad Request: Invalid OpenTelemetry format"),
@@ -71,6 +73,7 @@ def test_a_404_means_what_the_api_says_it_means() -> None:
     assert classify_http(404, FLASK_404, not_found=Verdict.WAIT).verdict is Verdict.HOLD
     assert classify_http(404, FLASK_404, no_route=Verdict.REFUSE).verdict is Verdict.REFUSE
     assert classify_http(405, "Method Not Allowed", no_route=Verdict.REFUSE).verdict is Verdict.REFUSE
+    assert classify_http(501, '{"detail": "logs are not supported"}', no_route=Verdict.REFUSE).verdict is Verdict.REFUSE
     assert classify_http(404, MLFLOW_NO_EXPERIMENT, no_route=Verdict.REFUSE).verdict is Verdict.HOLD
     assert "create it" in classify_http(404, MLFLOW_NO_EXPERIMENT).fix
     assert "check the URL" in classify_http(404, FLASK_404).fix
