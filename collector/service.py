@@ -29,7 +29,7 @@ from collector.common.aio import cancel_and_wait
 from collector.common.errors import ConfigError
 from collector.common.metrics import Metrics
 from collector.common.signals import on_signals
-from collector.config import Config, KeyProblem, SessionsConfig, check_destinations
+from collector.config import Config, KeyProblem, check_destinations
 from collector.export.forward import Forwarder
 from collector.export.scores import ScoreExporter
 from collector.export.signals import ScoreSignals
@@ -41,10 +41,11 @@ from collector.receive.limits import AcceptErrorFilter, connection_cap, raise_op
 from collector.receive.memory import BodyBudget
 from collector.receive.save import SavedRequests
 from collector.status.reporter import StatusReporter
-from collector.store.interface import SessionRules
-from collector.store.redis.partitioned import PartitionedRedisStore, open_redis_store
+from collector.store.redis.from_config import redis_store_for
+from collector.store.redis.partitioned import PartitionedRedisStore
 from collector.store.redis.status import RedisStatusBoard
 from collector.store.redis.store import RedisStore
+from collector.store.sqlite.from_config import sqlite_store_for
 from collector.store.sqlite.store import SqliteStore
 from collector.store.totals import nested
 from collector.work.governor import JudgeGovernance, close_unused_breakers, judge_report
@@ -59,14 +60,6 @@ logger = logging.getLogger(__name__)
 ROLES = ("all", "receiver", "worker")
 """``serve --role``: receivers and assembly, workers and export, or everything. A worker listens
 only on ``[workers] http_endpoint`` (metrics, health, status), never on the receivers' ports."""
-
-
-def store_session_rules(cfg: SessionsConfig) -> SessionRules:
-    """The store's rules for conversations from ``[sessions]`` (a scored session is remembered
-    for ``max_age_s``, so a late turn within it reopens the session)."""
-    return SessionRules(idle_s=cfg.idle_s, max_age_s=cfg.max_age_s, max_turns=cfg.max_turns,
-                        max_revisions=cfg.max_revisions, max_open=cfg.max_open, retain_s=cfg.max_age_s,
-                        min_turns=cfg.min_turns)
 
 
 class Service:
@@ -97,34 +90,13 @@ class Service:
         self.registry = registry
         self._adapters = adapters
         self.ready = False
-        q, a, w, e = config.queue, config.assembly, config.workers, config.export
+        q, w, e = config.queue, config.workers, config.export
         # Received spans pass through the store's forward log to the export endpoint, unless
         # that endpoint is this daemon's own receiver: they would come back for ever.
         self.forwarding = bool(e.endpoint and e.forward_spans)
-        self.store: SqliteStore | RedisStore | PartitionedRedisStore
-        if q.kind == "redis":
-            self.store = open_redis_store(
-                q.url, partitions=q.partitions, key_prefix=q.key_prefix, decision_wait=a.decision_wait,
-                rootless_wait=a.rootless_wait, max_traces=a.max_traces,
-                max_spans_per_trace=a.max_spans_per_trace, max_trace_age=a.max_trace_age,
-                visibility_timeout_s=q.visibility_timeout_s, max_attempts=q.max_attempts,
-                idempotency_ttl_s=q.retention_s, export_lease_s=max(5.0, 3 * e.timeout_s + 2),
-                sinks=config.sinks.enabled(), forward=self.forwarding,
-                max_forward_bytes=e.max_forward_backlog_bytes, retry_after_s=config.receiver.retry_after_s,
-                session_rules=store_session_rules(config.sessions), wait_replicas=q.wait_replicas,
-                wait_timeout_ms=q.wait_timeout_ms,
-            )
-        else:
-            self.store = SqliteStore(
-                q.sqlite_path, decision_wait=a.decision_wait, rootless_wait=a.rootless_wait,
-                max_traces=a.max_traces,
-                max_spans_per_trace=a.max_spans_per_trace, max_trace_age=a.max_trace_age,
-                visibility_timeout_s=q.visibility_timeout_s, max_attempts=q.max_attempts,
-                sinks=config.sinks.enabled(),
-                max_buffer_bytes=a.max_buffer_bytes, forward=self.forwarding,
-                max_forward_bytes=e.max_forward_backlog_bytes, retry_after_s=config.receiver.retry_after_s,
-                session_rules=store_session_rules(config.sessions),
-            )
+        self.store: SqliteStore | RedisStore | PartitionedRedisStore = (
+            redis_store_for(config, forwarding=self.forwarding) if q.kind == "redis"
+            else sqlite_store_for(config, forwarding=self.forwarding))
         forwarded = self.store.forward_log if self.forwarding else None  # scores wait for their run's spans
         self.sinks = make_senders(config.sinks, self.store.sink_outbox, self.metrics, forwarded=forwarded)
         self.signals = ScoreSignals(e)

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from collector.common.errors import UnreadableTrace
 from collector.common.session_types import DueSession, SessionTurn
@@ -45,6 +45,9 @@ from collector.common.types import (
     TraceChunk,
 )
 from collector.store.judge_interface import JudgeLedger
+
+if TYPE_CHECKING:
+    from collector.config import SessionsConfig
 
 
 @dataclass(frozen=True)
@@ -113,6 +116,21 @@ class SessionRules:
     max_open: int = 100_000
     retain_s: float = 86400.0
     min_turns: int = 1
+
+
+def store_session_rules(cfg: SessionsConfig) -> SessionRules:
+    """The store's rules for conversations from ``[sessions]`` (a scored session is remembered
+    for ``max_age_s``, so a late turn within it reopens the session).
+
+    Example:
+        >>> from collector.config import SessionsConfig
+        >>> rules = store_session_rules(SessionsConfig(idle_s=8, min_turns=2))
+        >>> rules.idle_s, rules.min_turns
+        (8.0, 2)
+    """
+    return SessionRules(idle_s=cfg.idle_s, max_age_s=cfg.max_age_s, max_turns=cfg.max_turns,
+                        max_revisions=cfg.max_revisions, max_open=cfg.max_open, retain_s=cfg.max_age_s,
+                        min_turns=cfg.min_turns)
 
 
 SESSION_COUNTS = ("open", "scored", "scored_total", "reopened_total", "forced_total", "capped_total",
