@@ -124,9 +124,8 @@ def store_session_rules(cfg: SessionsConfig) -> SessionRules:
 
     Example:
         >>> from collector.config import SessionsConfig
-        >>> rules = store_session_rules(SessionsConfig(idle_s=8, min_turns=2))
-        >>> rules.idle_s, rules.min_turns
-        (8.0, 2)
+        >>> store_session_rules(SessionsConfig(idle_s=8, min_turns=2)).min_turns
+        2
     """
     return SessionRules(idle_s=cfg.idle_s, max_age_s=cfg.max_age_s, max_turns=cfg.max_turns,
                         max_revisions=cfg.max_revisions, max_open=cfg.max_open, retain_s=cfg.max_age_s,
