@@ -201,12 +201,16 @@ def goal_assessments(mlflow: Mlflow, trace_id: str) -> list[dict]:
 
 
 def low_traces(mlflow: Mlflow, experiment: str) -> tuple[list[str], list[str]]:
-    """The README's session search (the sessions it prints), and the traces the same search returns."""
+    """The README's session search (the sessions it prints), and the traces the same search returns:
+    one process runs the README's script as written, then its last line again printing trace ids
+    (each process imports mlflow: seconds of CPU)."""
     query = readme_block("py", "feedback.`Goal met`").replace("http://127.0.0.1:5000", mlflow.url)
     query = query.replace('locations=["0"]', f"locations=[{experiment!r}]")
-    sessions = mlflow.run_python(query).strip()
-    traces = mlflow.run_python(query.replace('.get("mlflow.trace.session")', "").replace(
-        "trace.info.trace_metadata", "trace.info.trace_id")).strip()
+    print_sessions = query.strip().splitlines()[-1]
+    print_traces = print_sessions.replace('.get("mlflow.trace.session")', "").replace(
+        "trace.info.trace_metadata", "trace.info.trace_id")
+    assert print_traces != print_sessions and print_sessions.startswith("print("), print_sessions
+    sessions, traces = mlflow.run_python(query.rstrip() + "\n" + print_traces + "\n").strip().splitlines()
     return json.loads(sessions.replace("'", '"')), json.loads(traces.replace("'", '"'))
 
 
