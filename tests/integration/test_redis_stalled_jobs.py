@@ -7,10 +7,10 @@ live worker is never taken from it (it is judged once, scored once).
 
 The 30 s are timed from the kill to the backend's receipt of the last of those scores, with
 the standby worker already running and warm (as in a deployment, where it has been scoring):
-its start-up, and litellm's import, which the first judge call of a fresh process does (7.5 to
-17 s seen on a loaded machine; the scorer file here imports it as the worker starts), are not
-the take-over. With a 20 s lease renewed every third of it and stalled jobs looked for every
-4 s, a working take-over needs at most about 25 s.
+its start-up, and litellm's import (7.5 to 17 s seen on a loaded machine; a worker makes it
+before it answers /readyz, the receiver never does), are not the take-over. With a 20 s lease
+renewed every third of it and stalled jobs looked for every 4 s, a working take-over needs at
+most about 25 s.
 """
 
 from __future__ import annotations
@@ -31,7 +31,6 @@ __all__ = ["deployment"]  # the fixture, shared with the other Redis fault tests
 pytestmark = pytest.mark.long  # lasts tens of seconds by design: scheduled first (see conftest.py)
 
 LONG_CALL_S = 40.0
-WARM_JUDGE_SCORER = "import litellm  # noqa: F401  as the worker starts, not on its first judge call\n" + JUDGE_SCORER
 
 
 async def test_a_dead_workers_jobs_are_taken_over_within_30s_never_a_live_long_judge_call(
@@ -46,7 +45,7 @@ async def test_a_dead_workers_jobs_are_taken_over_within_30s_never_a_live_long_j
     deployment["backends"] = [backend]
     try:
         scorer = tmp / "judge_scorer.py"
-        scorer.write_text(WARM_JUDGE_SCORER)
+        scorer.write_text(JUDGE_SCORER)
         ref, env = f"{scorer}:judged", {"TS_TEST_JUDGE_URL": llm.url + "/v1"}
         receiver = Proc(tmp, "receiver", "receiver", queue, backend.endpoint, ref, env=env)
         live = Proc(tmp, "live", "worker", queue, backend.endpoint, ref, env=env, concurrency=1)
