@@ -66,27 +66,40 @@ def run_in_fresh_process(body: str, *python_flags: str) -> subprocess.CompletedP
                           text=True, timeout=120, cwd=ROOT)
 
 
-def test_run_sync_twice_leaves_no_unclosed_session() -> None:
-    proc = run_in_fresh_process("""
-        print(scorer.run_sync(input="a", output="b").score, scorer.run_sync(input="a", output="b").score)
-        gc.collect()
-        """, "-X", "dev")
+FRESH_PROCESS_BODY = """
+    from blockbuster import blockbuster_ctx
+
+    async def main():
+        with blockbuster_ctx(["scorers"]):
+            return (await scorer.run(input="a", output="b")).score
+
+    print("first prompt score:", asyncio.run(main()))
+    print("run_sync twice:", scorer.run_sync(input="a", output="b").score, scorer.run_sync(input="a", output="b").score)
+    gc.collect()
+    """
+
+
+@pytest.fixture(scope="module")
+def fresh_process() -> subprocess.CompletedProcess[str]:
+    """One fresh interpreter (``-X dev``: unclosed resources are reported) for both tests below:
+    its first prompt score, under BlockBuster, then two ``run_sync`` calls (each on an event loop
+    of its own). A fresh process imports litellm (seconds of CPU): one serves both."""
+    return run_in_fresh_process(FRESH_PROCESS_BODY, "-X", "dev")
+
+
+def printed(proc: subprocess.CompletedProcess[str], label: str) -> str:
+    """What the fresh process printed after ``label: `` (it exited 0)."""
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip() == "0.5 0.5"
-    assert "Unclosed" not in proc.stderr, proc.stderr
+    (line,) = [line for line in proc.stdout.splitlines() if line.startswith(f"{label}: ")]
+    return line.removeprefix(f"{label}: ")
 
 
-def test_a_first_prompt_score_blocks_no_event_loop() -> None:
+def test_run_sync_twice_leaves_no_unclosed_session(fresh_process: subprocess.CompletedProcess[str]) -> None:
+    assert printed(fresh_process, "run_sync twice") == "0.5 0.5"
+    assert "Unclosed" not in fresh_process.stderr, fresh_process.stderr
+
+
+def test_a_first_prompt_score_blocks_no_event_loop(fresh_process: subprocess.CompletedProcess[str]) -> None:
     """The default generate_score schema is a JSON Schema dict: validating it needs jsonschema,
     imported off the event loop on first use (BlockBuster, on for scorers, in a fresh process)."""
-    proc = run_in_fresh_process("""
-        from blockbuster import blockbuster_ctx
-
-        async def main():
-            with blockbuster_ctx(["scorers"]):
-                return (await scorer.run(input="a", output="b")).score
-
-        print(asyncio.run(main()))
-        """)
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip() == "0.5"
+    assert printed(fresh_process, "first prompt score") == "0.5"
