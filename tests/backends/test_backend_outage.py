@@ -1,17 +1,22 @@
-"""A real Phoenix, and a real MLflow, stopped for 30 s while agents keep sending, with the
+"""A real Phoenix, and a real MLflow, out of reach for 30 s while agents keep sending, with the
 daemon SIGKILLed during the outage: once the backend is back, every agent span and every
 score is there (spans of every trace, and exactly one annotation or assessment per scorer
-and run), through the README's configuration. Each test runs its own server, as it stops it."""
+and run), through the README's configuration.
+
+The daemon reaches the server through a `TcpRelay` that the test cuts for the outage: the
+daemon's connections are dropped and new ones refused, as from a stopped server, while the
+server itself keeps running (starting Phoenix again costs 10 s of CPU, MLflow 7). Each test
+runs its own server, so that nothing else is sent to it meanwhile."""
 
 from __future__ import annotations
 
 import signal
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from backends_support import SPANS, Daemon, Mlflow, Phoenix, agent_trace_body, poll, post_body
+from tcp_relay import TcpRelay
 from test_mlflow_backend import FAST_RETRIES as MLFLOW_RETRIES
 from test_mlflow_backend import assessments, mlflow_config
 from test_phoenix_backend import FAST_RETRIES as PHOENIX_RETRIES
@@ -30,11 +35,11 @@ def send(daemon: Daemon, answer: str) -> tuple[str, str]:
     return trace_id, span_id
 
 
-def ride_out_an_outage(daemon: Daemon, stop: Callable[[], None], start: Callable[[], None]) -> list[tuple[str, str]]:
+def ride_out_an_outage(daemon: Daemon, relay: TcpRelay) -> list[tuple[str, str]]:
     """Two runs before the outage, two during it, the daemon killed and restarted, one more;
     the backend back after ``OUTAGE_S``. Returns every run (trace id, run span id)."""
     runs = [send(daemon, "Paris."), send(daemon, "I do not know.")]
-    stop()
+    relay.cut()
     began = time.monotonic()
     runs += [send(daemon, "The capital of France is Paris."), send(daemon, "No idea.")]
     poll(lambda: daemon.metric("tracescore_backlog_items", backlog="forward", destination="otlp") >= 1
@@ -44,7 +49,7 @@ def ride_out_an_outage(daemon: Daemon, stop: Callable[[], None], start: Callable
     daemon.start()
     runs.append(send(daemon, "Paris, of course."))
     time.sleep(max(0.0, OUTAGE_S - (time.monotonic() - began)))
-    start()
+    relay.restore()
     return runs
 
 
@@ -52,10 +57,12 @@ def test_phoenix_down_for_30_s_and_a_crash_lose_no_span_and_no_score(tmp_path: P
     (tmp_path / "phoenix").mkdir()
     phoenix = Phoenix(tmp_path / "phoenix")
     phoenix.start()
-    daemon = Daemon(tmp_path, phoenix_config(phoenix), env={"PHOENIX_API_KEY": "", **PHOENIX_RETRIES, **FAST_EXPORT})
+    relay = TcpRelay(phoenix.port).start()
+    daemon = Daemon(tmp_path, phoenix_config(phoenix).replace(phoenix.url, relay.url),
+                    env={"PHOENIX_API_KEY": "", **PHOENIX_RETRIES, **FAST_EXPORT})
     try:
         daemon.start()
-        runs = ride_out_an_outage(daemon, phoenix.process.stop, phoenix.start)
+        runs = ride_out_an_outage(daemon, relay)
 
         def complete() -> bool:
             return all(sorted(s["name"] for s in phoenix.spans(t)) == SPANS for t, _ in runs)
@@ -71,6 +78,7 @@ def test_phoenix_down_for_30_s_and_a_crash_lose_no_span_and_no_score(tmp_path: P
         assert daemon.metric("tracescore_forwarded_requests_total", outcome="rejected", signal="traces") == 0
     finally:
         daemon.stop()
+        relay.close()
         phoenix.process.stop()
 
 
@@ -78,10 +86,12 @@ def test_mlflow_down_for_30_s_and_a_crash_lose_no_span_and_no_score(tmp_path: Pa
     mlflow = Mlflow(tmp_path)
     mlflow.start()
     experiment = mlflow.experiment("outage")
-    daemon = Daemon(tmp_path, mlflow_config(mlflow, experiment), env={**MLFLOW_RETRIES, **FAST_EXPORT})
+    relay = TcpRelay(mlflow.port).start()
+    daemon = Daemon(tmp_path, mlflow_config(mlflow, experiment).replace(mlflow.url, relay.url),
+                    env={**MLFLOW_RETRIES, **FAST_EXPORT})
     try:
         daemon.start()
-        runs = ride_out_an_outage(daemon, mlflow.process.stop, mlflow.start)
+        runs = ride_out_an_outage(daemon, relay)
 
         def complete() -> bool:
             return all(sorted(s["name"] for s in mlflow.spans(t)) == SPANS for t, _ in runs)
@@ -96,4 +106,5 @@ def test_mlflow_down_for_30_s_and_a_crash_lose_no_span_and_no_score(tmp_path: Pa
              "the forward backlog drained")
     finally:
         daemon.stop()
+        relay.close()
         mlflow.process.stop()
