@@ -14,15 +14,18 @@ import time
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import TypeVar
 
 import aiohttp
 import pytest
+import pytest_asyncio
 from conversation_traces import TURNS, emit_turn, turn_body, without_root
 from daemon_harness import CaptureBackend, CapturedSpan, delete_redis_keys, free_port, wait_until
 from serve_process import ServeProcess, cli
 from shared_redis import REDIS_URL
 
 PROTOBUF = {"Content-Type": "application/x-protobuf"}
+T = TypeVar("T")
 
 SCORERS = '''from scorers import create_scorer
 
@@ -63,8 +66,27 @@ def _session_scores(backend: CaptureBackend, session_id: str) -> list[CapturedSp
     return [s for s in backend.scores() if s.attributes.get("session.id") == session_id]
 
 
-@pytest.fixture(params=["sqlite", "redis", "redis-partitioned"])
-async def one_daemon(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[tuple[ServeProcess, CaptureBackend]]:
+SCORED_SESSIONS = 'tracescore_decisions_total{reason="scored",scorer="user_turns"}'
+
+
+def _sample(metrics: str, series: str) -> float:
+    """The value of ``series`` (name and labels, as exposed) in a /metrics text; 0 when absent."""
+    values = [float(line.rsplit(" ", 1)[1]) for line in metrics.splitlines() if line.startswith(series + " ")]
+    return values[0] if values else 0.0
+
+
+def shared(test: T) -> T:
+    """A test on `one_daemon`: it runs on the module's event loop, where that daemon's backend
+    serves, and in one xdist worker with the module's other such tests (one daemon per store)."""
+    return pytest.mark.xdist_group("conversations-one-daemon")(pytest.mark.asyncio(loop_scope="module")(test))
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module", params=["sqlite", "redis", "redis-partitioned"])
+async def one_daemon(request: pytest.FixtureRequest,
+                     tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[tuple[ServeProcess, CaptureBackend]]:
+    """One daemon per store for the module's tests (each its own session ids and traces): a
+    daemon start costs about a second of CPU, and several on a loaded machine."""
+    tmp_path = tmp_path_factory.mktemp(f"one-daemon-{request.param}")
     backend = await CaptureBackend().start()
     prefix = f"test-{uuid.uuid4().hex[:12]}:"
     url = f"sqlite:///{tmp_path / 'queue.db'}" if request.param == "sqlite" else REDIS_URL
@@ -80,12 +102,15 @@ async def one_daemon(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIte
         await delete_redis_keys(REDIS_URL, prefix, partitions)
 
 
+@shared
 async def test_an_ended_session_is_scored_once_on_its_last_turn_and_a_late_turn_scores_it_again(
     one_daemon: tuple[ServeProcess, CaptureBackend],
 ) -> None:
     serve, backend = one_daemon
+    scored_before = _sample(await serve.metrics(), SCORED_SESSIONS)  # the module's other tests' sessions
     session_id = f"chat-{uuid.uuid4().hex[:8]}"
     turns = [turn_body(session_id, i, end=(i == 2)) for i in range(3)]
+    traces = {trace for _, trace, _ in turns}
     for body, _, _ in turns:
         await _post(serve.http_port, body)
     await wait_until(lambda: len(_session_scores(backend, session_id)) == 1, timeout=30, what="the session's score")
@@ -96,7 +121,8 @@ async def test_an_ended_session_is_scored_once_on_its_last_turn_and_a_late_turn_
     assert score.attributes["tracescore.session.turns"] == 3
     assert score.attributes["tracescore.session.revision"] == 1
     assert score.attributes["gen_ai.conversation.id"] == session_id
-    await wait_until(lambda: sum(s.attributes.get("tracescore.scorer.id") == "answered" for s in backend.scores()) == 3,
+    await wait_until(lambda: sum(s.attributes.get("tracescore.scorer.id") == "answered"
+                                 and s.span.trace_id.hex() in traces for s in backend.scores()) == 3,
                      timeout=30, what="the runs' scores")  # run scorers still score every turn
     # the end marker made it due at once, not the idle timer
     assert f"session support-bot/{session_id} (3 turn(s), revision 1) due: ended" in serve.log.read_text()
@@ -113,11 +139,12 @@ async def test_an_ended_session_is_scored_once_on_its_last_turn_and_a_late_turn_
     assert second.attributes["tracescore.session.turns"] == 4
     assert second.attributes["gen_ai.evaluation.score.value"] == 4.0
     text = await serve.metrics()
-    assert 'tracescore_decisions_total{reason="scored",scorer="user_turns"} 2.0' in text
+    assert _sample(text, SCORED_SESSIONS) - scored_before == 2.0
     await asyncio.sleep(2.5)  # idle_s passed again: nothing new comes (scored once per revision)
     assert len(_session_scores(backend, session_id)) == 2
 
 
+@shared
 async def test_an_idle_session_is_scored_idle_s_after_its_last_turn(one_daemon: tuple[ServeProcess, CaptureBackend]) -> None:
     serve, backend = one_daemon
     session_id = f"idle-{uuid.uuid4().hex[:8]}"
@@ -133,6 +160,7 @@ async def test_an_idle_session_is_scored_idle_s_after_its_last_turn(one_daemon: 
     assert 'tracescore_sessions{state="scored"}' in text
 
 
+@shared
 async def test_a_turn_whose_trace_never_completes_is_scored_with_the_others_as_partial(
     one_daemon: tuple[ServeProcess, CaptureBackend],
 ) -> None:
