@@ -39,8 +39,12 @@ class TcpRelay:
         ...     print("refused")
         refused
         >>> relay.restore()
-        >>> socket.create_connection(("127.0.0.1", relay.port), timeout=5).close()
-        >>> relay.close(); client.close(); accepted.close(); server.close()
+        >>> again = socket.create_connection(("127.0.0.1", relay.port), timeout=5)
+        >>> accepted_again, _ = server.accept()
+        >>> again.sendall(b"back"); accepted_again.recv(4)
+        b'back'
+        >>> relay.close()
+        >>> for sock in (client, again, accepted, accepted_again, server): sock.close()
     """
 
     def __init__(self, target_port: int) -> None:
@@ -50,8 +54,7 @@ class TcpRelay:
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name=f"tcp-relay-{self.port}", daemon=True)
         self._server: asyncio.Server | None = None
-        self._open: set[asyncio.StreamWriter] = set()
-        self._relaying: set[asyncio.Task[None]] = set()
+        self._relaying: dict[asyncio.Task[None], asyncio.StreamWriter] = {}  # each with its client's side
 
     @property
     def url(self) -> str:
@@ -86,33 +89,35 @@ class TcpRelay:
 
     async def _listen(self) -> None:
         if self._server is None:
-            self._server = await asyncio.start_server(self._relay, "127.0.0.1", self.port, reuse_address=True)
+            self._server = await asyncio.start_server(self._accepted, "127.0.0.1", self.port, reuse_address=True)
 
     async def _cut(self) -> None:
         if self._server is not None:
             self._server.close()
             self._server = None
-        for writer in list(self._open):
-            writer.transport.abort()
-        self._open.clear()
-        await asyncio.gather(*self._relaying, return_exceptions=True)  # each sees its connections end
+        for task, client_writer in list(self._relaying.items()):
+            task.cancel()  # a started relay drops its connection to the server too
+            client_writer.transport.abort()
+        await asyncio.gather(*self._relaying, return_exceptions=True)
+
+    def _accepted(self, client_reader: asyncio.StreamReader, client_writer: asyncio.StreamWriter) -> None:
+        """A client connected: relay it (the task is known at once, so a cut right now ends it)."""
+        task = self._loop.create_task(self._relay(client_reader, client_writer))
+        self._relaying[task] = client_writer
+        task.add_done_callback(lambda done: self._relaying.pop(done, None))
 
     async def _relay(self, client_reader: asyncio.StreamReader, client_writer: asyncio.StreamWriter) -> None:
+        server_writer: asyncio.StreamWriter | None = None
         try:
             server_reader, server_writer = await asyncio.open_connection("127.0.0.1", self.target_port)
+            await asyncio.gather(_pipe(client_reader, server_writer), _pipe(server_reader, client_writer))
         except OSError:  # the server itself is down: so is the relayed connection
             client_writer.transport.abort()
-            return
-        pair = {client_writer, server_writer}
-        self._open |= pair
-        task = asyncio.current_task()
-        assert task is not None
-        self._relaying.add(task)
-        try:
-            await asyncio.gather(_pipe(client_reader, server_writer), _pipe(server_reader, client_writer))
-        finally:
-            self._open -= pair
-            self._relaying.discard(task)
+        except asyncio.CancelledError:  # cut
+            for writer in (client_writer, server_writer):
+                if writer is not None:
+                    writer.transport.abort()
+            raise
 
 
 async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
