@@ -59,10 +59,11 @@ async def test_the_operating_commands_run_as_written(tmp_path: Path) -> None:
                                     headers={"Content-Type": "application/x-protobuf"}) as resp:
                 assert resp.status == 200
 
-        async def dead_lettered() -> bool:
-            code, out, _ = await cli("dead-letters", "list", "--config", "tracescore.toml", "--format", "json",
-                                     cwd=tmp_path)
-            return code == 0 and len(json.loads(out)) == 1
+        async def dead_lettered() -> bool:  # polled on /status; the README's commands run once it is there
+            async with aiohttp.ClientSession() as session:
+                async with session.get(f"http://127.0.0.1:{http_port}/status") as resp:
+                    (own, *_) = (await resp.json())["replicas"]
+            return bool(own["queue"]["dead"] == 1)
 
         await wait_until(dead_lettered, timeout=30, what="a dead letter")
         url = f"http://127.0.0.1:{http_port}"
