@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import MISSING, asdict, fields, is_dataclass
-from typing import Any, TypeVar
+from typing import Any, AnyStr, TypeVar
 
 import orjson
 
@@ -108,23 +108,56 @@ def loads(text: str | bytes) -> Any:
     wrote: either can hold ints past 64 bits that orjson would read as floats, or NaN) by json,
     exactly as it was written.
 
+    A text with no object key in it (a number, a list of numbers) reads by json too: json.dumps
+    writes those without a space, as orjson does, and orjson reads an int past 64 bits as a float.
+
     Example:
         >>> loads('{"big":1}'), loads('{"big": 1180591620717411303424}'), loads(dumps([-2**63 - 1]))
         ({'big': 1}, {'big': 1180591620717411303424}, [-9223372036854775809])
+        >>> loads("[-9223372036854775809]"), loads(b"18446744073709551616")
+        ([-9223372036854775809], 18446744073709551616)
         >>> loads(b'{"n": NaN}')
         {'n': nan}
     """
-    head = text[:64]
-    if isinstance(head, bytes):
-        spaced = head[:1] == b" " or b'": ' in head
-    else:
-        spaced = head[:1] == " " or '": ' in head
-    if spaced:  # json.dumps's form
+    spaced = _written_by_json(text, _BYTES_MARKS) if isinstance(text, bytes) else _written_by_json(text, _STR_MARKS)
+    if spaced:  # json.dumps's form, or a text with no object key (a number, a list of them)
         return json.loads(text)
     try:
         return orjson.loads(text)
     except orjson.JSONDecodeError:
         return json.loads(text)
+
+
+_STR_MARKS = (" ", '"', "\\", "{", ": ")
+_BYTES_MARKS = (b" ", b'"', b"\\", b"{", b": ")
+
+
+def _written_by_json(text: AnyStr, marks: tuple[AnyStr, AnyStr, AnyStr, AnyStr, AnyStr]) -> bool:
+    """Whether ``text`` is read by json rather than orjson: `dumps`'s json form (a leading space),
+    an object whose first key json.dumps wrote (``": `` after it; orjson writes ``":``), or no
+    object at all (json.dumps writes a number or a list as orjson does, and only json reads an
+    int past 64 bits as an int). ``marks``: space, quote, backslash, brace, colon-space.
+
+    Example:
+        >>> [_written_by_json(t, _STR_MARKS) for t in ('{"k": 1}', '{"k":1}', '{}', '[1]', ' [1]')]
+        [True, False, False, True, True]
+        >>> _written_by_json(b'{"a\\\\"b": 1}', _BYTES_MARKS), _written_by_json(b'{"a\\\\"b":1}', _BYTES_MARKS)
+        (True, False)
+    """
+    space, quote, backslash, brace, colon_space = marks
+    if text[:1] == space or text[:1] != brace:
+        return True
+    end = 1
+    while text[1:2] == quote:  # the first key's closing quote: the first one not escaped
+        end = text.find(quote, end + 1)
+        if end < 0:
+            return False  # malformed: orjson says where
+        before = end
+        while text[before - 1:before] == backslash:
+            before -= 1
+        if (end - before) % 2 == 0:
+            return text[end + 1:end + 3] == colon_space
+    return False  # "{}" (or malformed)
 
 
 _Record = TypeVar("_Record", bound=type)
