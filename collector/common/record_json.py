@@ -128,15 +128,15 @@ def loads(text: str | bytes) -> Any:
         return json.loads(text)
 
 
-_STR_MARKS = (" ", '"', "\\", "{", ": ")
-_BYTES_MARKS = (b" ", b'"', b"\\", b"{", b": ")
+_STR_MARKS = ('"', "\\", "{", ": ")
+_BYTES_MARKS = (b'"', b"\\", b"{", b": ")
 
 
-def _written_by_json(text: AnyStr, marks: tuple[AnyStr, AnyStr, AnyStr, AnyStr, AnyStr]) -> bool:
+def _written_by_json(text: AnyStr, marks: tuple[AnyStr, AnyStr, AnyStr, AnyStr]) -> bool:
     """Whether ``text`` is read by json rather than orjson: `dumps`'s json form (a leading space),
     an object whose first key json.dumps wrote (``": `` after it; orjson writes ``":``), or no
     object at all (json.dumps writes a number or a list as orjson does, and only json reads an
-    int past 64 bits as an int). ``marks``: space, quote, backslash, brace, colon-space.
+    int past 64 bits as an int). ``marks``: quote, backslash, brace, colon-space.
 
     Example:
         >>> [_written_by_json(t, _STR_MARKS) for t in ('{"k": 1}', '{"k":1}', '{}', '[1]', ' [1]')]
@@ -144,11 +144,13 @@ def _written_by_json(text: AnyStr, marks: tuple[AnyStr, AnyStr, AnyStr, AnyStr, 
         >>> _written_by_json(b'{"a\\\\"b": 1}', _BYTES_MARKS), _written_by_json(b'{"a\\\\"b":1}', _BYTES_MARKS)
         (True, False)
     """
-    space, quote, backslash, brace, colon_space = marks
-    if text[:1] == space or text[:1] != brace:
+    quote, backslash, brace, colon_space = marks
+    if text[:1] != brace:  # not an object, or `dumps`'s json form (it starts with a space)
         return True
+    if text[1:2] != quote:
+        return False  # "{}" (or malformed: orjson says where)
     end = 1
-    while text[1:2] == quote:  # the first key's closing quote: the first one not escaped
+    while True:  # the first key's closing quote: the first one not escaped by a backslash
         end = text.find(quote, end + 1)
         if end < 0:
             return False  # malformed: orjson says where
@@ -157,7 +159,6 @@ def _written_by_json(text: AnyStr, marks: tuple[AnyStr, AnyStr, AnyStr, AnyStr, 
             before -= 1
         if (end - before) % 2 == 0:
             return text[end + 1:end + 3] == colon_space
-    return False  # "{}" (or malformed)
 
 
 _Record = TypeVar("_Record", bound=type)
