@@ -17,7 +17,7 @@ from collector.common.errors import ConfigError
 from collector.config.checks import KeyProblem
 from collector.config.sections import Config, ReceiverConfig
 
-_SECTIONS = ("receiver", "assembly", "sessions", "queue", "workers", "export", "judge")
+_SECTIONS = ("receiver", "assembly", "sessions", "queue", "workers", "export", "judge", "labels")
 
 
 def _env_value(raw: str) -> Any:

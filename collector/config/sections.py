@@ -23,6 +23,7 @@ from collector.config.checks import (
 )
 from collector.config.judge import JudgeConfig
 from collector.config.redis_url import SCHEMES
+from collector.config.labels import LabelsConfig
 from collector.config.sessions import SessionsConfig
 from collector.config.sinks import SinksConfig
 
@@ -358,12 +359,17 @@ class Config(BaseModel):
     scorers: list[ScorerConfig] = Field(default_factory=list)
     sinks: SinksConfig = Field(default_factory=SinksConfig)
     judge: JudgeConfig = Field(default_factory=JudgeConfig)
+    labels: LabelsConfig = Field(default_factory=LabelsConfig)
 
     @model_validator(mode="after")
     def _across_sections(self) -> Config:
         check_receiver_endpoint(self.workers.http_endpoint, "http_endpoint", section="workers")
         # Export or a sink on our own listener would feed the daemon its own output for ever.
         check_destinations(self.destinations(), [self.receiver.grpc_endpoint, self.receiver.http_endpoint])
+        off = [name for name in self.labels.sources if not getattr(self.sinks, name).enabled]
+        if off:  # labels are read where the scores are written: the sink's URL and credentials
+            raise KeyProblem("labels.from", f"names sinks that are not configured: {', '.join(off)}"
+                             f" (set [sinks.{off[0]}] first)")
         return self
 
     def destinations(self) -> dict[str, str]:
