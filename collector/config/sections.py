@@ -22,8 +22,8 @@ from collector.config.checks import (
     without_password,
 )
 from collector.config.judge import JudgeConfig
-from collector.config.redis_url import SCHEMES
 from collector.config.labels import LabelsConfig
+from collector.config.redis_url import SCHEMES
 from collector.config.sessions import SessionsConfig
 from collector.config.sinks import SinksConfig
 
