@@ -41,6 +41,7 @@ from collector.receive.limits import AcceptErrorFilter, connection_cap, raise_op
 from collector.receive.memory import BodyBudget
 from collector.receive.save import SavedRequests
 from collector.status.reporter import StatusReporter
+from collector.status.snapshot import replica_id
 from collector.store.redis.from_config import redis_store_for
 from collector.store.redis.partitioned import PartitionedRedisStore
 from collector.store.redis.status import RedisStatusBoard
@@ -48,7 +49,9 @@ from collector.store.redis.store import RedisStore
 from collector.store.sqlite.from_config import sqlite_store_for
 from collector.store.sqlite.store import SqliteStore
 from collector.store.totals import nested
+from collector.work.agreement import AgreementWatch, scorer_rules
 from collector.work.governor import JudgeGovernance, close_unused_breakers, judge_report
+from collector.work.keeper import ScoreKeeper
 from collector.work.registry import ScorerRegistry, load_judge_client
 from collector.work.worker import Worker
 from scorers import set_judge_concurrency
@@ -105,6 +108,19 @@ class Service:
             forwarded=forwarded,
         )
         allow_sync_calls_on_loop(w.sync_steps == "adaptive")
+        lab = config.labels  # judge agreement (SPEC §11): own scores kept, labels pulled, agreement measured
+        self.keeper = (ScoreKeeper(self.store, max_per_scorer=lab.keep_scores, retain_s=lab.retain_s)
+                       if lab.keep_scores and role in ("all", "worker") else None)
+        self.agreement = AgreementWatch(self.store, scorer_rules(registry.entries), self.metrics,
+                                        window_s=lab.retain_s, poll_s=lab.poll_s)
+        self.label_puller: Any = None
+        if lab.sources:
+            from collector.receive.labels import label_readers
+            from collector.receive.labels.puller import LabelPuller
+
+            names = sorted(scorer_rules(registry.entries))
+            self.label_puller = LabelPuller(self.store, label_readers(config), names, since_s=lab.since_s,
+                                            poll_s=lab.poll_s, holder=replica_id(), on_pull=self.agreement.wake)
         self.governance = JudgeGovernance(self.store, config.judge, w, self.metrics,
                                           reservation_ttl_s=w.job_timeout_s + 60)
         self.worker = Worker(
@@ -114,6 +130,7 @@ class Service:
             max_attribute_chars=e.max_attribute_chars, on_result=self._on_result,
             job_timeout_s=w.job_timeout_s, replies=self.store, lease_s=q.visibility_timeout_s,
             poll_s=0.01 if q.kind == "redis" else 0.5,  # a Redis take waits on the stream
+            kept=self.keeper.add if self.keeper is not None else None,
         )
         self.forwarder = Forwarder(e, self.store.forward_log, self.metrics) if self.forwarding else None
         board = None if isinstance(self.store, SqliteStore) else RedisStatusBoard(self.store.client, self.store.keys)
@@ -121,7 +138,7 @@ class Service:
                       else f"sqlite:{q.sqlite_path}@{socket.gethostname()}")
         self.status = StatusReporter(self.metrics, self.store.stats, role=role, store=store_name, board=board,
                                      governance=lambda: judge_report(self.store, config.judge),
-                                     totals=self._totals, sending=self.sending)
+                                     totals=self._totals, sending=self.sending, labels=lambda: self.agreement.summary)
         self.assembler: TraceAssembler | None = None
         # Conversations are tracked only for conversation scorers (SPEC §7); every receiver
         # schedules the due ones (on Redis a due session is claimed by one of them).
@@ -159,6 +176,11 @@ class Service:
             for sink in self.sinks:
                 await sink.start()
             await self.worker.start()
+            if self.keeper is not None:
+                await self.keeper.start()
+        for part in (self.agreement, self.label_puller):
+            if part is not None:
+                await part.start()
         pipeline: TraceConsumer | None = None  # a worker's HTTP listener takes no OTLP
         if receives:
             await self.assembler.start()
@@ -298,6 +320,8 @@ class Service:
         drain = self.config.workers.drain_timeout_s  # in-flight jobs finish, then the rest is handed back
         steps += [("workers", lambda: self.worker.shutdown(drain)),
                   ("export", lambda: self.exporter.shutdown(share))]
+        steps += [(what, part.stop) for what, part in (("score keeping", self.keeper), ("label pulls", self.label_puller),
+                                                      ("agreement", self.agreement)) if part is not None]
         steps += [(f"{sink.name} sink", functools.partial(sink.shutdown, share)) for sink in self.sinks]
         steps.append(("score signals", lambda: asyncio.to_thread(self.signals.shutdown)))
         if stats is not None:

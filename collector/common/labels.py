@@ -19,12 +19,17 @@ from typing import Any
 
 __all__ = [
     "LABEL_SOURCES",
+    "PULLED",
     "KeptScore",
     "Label",
     "LabelValue",
     "item_keys",
     "judge_revision",
 ]
+
+PULLED = "@pulled"
+"""The label cursor under which a label pull records the deployment's last pull (JSON: when,
+by which process, what each source gave), read by every replica's status."""
 
 LABEL_SOURCES = ("phoenix", "mlflow", "langfuse", "file")
 """Where labels come from: the three backends' own human feedback, and ``labels import``."""

@@ -131,6 +131,13 @@ class Metrics:
         self.backlog = Gauge(
             "tracescore_backlog_items", "Items waiting to be sent, by backlog (outbox, forward) and "
             "destination.", ["backlog", "destination"], registry=r)
+        self.judge_agreement = Gauge(
+            "tracescore_judge_agreement", "How far each judge agrees with people's labels (SPEC §11), by scorer, "
+            "version, judge revision and metric (kappa, accuracy, mae, n: items with a score and a label).",
+            ["scorer", "version", "revision", "metric"], registry=r)
+        self.labels_total = Gauge(
+            "tracescore_labels_total", "People's labels kept, by scorer and source (phoenix, mlflow, langfuse, file).",
+            ["scorer", "source"], registry=r)
         self.build_info = Info("tracescore_build", "The running tracescore's version.", registry=r)
         self.build_info.info({"version": VERSION, "python": platform.python_version()})
         # process_*: CPU, memory, open files. Apart: it reads /proc, so only /metrics (on a thread) renders it.

@@ -5,9 +5,7 @@ receive -> assemble: `Accepted` (how much of a request was taken). assemble -> s
 its `SummaryEntry` list, and back `AppendResult` (what the bounds cost). assemble -> work,
 through the store's queue: `ScoreJob` of a `RunRecord`, taken as a `LeasedJob` and settled
 with a `Settlement` (`Done`, `Retry`, `Dead`). work -> export, through the outbox:
-`ScoreRecord`, read back as `OutboxItem`. `StoreStats` are the store's gauges.
-
-A `ScoreJob`'s `key` (trace id, span id, scorer id, scorer version) is the idempotency key
+`ScoreRecord`, read back as `OutboxItem`. `StoreStats` are the store's gauges. A `ScoreJob`'s `key` (trace id, span id, scorer id, scorer version) is the idempotency key
 of the score: a key that was completed or dead-lettered is never queued again. Everything
 here is plain data serialisable as JSON (dead letters and outbox rows are JSON, never
 pickles), so every store backend keeps the same records."""
@@ -224,6 +222,7 @@ class ScoreRecord:
     forward_mark: int = 0  # exported once the forward log was sent through this position (0: at once)
     supersedes: str | None = None  # the evaluation span id of the outcome this one replaces
     session: dict[str, Any] | None = None  # a conversation score: `session_types.SessionScore.to_dict`
+    judge_revision: str = ""  # the scorer's judge revision (SPEC §11: agreement series), "" without a judge
 
     def to_json(self) -> str:
         """Serialise to a JSON string.

@@ -92,6 +92,8 @@ def merge(snapshots: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     view["governance"] = merge_governance(latest.values())
     apply_totals(view, merge_totals(latest.values()))
     view["sending"] = merge_sending(latest.values())
+    measured = [snap["labels"] for snap in latest.values() if snap.get("labels")]  # the store's: the newest measure
+    view["labels"] = max(measured, key=lambda labels: labels.get("measured_at") or 0.0, default=None)
     view["backlog"] = merge_backlogs(snap.get("backlog") or () for snap in stores.values())
     view["stores"] = sorted(stores)
     return view

@@ -50,6 +50,7 @@ class StatusReporter:
             replicas' own counters for what they count.
         sending: how each durable sender of this replica stands (`collector.export.send.watch.SendWatch.state`):
             the snapshot's ``sending``.
+        labels: the last label pull and the judge agreement figures (SPEC §11): the snapshot's ``labels``.
 
     Example:
         >>> import asyncio
@@ -65,7 +66,9 @@ class StatusReporter:
                  board: StatusBoard | None = None,
                  governance: Callable[[], Awaitable[dict[str, Any]]] | None = None,
                  totals: Callable[[], Awaitable[dict[str, Any]]] | None = None,
-                 sending: Callable[[], list[dict[str, Any]]] | None = None) -> None:
+                 sending: Callable[[], list[dict[str, Any]]] | None = None,
+                 labels: Callable[[], dict[str, Any] | None] | None = None) -> None:
+        self._labels = labels
         self._totals = totals
         self._governance = governance
         self._sending = sending
@@ -84,6 +87,8 @@ class StatusReporter:
                                   rates=self._window.per_minute())
         if self._sending is not None:  # forwarding, score export and sinks: ok, retrying, or held with the answer
             snapshot["sending"] = self._sending()
+        if self._labels is not None and (labels := self._labels()) is not None:  # SPEC §11: labels, agreement
+            snapshot["labels"] = labels
         if self._governance is not None:  # judge budgets, breakers, parked jobs (SPEC §8): the store's
             try:
                 self._governance_report = await self._governance()

@@ -201,6 +201,42 @@ def failure_rows(failures: Mapping[str, Any]) -> list[tuple[str, str]]:
             *((f"errors: {c}", _n(n)) for c, n in sorted(failures.get("errors", {}).items()))]
 
 
+def agreement_table(view: Mapping[str, Any]) -> Table:
+    """Labels per scorer and source, the last pull and each agreement series (SPEC §11).
+
+    Example:
+        >>> labels = {"labels": {"tone": {"phoenix": 30}}, "unmatched": {"Tone": 2}, "unreadable": 1,
+        ...           "series": [{"scorer": "tone", "version": "1", "revision": "3f2a9c1e", "n": 28, "n_scored": 900,
+        ...                       "kappa": 0.71, "accuracy": 0.89, "mae": None}],
+        ...           "last_pull": {"finished": 0, "sources": [{"source": "phoenix", "read": 30, "added": 2, "error": None}]}}
+        >>> [row[0] for row in agreement_rows(labels)]
+        ['labels tone', 'unmatched labels', 'unreadable labels', 'last pull: phoenix', 'agreement tone v1 @3f2a9c1e']
+    """
+    table = Table(title="human labels and judge agreement", title_justify="left", show_header=False)
+    table.add_column("what")
+    table.add_column("value")
+    for row in agreement_rows(view.get("labels") or {}):
+        table.add_row(*row)
+    return table
+
+
+def agreement_rows(labels: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The rows of `agreement_table`."""
+    rows = [(f"labels {scorer}", ", ".join(f"{source} {_n(n)}" for source, n in sorted(by.items())))
+            for scorer, by in sorted(labels.get("labels", {}).items())]
+    if unmatched := sum(labels.get("unmatched", {}).values()):
+        rows.append(("unmatched labels", f"{_n(unmatched)} (no score of theirs yet)"))
+    if labels.get("unreadable"):
+        rows.append(("unreadable labels", f"{_n(labels['unreadable'])} (`tracescore labels list` shows why)"))
+    last = labels.get("last_pull") or {}
+    rows += [(f"last pull: {s['source']}", f"{s['added']} new of {s['read']} at {_at(last.get('finished', 0))}"
+              + (f"; stopped: {s['error']}" if s.get("error") else "")) for s in last.get("sources", [])]
+    rows += [(f"agreement {r['scorer']} v{r['version'] or '-'} @{r['revision'] or '-'}",
+              f"n {r['n']} of {r['n_scored']} scored; kappa {_n(r['kappa'], 3)}; accuracy {_n(r['accuracy'], 3)}"
+              + ("" if r.get("mae") is None else f"; MAE {_n(r['mae'], 3)}")) for r in labels.get("series", [])]
+    return rows
+
+
 def render(view: Mapping[str, Any], sources: str = "") -> RenderableType:
     """The whole status screen for a merged view.
 
@@ -236,4 +272,6 @@ def render(view: Mapping[str, Any], sources: str = "") -> RenderableType:
         parts.insert(4, sending_table(view))
     if governance_rows(view.get("governance") or {}):
         parts.append(governance_table(view))
+    if agreement_rows(view.get("labels") or {}):
+        parts.append(agreement_table(view))
     return Group(*parts)

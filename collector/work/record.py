@@ -183,5 +183,5 @@ def score_record(
         service=run.service, resource=dict(run.resource), scored_end_ns=run.end_ns,
         llm_judged=entry.has_prompt_step is True or bool(models), forward_mark=run.forward_mark,
         supersedes=job.supersedes if job.supersedes != span_id else None,  # failed alike again: the same span
-        session=session,
+        session=session, judge_revision=entry.judge_revision,
     )

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 from collector.common.errors import ConfigError
+from collector.common.labels import judge_revision
 from collector.config import FilterConfig, ScorerConfig
 from collector.work.scorer_ref import resolve_scorer
 
@@ -154,6 +155,28 @@ class RegisteredScorer:
             False
         """
         return has_prompt_step(self.scorer)
+
+    @functools.cached_property
+    def judge_revision(self) -> str:
+        """The scorer's judge as it judges (`collector.common.labels.judge_revision`: the model and
+        instructions of each prompt step's judge), ``""`` for a scorer without one. Scores of
+        different revisions are different agreement series (SPEC §11).
+
+        Example:
+            >>> from scorers import Judge, create_scorer
+            >>> def judged(instructions):
+            ...     return create_scorer(id="j", description="d", judge=Judge(model="openai/gpt-4o-mini",
+            ...         instructions=instructions)).generate_score(description="s", create_prompt=lambda run: "?")
+            >>> a, b = (RegisteredScorer(judged(i), ScorerConfig(ref="m:j")).judge_revision for i in ("Be fair.", "Be strict."))
+            >>> len(a), a != b
+            (8, True)
+            >>> RegisteredScorer(create_scorer(id="c", description="d").generate_score(lambda run: 1.0),
+            ...                  ScorerConfig(ref="m:c")).judge_revision
+            ''
+        """
+        get_judges = getattr(self.scorer, "get_judges", None)
+        judges = get_judges() if callable(get_judges) else []
+        return judge_revision((judge.model, judge.instructions) for judge in judges)
 
     @property
     def asks_judge(self) -> bool:

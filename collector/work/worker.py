@@ -113,6 +113,8 @@ class Worker:
             the park's reason once parked longer than ``max_park_s``.
         park_log_s: parked jobs are logged once per reason and this interval (`ParkedLog`), not
             once per park.
+        kept: given each score once its job settled (`collector.work.keeper.ScoreKeeper.add`:
+            what judge agreement keeps of it); None keeps nothing.
     """
 
     def __init__(
@@ -121,7 +123,9 @@ class Worker:
         on_result: Callable[[], None] | None = None, poll_s: float = 0.5, retry_base_s: float = 1.0,
         job_timeout_s: float = 240.0, replies: JudgeReplies | None = None, lease_s: float = 300.0, max_take: int | None = None,
         governor: JudgeGovernor | None = None, max_park_s: float = 86400.0, park_log_s: float = 60.0,
+        kept: Callable[[ScoreRecord], None] | None = None,
     ) -> None:
+        self._kept = kept
         self._parked_log = ParkedLog(park_log_s)
         self._governor = governor
         self._max_park_s = max_park_s
@@ -222,8 +226,11 @@ class Worker:
             self._metrics.errors.labels(component="worker").inc()
             logger.exception("settling job %s failed; it is retried after its lease", leased.job.key)
             return
-        if isinstance(outcome, (Done, Dead)) and outcome.record is not None and self._on_result:
-            self._on_result()
+        if isinstance(outcome, (Done, Dead)) and outcome.record is not None:
+            if self._on_result:
+                self._on_result()
+            if self._kept is not None and isinstance(outcome, Done):
+                self._kept(outcome.record)
 
     async def process(self, leased: LeasedJob) -> Settlement:
         """Run one job's scorer and decide how to settle it."""

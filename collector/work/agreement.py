@@ -1,0 +1,156 @@
+"""Judge agreement kept current for ``/status`` and ``/metrics`` (SPEC §11).
+
+`AgreementWatch` measures, every ``poll_s`` and after each label pull, every scorer's
+agreement with the labels in the store (`collector.status.agreement.measure` over the kept
+scores of the window), sets ``tracescore_judge_agreement`` and ``tracescore_labels_total``,
+and keeps the summary `collector.status` shows. Every replica measures the same store, so
+every replica reports the same figures. Nothing here is on the scoring path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+from collections.abc import Iterable, Mapping
+from numbers import Real
+from typing import Any
+
+from collector.common.labels import PULLED
+from collector.common.metrics import Metrics
+from collector.status.agreement import AgreementReport, ScorerRule, measure
+from collector.store.labels_interface import LabelStore
+from collector.work.registry import RegisteredScorer
+
+logger = logging.getLogger(__name__)
+
+METRICS = ("kappa", "accuracy", "mae", "n")
+"""The ``metric`` values of ``tracescore_judge_agreement``."""
+
+
+def scorer_rules(entries: Iterable[RegisteredScorer]) -> dict[str, ScorerRule]:
+    """How each registered scorer's scores compare with labels, by the name its scores carry:
+    its ``pass_threshold`` (the config's, else the scorer's own, else 0.5) and its categories
+    (the config's ``labels``: categorical).
+
+    Example:
+        >>> from collector.config import ScorerConfig
+        >>> class S:
+        ...     id = "tone"; name = "Tone"; version = None; pass_threshold = 0.7
+        >>> scorer_rules([RegisteredScorer(S(), ScorerConfig(ref="m:S"))])["Tone"]
+        ScorerRule(scorer_id='tone', name='Tone', pass_threshold=0.7, categories=())
+        >>> scorer_rules([RegisteredScorer(S(), ScorerConfig(ref="m:S", labels={"good": 0.5, "bad": 0.0}))])["Tone"].categories
+        ('good', 'bad')
+    """
+    rules = {}
+    for entry in entries:
+        name = str(getattr(entry.scorer, "name", None) or entry.scorer_id)
+        own = getattr(entry.scorer, "pass_threshold", None)
+        threshold = entry.config.pass_threshold
+        if threshold is None:
+            threshold = float(own) if isinstance(own, Real) and not isinstance(own, bool) else 0.5
+        rules[name] = ScorerRule(entry.scorer_id, name, float(threshold), tuple(entry.config.labels or ()))
+    return rules
+
+
+def scorer_of(name: str, rules: Mapping[str, ScorerRule]) -> str:
+    """The scorer id a label's name belongs to (the name itself for a scorer not configured)."""
+    rule = rules.get(name)
+    return rule.scorer_id if rule is not None else name
+
+
+class AgreementWatch:
+    """Measures agreement from the store every ``poll_s`` (and on `wake`).
+
+    Args:
+        store: the deployment's labels and kept scores.
+        rules: `scorer_rules` of the registered scorers.
+        metrics: the service's instruments.
+        window_s: the kept scores measured (``[labels] retain``).
+        poll_s: how often it measures.
+    """
+
+    def __init__(self, store: LabelStore, rules: Mapping[str, ScorerRule], metrics: Metrics, *,
+                 window_s: float, poll_s: float) -> None:
+        self._store = store
+        self._rules = dict(rules)
+        self._metrics = metrics
+        self._window_s = window_s
+        self._poll_s = poll_s
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._series: set[tuple[str, str, str]] = set()
+        self.summary: dict[str, Any] | None = None
+
+    async def refresh(self) -> AgreementReport | None:
+        """Measure now; set the gauges and `summary` (None: no label yet)."""
+        counts = await self._store.label_counts()
+        for (name, source), count in counts.items():
+            self._metrics.labels_total.labels(scorer_of(name, self._rules), source).set(count)
+        last_pull = await self._store.label_cursor(PULLED)  # the deployment's, whoever pulled
+        if not counts:
+            self.summary = {"labels": {}, "series": [], "last_pull": json.loads(last_pull) if last_pull else None}
+            return None
+        labels = await self._store.labels()
+        report = await measure(self._store.scan_kept_scores(since=time.time() - self._window_s), labels,
+                               self._rules, since=time.time() - self._window_s)
+        self._set_gauges(report)
+        by_scorer: dict[str, dict[str, int]] = {}
+        for (name, source), count in counts.items():
+            by_scorer.setdefault(scorer_of(name, self._rules), {})[source] = count
+        self.summary = {
+            "labels": by_scorer, "unmatched": dict(report.unmatched), "unreadable": len(report.unreadable),
+            "series": [{k: row.to_json()[k] for k in ("scorer", "version", "revision", "n", "n_scored",
+                                                      "kappa", "accuracy", "mae")} for row in report.series],
+            "measured_at": time.time(), "last_pull": json.loads(last_pull) if last_pull else None,
+        }
+        return report
+
+    def _set_gauges(self, report: AgreementReport) -> None:
+        seen = set()
+        for row in report.series:
+            figures = row.to_json()
+            key = (figures["scorer"], figures["version"] or "", figures["revision"] or "")
+            seen.add(key)
+            for metric in METRICS:
+                value = figures.get(metric)
+                if value is not None:
+                    self._metrics.judge_agreement.labels(*key, metric).set(float(value))
+                else:
+                    with contextlib.suppress(KeyError):
+                        self._metrics.judge_agreement.remove(*key, metric)
+        for key in self._series - seen:  # a series with no labelled item left (its window passed)
+            for metric in METRICS:
+                with contextlib.suppress(KeyError):
+                    self._metrics.judge_agreement.remove(*key, metric)
+        self._series = seen
+
+    def wake(self, *_: Any) -> None:
+        """Measure again soon (labels were pulled)."""
+        self._wake.set()
+
+    async def start(self) -> None:
+        """Measure every ``poll_s`` and on `wake`."""
+        self._task = asyncio.create_task(self._loop(), name="agreement-watch")
+
+    async def stop(self) -> None:
+        """Stop measuring."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    async def _loop(self) -> None:
+        while True:
+            try:
+                await self.refresh()
+            except asyncio.CancelledError:
+                raise
+            except Exception as err:
+                logger.warning("measuring judge agreement failed: %s: %s", type(err).__name__, err)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), self._poll_s)
+            self._wake.clear()
