@@ -15,7 +15,7 @@ import warnings
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import combinations
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
     import numpy as np
@@ -25,6 +25,8 @@ __all__ = ["BOOTSTRAP_SEED", "Running", "accuracy", "annotators_kappa", "confusi
 
 BOOTSTRAP_SEED = 20240611
 """The bootstrap's fixed seed: the same pairs always give the same interval."""
+
+_Who = TypeVar("_Who", bound=Hashable)
 
 RESAMPLES = 1000
 MIN_SHARED = 10
@@ -218,7 +220,7 @@ def corrected_mean(judge_all: Running, judge: Sequence[float],
     return _finite(mean), (None if low is None or high is None else (low, high))
 
 
-def annotators_kappa(verdicts: Mapping[Hashable, Mapping[str, str]], min_shared: int = MIN_SHARED) -> float | None:
+def annotators_kappa(verdicts: Mapping[_Who, Mapping[str, str]], min_shared: int = MIN_SHARED) -> float | None:
     """The mean Cohen's kappa over every pair of annotators (annotator -> item -> verdict)
     who labelled at least ``min_shared`` of the same items (None when no pair did, or no
     qualifying pair's kappa is defined).
