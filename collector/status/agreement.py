@@ -50,8 +50,12 @@ def _r(x: float | None) -> float | None:
 class SeriesAgreement:
     """How one series of a scorer (id, version, judge revision) agrees with the humans.
 
-    ``n`` items have both a score and a label, of ``n_scored`` scored in the window. Figures
-    that cannot be computed are None (null in JSON).
+    ``n`` items have both a score and a label, of ``n_scored`` scored in the window (a score
+    of a categorical scorer with no label of its own has no verdict and is not among the
+    ``n``). ``annotators_kappa`` is the humans' own agreement over every label of the scorer
+    (in the window or not). ``disagreements`` name the judged item (the kept score's ids) and
+    show the label holding the item's verdict. Figures that cannot be computed are None
+    (null in JSON).
     """
 
     scorer: str
@@ -118,8 +122,8 @@ class _Join:
 
     def add(self, batch: Iterable[KeptScore]) -> None:
         """Take one batch of kept scores."""
-        items, names, series, since, scorer = self.index.items, self.index.names, self.series, self.since, self.scorer
-        isfinite = math.isfinite
+        index, series, since, scorer = self.index, self.series, self.since, self.scorer
+        items, names, isfinite = index.items, index.names, math.isfinite
         for score in batch:
             if score.at < since or (scorer is not None and score.scorer_id != scorer) or not isfinite(score.score):
                 continue
@@ -128,15 +132,15 @@ class _Join:
             if one is None:
                 one = series[key] = _Series(score.name)
             one.running.add(score.score)
-            if score.name in names:
-                for item_key in score.keys:
+            if score.name in names and index.may_hold(score):
+                keys = score.keys
+                for item_key in keys:
                     item = items.get((score.name, item_key))
                     if item is not None:
                         item.matched = True
-                        own = score.keys[0]
-                        seen = one.pairs.get(own)
+                        seen = one.pairs.get(keys[0])
                         if seen is None or seen[0].at <= score.at:  # a later score of an item replaces it
-                            one.pairs[own] = (score, item)
+                            one.pairs[keys[0]] = (score, item)
                         break
 
     def report(self) -> AgreementReport:
@@ -180,7 +184,8 @@ def _disagreement(score: KeptScore, item: HumanItem) -> dict[str, Any]:
 async def measure(batches: AsyncIterable[list[KeptScore]], labels: Sequence[Label], rules: Mapping[str, ScorerRule],
                   *, since: float = 0.0, scorer: str | None = None) -> AgreementReport:
     """Judge agreement over the kept scores scored at or after ``since`` (epoch seconds; of the
-    scorer with id ``scorer`` only, when given), read once from ``batches``.
+    scorer with id ``scorer`` only, when given), read once from ``batches``. Labels are not
+    windowed: a label counts when a score in the window meets it, else it is unmatched.
 
     ``rules`` are the scorers' `ScorerRule` by name; a score or label of a name with none is
     read as a binary scorer's at 0.5. The work runs in a thread, a batch at a time, so the

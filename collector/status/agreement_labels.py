@@ -12,7 +12,7 @@ from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from collector.common.labels import Label
+from collector.common.labels import KeptScore, Label
 from collector.status.agreement_stats import annotators_kappa
 from collector.status.verdicts import HumanReading, ScorerRule, Unreadable, read_label, rule_for
 
@@ -64,7 +64,8 @@ class HumanItem:
 @dataclass
 class LabelIndex:
     """Every readable label, by (scorer name, item key), resolved to a `HumanItem`; the
-    unreadable ones with their reasons.
+    unreadable ones with their reasons; the scorer names and raw ids (span, trace, session)
+    that have labels.
 
     Example:
         >>> labels = [Label("Answer relevancy", "ab" * 16, None, None, "yes", "file", at=1.0),
@@ -81,6 +82,7 @@ class LabelIndex:
     items: dict[tuple[str, str], HumanItem]
     unreadable: list[tuple[Label, str]]
     names: frozenset[str]
+    ids: frozenset[str]
     by_annotator: dict[str, dict[tuple[str, str], dict[str, str]]] = field(default_factory=dict)
     _kappas: dict[str, float | None] = field(default_factory=dict)
 
@@ -105,7 +107,16 @@ class LabelIndex:
             by_annotator[label.name][(label.source, label.annotator)][label.item] = reading.verdict
         items = {key: HumanItem.of(group) for key, group in groups.items()}
         return cls(items, unreadable, frozenset(name for name, _ in items),
+                   frozenset(item.partition(":")[2] for _, item in items),
                    {name: dict(per) for name, per in by_annotator.items()})
+
+    def may_hold(self, score: KeptScore) -> bool:
+        """Whether a label may be about the item of ``score`` (a quick test on its raw ids,
+        before its item keys are made)."""
+        ids = self.ids
+        if score.session_id:
+            return score.session_id in ids
+        return score.trace_id.lower() in ids or bool(score.span_id and score.span_id.lower() in ids)
 
     def annotators_kappa(self, name: str) -> float | None:
         """The annotators' own mean kappa on the scorer named ``name`` (pairs of annotators

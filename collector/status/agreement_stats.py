@@ -122,7 +122,7 @@ def kappa_interval(human: Sequence[str], judge: Sequence[str], *, seed: int = BO
         >>> low < kappa(human, judge) < high, (low, high) == kappa_interval(human, judge)
         (True, True)
     """
-    if len(human) < 2 or kappa(human, judge) is None:
+    if len(human) < 2 or len(set(human) | set(judge)) < 2:  # one verdict on both sides: kappa is undefined
         return None
     import numpy as np
     from scipy.stats import bootstrap
