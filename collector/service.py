@@ -111,6 +111,8 @@ class Service:
         lab = config.labels  # judge agreement (SPEC §11): own scores kept, labels pulled, agreement measured
         self.keeper = (ScoreKeeper(self.store, max_per_scorer=lab.keep_scores, retain_s=lab.retain_s)
                        if lab.keep_scores and role in ("all", "worker") else None)
+        self.metrics.labels_alert_kappa.set(lab.alert_kappa)
+        self.metrics.labels_min_labels.set(lab.min_labels)
         self.agreement = AgreementWatch(self.store, scorer_rules(registry.entries), self.metrics,
                                         window_s=lab.retain_s, poll_s=lab.poll_s)
         self.label_puller: Any = None

@@ -1,6 +1,6 @@
-"""deploy/grafana's dashboard queries only metric names the daemon exposes: every PromQL
-expression (panel targets and variable queries) is parsed, and each metric it selects must
-be on a running daemon's /metrics."""
+"""deploy/grafana's dashboard and deploy/prometheus's alerting rules query only metric names the
+daemon exposes: every PromQL expression (panel targets, variable queries, rules) is parsed, and
+each metric it selects must be on a running daemon's /metrics."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from typing import Any
 
 import aiohttp
 import promql_parser
+import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from collector.config import config_from_dict
@@ -19,6 +20,7 @@ from collector.service import Service
 from collector.work.registry import ScorerRegistry
 
 DASHBOARD = Path(__file__).parents[1] / "deploy" / "grafana" / "tracescore-dashboard.json"
+ALERTS = Path(__file__).parents[1] / "deploy" / "prometheus" / "alerts.yml"
 SUFFIXES = {"counter": ("_total",), "histogram": ("_bucket", "_sum", "_count"), "info": ("_info",),
             "summary": ("_sum", "_count"), "gauge": ("",), "unknown": ("",)}
 GRAFANA_RANGES = re.compile(r"\$__(rate_interval|interval|range)")
@@ -89,7 +91,14 @@ async def test_every_metric_the_dashboard_queries_is_exposed(tmp_path: Path) -> 
             queried.setdefault(name, set()).add(expr)
     assert len(queried) >= 20  # the parse found the dashboard's metrics, not nothing
     assert {"tracescore_score_bucket", "tracescore_score_count", "tracescore_build_info",
-            "tracescore_scores_exported_total", "process_resident_memory_bytes"} <= set(queried)
+            "tracescore_scores_exported_total", "process_resident_memory_bytes", "tracescore_judge_agreement",
+            "tracescore_labels_total"} <= set(queried)
+    rules = [rule for group in yaml.safe_load(ALERTS.read_text())["groups"] for rule in group["rules"]]
+    assert [rule["alert"] for rule in rules] == ["TracescoreJudgeDisagreesWithPeople"]
+    alerted = metric_names(rules[0]["expr"])
+    assert alerted == {"tracescore_judge_agreement", "tracescore_labels_alert_kappa", "tracescore_labels_min_labels"}
+    for name in alerted:
+        queried.setdefault(name, set()).add(rules[0]["expr"])
     unknown = {name: sorted(exprs) for name, exprs in queried.items() if name not in exposed}
     assert unknown == {}
 

@@ -12,7 +12,8 @@ from collector.commands.label_store import open_label_store
 from collector.common.errors import ConfigError
 from collector.config import Config, load_config
 from collector.config.labels import duration_s
-from collector.status.agreement import AgreementReport, ScorerRule, measure
+from collector.status.agreement import AgreementReport, measure
+from collector.status.verdicts import ScorerRule
 from collector.store.labels_interface import LabelStoreAdmin
 from collector.work.agreement import scorer_rules
 from collector.work.registry import ScorerRegistry

@@ -25,7 +25,7 @@ from collector.commands.label_context import Deployment, deployment
 from collector.commands.report import report_config_error
 from collector.common.errors import ConfigError
 from collector.common.labels import Label
-from collector.status.verdicts import unreadable_reason
+from collector.status.verdicts import Unreadable, read_label, rule_for
 from collector.store.labels_interface import LabelStoreAdmin
 
 LEASE_WAIT_S = 30.0
@@ -75,7 +75,8 @@ async def _list(found: Deployment, store: LabelStoreAdmin, args: argparse.Namesp
     labels = await store.labels(name)
     unreadable = 0
     for label in labels:
-        problem = unreadable_reason(label, found.rules.get(label.name))
+        reading = read_label(label.value, rule_for(label.name, found.rules))
+        problem = reading.reason if isinstance(reading, Unreadable) else None
         unreadable += problem is not None
         if args.json:
             print(json.dumps({**label.to_dict(), "unreadable": problem}))

@@ -138,6 +138,12 @@ class Metrics:
         self.labels_total = Gauge(
             "tracescore_labels_total", "People's labels kept, by scorer and source (phoenix, mlflow, langfuse, file).",
             ["scorer", "source"], registry=r)
+        self.labels_alert_kappa = Gauge(
+            "tracescore_labels_alert_kappa", "[labels] alert_kappa: the judge-agreement alert fires below this kappa.",
+            registry=r)
+        self.labels_min_labels = Gauge(
+            "tracescore_labels_min_labels", "[labels] min_labels: the labelled items a judge-agreement alert needs.",
+            registry=r)
         self.build_info = Info("tracescore_build", "The running tracescore's version.", registry=r)
         self.build_info.info({"version": VERSION, "python": platform.python_version()})
         # process_*: CPU, memory, open files. Apart: it reads /proc, so only /metrics (on a thread) renders it.

@@ -20,20 +20,18 @@ from typing import Any
 
 from collector.common.labels import PULLED
 from collector.common.metrics import Metrics
-from collector.status.agreement import AgreementReport, ScorerRule, measure
+from collector.status.agreement import AgreementReport, agreement_figures, measure
+from collector.status.verdicts import ScorerRule, rules_from_config
 from collector.store.labels_interface import LabelStore
 from collector.work.registry import RegisteredScorer
 
 logger = logging.getLogger(__name__)
 
-METRICS = ("kappa", "accuracy", "mae", "n")
-"""The ``metric`` values of ``tracescore_judge_agreement``."""
-
 
 def scorer_rules(entries: Iterable[RegisteredScorer]) -> dict[str, ScorerRule]:
-    """How each registered scorer's scores compare with labels, by the name its scores carry:
-    its ``pass_threshold`` (the config's, else the scorer's own, else 0.5) and its categories
-    (the config's ``labels``: categorical).
+    """How each registered scorer's scores compare with labels, by the name its scores carry
+    (`collector.status.verdicts.rules_from_config`): a scorer that sets its own ``pass_threshold``
+    keeps it when the config gives none.
 
     Example:
         >>> from collector.config import ScorerConfig
@@ -41,18 +39,14 @@ def scorer_rules(entries: Iterable[RegisteredScorer]) -> dict[str, ScorerRule]:
         ...     id = "tone"; name = "Tone"; version = None; pass_threshold = 0.7
         >>> scorer_rules([RegisteredScorer(S(), ScorerConfig(ref="m:S"))])["Tone"]
         ScorerRule(scorer_id='tone', name='Tone', pass_threshold=0.7, categories=())
-        >>> scorer_rules([RegisteredScorer(S(), ScorerConfig(ref="m:S", labels={"good": 0.5, "bad": 0.0}))])["Tone"].categories
-        ('good', 'bad')
     """
-    rules = {}
+    triples = []
     for entry in entries:
-        name = str(getattr(entry.scorer, "name", None) or entry.scorer_id)
-        own = getattr(entry.scorer, "pass_threshold", None)
-        threshold = entry.config.pass_threshold
-        if threshold is None:
-            threshold = float(own) if isinstance(own, Real) and not isinstance(own, bool) else 0.5
-        rules[name] = ScorerRule(entry.scorer_id, name, float(threshold), tuple(entry.config.labels or ()))
-    return rules
+        config, own = entry.config, getattr(entry.scorer, "pass_threshold", None)
+        if config.pass_threshold is None and not config.labels and isinstance(own, Real) and not isinstance(own, bool):
+            config = config.model_copy(update={"pass_threshold": float(own)})
+        triples.append((str(getattr(entry.scorer, "name", None) or entry.scorer_id), entry.scorer_id, config))
+    return rules_from_config(triples)
 
 
 def scorer_of(name: str, rules: Mapping[str, ScorerRule]) -> str:
@@ -81,7 +75,7 @@ class AgreementWatch:
         self._poll_s = poll_s
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
-        self._series: set[tuple[str, str, str]] = set()
+        self._figures: set[tuple[str, str, str, str]] = set()
         self.summary: dict[str, Any] | None = None
 
     async def refresh(self) -> AgreementReport | None:
@@ -109,23 +103,14 @@ class AgreementWatch:
         return report
 
     def _set_gauges(self, report: AgreementReport) -> None:
-        seen = set()
-        for row in report.series:
-            figures = row.to_json()
-            key = (figures["scorer"], figures["version"] or "", figures["revision"] or "")
-            seen.add(key)
-            for metric in METRICS:
-                value = figures.get(metric)
-                if value is not None:
-                    self._metrics.judge_agreement.labels(*key, metric).set(float(value))
-                else:
-                    with contextlib.suppress(KeyError):
-                        self._metrics.judge_agreement.remove(*key, metric)
-        for key in self._series - seen:  # a series with no labelled item left (its window passed)
-            for metric in METRICS:
-                with contextlib.suppress(KeyError):
-                    self._metrics.judge_agreement.remove(*key, metric)
-        self._series = seen
+        figures = agreement_figures(report)
+        figures.update({(s.scorer, s.version, s.revision, "n"): float(s.n) for s in report.series})
+        for key, value in figures.items():
+            self._metrics.judge_agreement.labels(*key).set(value)
+        for key in self._figures - figures.keys():  # gone: a series left the window, or its MAE
+            with contextlib.suppress(KeyError):
+                self._metrics.judge_agreement.remove(*key)
+        self._figures = set(figures)
 
     def wake(self, *_: Any) -> None:
         """Measure again soon (labels were pulled)."""
