@@ -9,8 +9,10 @@ cursor. The cursor (`Cursor`, one JSON text per source) holds:
 - ``mark``: the newest change time of a label seen by the last whole sweep (never later than the
   clock of this process, so a label stamped in the future cannot hide the ones after it). A
   label changed at or before ``mark - LOOKBACK_S`` is done;
-- ``seen``: the labels handed on that changed after ``mark - LOOKBACK_S``, with their change
-  times: a label is handed on again only when its time differs. ``LOOKBACK_S`` (30 min) covers
+- ``seen``: the labels handed on that changed after ``mark - LOOKBACK_S``, each with its change
+  time and a fingerprint of what it says (`fingerprint`): a label is handed on again only when
+  that differs (Phoenix keeps whole seconds: an edit in the second of the last read still
+  shows). ``LOOKBACK_S`` (30 min) covers
   clocks that disagree (MLflow takes times from its clients), changes made while a sweep runs,
   and backends that show a label late (Langfuse's read API lags up to ~10 min);
 - ``names``: the scorer names swept for (a new name starts over: its labels may be older than
@@ -26,6 +28,7 @@ nothing in the store), the last one the new cursor.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import re
@@ -72,14 +75,29 @@ def iso_time(epoch: float) -> str:
     return iso(datetime.fromtimestamp(epoch, UTC))
 
 
+def fingerprint(label: Label) -> str:
+    """A short hash of what a label says and when it changed: a label read again with another one
+    has changed.
+
+    Example:
+        >>> a = Label("Q", "ab" * 16, None, None, True, "x", at=5.0)
+        >>> fingerprint(a) == fingerprint(Label("Q", "ab" * 16, None, None, True, "x", at=5.0)), len(fingerprint(a))
+        (True, 12)
+        >>> fingerprint(a) == fingerprint(Label("Q", "ab" * 16, None, None, False, "x", at=5.0))
+        False
+    """
+    said = [label.at, label.value, label.rationale, label.annotator, label.name, label.item]
+    return hashlib.sha256(json.dumps(said, ensure_ascii=False).encode()).hexdigest()[:12]
+
+
 @dataclass
 class Cursor:
     """How far a source's labels were read (see the module docstring).
 
     Example:
-        >>> c = Cursor.load('{"mark": 100.0, "seen": {"a-1": 99.0}, "names": ["Q"]}', ["Q"])
+        >>> c = Cursor.load('{"mark": 100.0, "seen": {"a-1": [99.0, "5e1f"]}, "names": ["Q"]}', ["Q"])
         >>> c.mark, c.seen, c.fresh
-        (100.0, {'a-1': 99.0}, False)
+        (100.0, {'a-1': (99.0, '5e1f')}, False)
         >>> Cursor.load(c.dump(), ["Q", "R"]).mark is None  # a new scorer name: start over
         True
         >>> Cursor.load("not json", ["Q"]).fresh
@@ -87,7 +105,7 @@ class Cursor:
     """
 
     mark: float | None = None
-    seen: dict[str, float] = field(default_factory=dict)
+    seen: dict[str, tuple[float, str]] = field(default_factory=dict)  # source id -> (at, fingerprint)
     names: list[str] = field(default_factory=list)
     full_at: float | None = None
     fresh: bool = True  # no usable cursor: a first pull
@@ -103,7 +121,7 @@ class Cursor:
             data = json.loads(text)
             mark = data.get("mark")
             cursor = cls(None if mark is None else float(mark),
-                         {str(k): float(v) for k, v in (data.get("seen") or {}).items()},
+                         {str(k): (float(at), str(fp)) for k, (at, fp) in (data.get("seen") or {}).items()},
                          [str(n) for n in data.get("names") or []],
                          None if data.get("full_at") is None else float(data["full_at"]), fresh=False)
         except (ValueError, TypeError, AttributeError):
@@ -150,8 +168,8 @@ class Sweep:
         self.floor = self.old.mark - LOOKBACK_S if self.old.mark is not None else now - since_s
         self.page_size = page_size
         self._page: list[Label] = []
-        self._handed: dict[str, float] = {}  # source id -> at, handed on by this sweep
-        self._swept: dict[str, float] = {}  # source id -> at, every label this sweep read
+        self._handed: dict[str, tuple[float, str]] = {}  # source id -> (at, fingerprint), handed on
+        self._swept: dict[str, tuple[float, str]] = {}  # the same, of every label this sweep read
 
     def add(self, labels: Sequence[Label]) -> Iterator[list[Label]]:
         """Offer labels read; yields each page that fills (a label is offered once per sweep, or
@@ -160,10 +178,10 @@ class Sweep:
             key = label.source_id
             if key in self._swept:
                 continue
-            self._swept[key] = label.at
-            if label.at <= self.floor or self.old.seen.get(key) == label.at:
+            said = self._swept[key] = (label.at, fingerprint(label))
+            if label.at <= self.floor or self.old.seen.get(key) == said:
                 continue
-            self._handed[key] = label.at
+            self._handed[key] = said
             self._page.append(label)
             if len(self._page) >= self.page_size:
                 page, self._page = self._page, []
@@ -173,10 +191,10 @@ class Sweep:
         """The last page (possibly empty) and the cursor to store after it."""
         old = self.old
         if self.full:
-            newest = max([*self._swept.values(), *([old.mark] if old.mark is not None else [])], default=None)
-            mark = None if newest is None else min(newest, self.now)
+            times = [at for at, _ in self._swept.values()] + ([old.mark] if old.mark is not None else [])
+            mark = min(max(times), self.now) if times else None
             floor = -float("inf") if mark is None else mark - LOOKBACK_S
-            cursor = Cursor(mark, {k: at for k, at in self._swept.items() if at > floor}, old.names,
+            cursor = Cursor(mark, {k: said for k, said in self._swept.items() if said[0] > floor}, old.names,
                             self.now, fresh=False)
         else:
             cursor = Cursor(old.mark, {**old.seen, **self._handed}, old.names, old.full_at, fresh=False)
