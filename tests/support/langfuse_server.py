@@ -22,12 +22,14 @@ Scores read back (`langfuse_scores`: ``GET /api/public/v3/scores``, and the depr
 ``GET /api/public/v2/scores``; ``v3_scores = False`` makes v3 answer 404, as a Langfuse before
 3.179 does): the scores posted (source API) and those a test seeds with `add_score` (a person's
 score: source ANNOTATION, an author, and an edit that moves ``updatedAt`` only, as Langfuse's UI
-does; or API/EVAL ones). ``score_queries`` records each read's query.
+does; or API/EVAL ones). ``score_queries`` records each read's query; ``odd_rows`` are added, unchecked,
+to the first v3 page (a row a newer or broken Langfuse might send).
 """
 
 from __future__ import annotations
 
 import base64
+import json
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -76,6 +78,7 @@ class LangfuseServer:
     stamps: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)  # score key -> createdAt, updatedAt
     v3_scores: bool = True
     score_queries: list[dict[str, str]] = field(default_factory=list)
+    odd_rows: list[Any] = field(default_factory=list)
     _runner: web.AppRunner | None = None
 
     @property
@@ -238,7 +241,11 @@ class LangfuseServer:
         self.score_queries.append({"endpoint": "v3", **request.query})
         if not self.v3_scores:
             return web.json_response({"message": "Not Found"}, status=404)
-        return v3_answer(self.stored_scores(), request.query)
+        answer = v3_answer(self.stored_scores(), request.query)
+        if self.odd_rows and answer.status == 200 and "cursor" not in request.query:
+            body = json.loads(answer.text or "{}")
+            return web.json_response({**body, "data": [*body["data"], *self.odd_rows]})
+        return answer
 
     async def _scores_v2(self, request: web.Request) -> web.Response:
         refusal = self._refusal(request)

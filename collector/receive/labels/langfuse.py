@@ -93,8 +93,10 @@ def score_label(row: Mapping[str, Any]) -> list[Label]:
     elif row.get("traceId"):
         kind, ident = "trace", str(row["traceId"])
         trace_id = ident
+    elif row.get("datasetRunId"):
+        kind, ident, trace_id = "experiment", "", ""
     else:
-        kind, ident, trace_id = "other", "", ""
+        raise ValueError("a score about nothing (no subject, trace, observation, session or dataset run)")
     if kind not in ("observation", "trace", "session"):
         return []
     comment = row.get("comment")

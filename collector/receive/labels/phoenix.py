@@ -155,16 +155,29 @@ class PhoenixLabels(BackendReader):
             raise PullError(f"{where}: GraphQL error: {str(first)[:300]}")
         return expect(where, body.get("data"), dict, "GraphQL data")
 
+    async def _connection(self, client: JsonClient, query: str, variables: dict[str, Any],
+                          *path: str) -> tuple[list[Any], str | None]:
+        """One page of a GraphQL connection at ``path`` in the answer: its edges, and the cursor of
+        the page after it (None: the last). A project gone meanwhile is an empty connection."""
+        found: Any = await self._graphql(client, query, variables)
+        for key in path:
+            found = found.get(key) if isinstance(found, dict) else None
+        found = found or {}
+        where = f"POST {self.graphql_url}"
+        edges = expect(where, expect(where, found, dict, f"a connection at {'.'.join(path)}").get("edges") or [],
+                       list, "a list of edges")
+        page = found.get("pageInfo")
+        after = page.get("endCursor") if isinstance(page, dict) and page.get("hasNextPage") and edges else None
+        return edges, str(after) if after else None
+
     async def _projects(self, client: JsonClient) -> list[str]:
         """The ids of every project."""
         ids: list[str] = []
         after: str | None = None
         while True:
-            found = (await self._graphql(client, PROJECTS, {"after": after})).get("projects") or {}
-            ids.extend(str(edge["node"]["id"]) for edge in found.get("edges") or [])
-            page = found.get("pageInfo") or {}
-            after = page.get("endCursor")
-            if not page.get("hasNextPage") or not after:
+            edges, after = await self._connection(client, PROJECTS, {"after": after}, "projects")
+            ids.extend(self.rows(edges, lambda edge: [str(edge["node"]["id"])]))
+            if after is None:
                 return ids
 
     async def _items(self, client: JsonClient, query: str, project: str, variables: dict[str, Any],
@@ -173,10 +186,8 @@ class PhoenixLabels(BackendReader):
         items at a time."""
         after: str | None = None
         while True:
-            data = await self._graphql(client, query, {"project": project, "first": ITEMS_PER_QUERY,
-                                                       "after": after, **variables})
-            found = (data.get("node") or {}).get("items") or {}
-            edges = found.get("edges") or []
+            edges, after = await self._connection(client, query, {"project": project, "first": ITEMS_PER_QUERY,
+                                                                  "after": after, **variables}, "node", "items")
 
             def annotated(edge: Any) -> list[tuple[tuple[str, str | None, str | None], Any]]:
                 node = edge["node"]
@@ -189,8 +200,5 @@ class PhoenixLabels(BackendReader):
 
             pairs = self.rows(edges, annotated)
             yield self.rows(pairs, lambda pair: annotation_label(pair[1], names, *pair[0]))
-            page = found.get("pageInfo") or {}
-            after = page.get("endCursor")
-            if not page.get("hasNextPage") or not after or not edges:
+            if after is None:
                 return
-

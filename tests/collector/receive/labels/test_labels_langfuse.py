@@ -127,6 +127,26 @@ async def test_v2_pages_where_v3_is_missing(langfuse: LangfuseServer) -> None:
     assert [q.get("page") for q in langfuse.score_queries[1:]] == ["1", "2"]
 
 
+async def test_rows_not_shaped_like_langfuse_s_are_skipped_and_counted(
+        langfuse: LangfuseServer, caplog: pytest.LogCaptureFixture) -> None:
+    good = langfuse.add_score("Relevance", 1, trace_id=TRACE, observation_id=span(1))
+    stamp = "2026-12-01T00:00:00.000Z"
+    langfuse.odd_rows = ["garbage", {"id": "no-name"}, {"id": "s-9", "name": "Relevance", "source": "ANNOTATION",
+                                                          "dataType": "NUMERIC", "value": "high", "updatedAt": stamp,
+                                                          "traceId": TRACE},
+                         {"id": "s-8", "name": "Relevance", "source": "ANNOTATION", "dataType": "NUMERIC", "value": 1,
+                          "updatedAt": "yesterday", "traceId": TRACE},
+                         {"id": "s-7", "name": "Relevance", "source": "ANNOTATION", "dataType": "NUMERIC", "value": 1,
+                          "updatedAt": stamp}]
+    labels = reader(langfuse)
+    with caplog.at_level("WARNING", logger="collector.receive.labels.reader"):
+        pages = await pull(labels, None)
+    assert [x.source_id for page, _ in pages for x in page] == [good]
+    assert labels.skipped == 5
+    (said,) = [r.getMessage() for r in caplog.records]  # one warning a pull, naming the first
+    assert said.startswith("langfuse labels: skipped a row not shaped like the API's") and "garbage" in said
+
+
 async def test_refused_keys_and_an_outage_are_one_clear_error(langfuse: LangfuseServer) -> None:
     with pytest.raises(PullError) as refused:
         await pull(reader(langfuse, secret="sk-wrong"), None)
@@ -143,6 +163,9 @@ async def test_refused_keys_and_an_outage_are_one_clear_error(langfuse: Langfuse
             kept.append(page)
             langfuse.down = True  # Langfuse goes away after its first answer
     assert [len(page) for page, _ in kept] == [100]  # the labels of the first answer stay kept
-    langfuse.down = False
+    langfuse.down, langfuse.garbage = False, True  # a proxy's error page
+    with pytest.raises(PullError, match=r"the answer is not JSON: '<html>gateway</html>'"):
+        await pull(labels, kept[-1][1])
+    langfuse.garbage = False
     retried = await pull(labels, kept[-1][1])  # the next poll, from the cursor kept: every label
     assert len({x.source_id for page, _ in retried for x in page}) == 150
