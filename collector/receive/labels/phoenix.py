@@ -19,11 +19,14 @@ Of those, the HUMAN annotations changed since the cursor (`collector.receive.lab
 handed on: value = ``score``, else ``label``; rationale = ``explanation``; annotator = the user's
 name, else the ``identifier``, else the ``source`` (``API`` / ``APP``); ``at`` = ``updatedAt``
 (Phoenix keeps seconds); ``source_id`` = the annotation's id. A label added later to an older
-span is found by the next pull, as long as the span started within ``since``. A pull costs one
-request per project, 200 labelled spans or sessions and five names (queries per project:
-``ceil(names / 5)`` each for spans and sessions, plus pages); it reads the labelled items of
-the whole window each time, which people's labelling keeps small. Phoenix's trace annotations
-are not read.
+span is found by the next pull, as long as the span started within ``since`` (a label on an
+older span is never read).
+
+A pull costs one request per 100 projects for the project list, then per project and per five
+scorer names one request for spans and one for sessions per 200 labelled items: it reads the
+labelled items of the whole window every time, which people's labelling keeps small (a span
+that carries only tracescore's annotations is not returned). Phoenix's trace annotations are
+not read.
 """
 
 from __future__ import annotations

@@ -5,7 +5,10 @@ The client is `collector.receive.pull.JsonClient` with the sink's credentials as
 finds them (`collector.receive.pull.client_for`: ``[sinks.*]`` keys and tokens, ``env:NAME``,
 else the backend's usual variables), so a refused key, an outage or a garbled answer is the same
 one-line `collector.common.errors.PullError` (method, URL, HTTP status and the backend's
-message; credentials never in it).
+message; credentials never in it). A request that gets no answer, 429 or a 5xx is tried three
+times, with the sink's backoff bounds (``min_backoff_s``, ``max_backoff_s``), each allowed at
+least 60 s (the sink's ``timeout_s`` when longer): a pull given up on is tried again at the next
+poll.
 """
 
 from __future__ import annotations
@@ -52,7 +55,10 @@ class BackendReader:
         self.source = source
         self.base_url = base_url.rstrip("/")
         self.sinks = sinks
-        self.retry = retry or Retry(attempts=3)
+        sink = getattr(sinks, source)
+        # Three tries with the sink's backoff; a read of 500 traces may take longer than a score's write.
+        self.retry = retry or Retry(attempts=3, min_backoff_s=sink.min_backoff_s, max_backoff_s=sink.max_backoff_s,
+                                    timeout_s=max(60.0, sink.timeout_s))
         self.page_size = page_size
         self.skipped = 0  # rows not shaped like the API's, over the reader's life
         self._said = False
