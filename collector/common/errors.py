@@ -249,7 +249,15 @@ class PullError(PermanentError):
     or experiment, refused credentials, an answer that is not what its API returns, or still
     failing after the retries). The message is one line naming the URL, secrets masked.
 
+    ``status`` is the HTTP status the backend refused with (None: no answer, or an answer that
+    is not what its API returns), for a reader that falls back on another endpoint.
+
     Example:
-        >>> str(PullError("http://127.0.0.1:6006/v1/projects/nope: HTTP 404: project not found"))
-        'http://127.0.0.1:6006/v1/projects/nope: HTTP 404: project not found'
+        >>> err = PullError("http://127.0.0.1:6006/v1/projects/nope: HTTP 404: project not found", status=404)
+        >>> str(err), err.status
+        ('http://127.0.0.1:6006/v1/projects/nope: HTTP 404: project not found', 404)
     """
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status

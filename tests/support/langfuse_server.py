@@ -17,11 +17,21 @@ Its read side, for ``tracescore score --from langfuse+URL``: OTLP spans posted t
 SDK's ``MetaResponse``) and ``GET /api/public/v2/observations?traceId=`` (cursor paging, rows
 checked against the SDK's ``ObservationsV2Response``). ``filters`` records the ``filter``
 parameters received; ``reads`` counts read requests; ``garbage`` makes reads answer non-JSON.
+
+Scores read back (`langfuse_scores`: ``GET /api/public/v3/scores``, and the deprecated
+``GET /api/public/v2/scores``; ``v3_scores = False`` makes v3 answer 404, as a Langfuse before
+3.179 does): the scores posted (source API) and those a test seeds with `add_score` (a person's
+score: source ANNOTATION, an author, and an edit that moves ``updatedAt`` only, as Langfuse's UI
+does; or API/EVAL ones). ``score_queries`` records each read's query; ``odd_rows`` are added, unchecked,
+to the first v3 page (a row a newer or broken Langfuse might send).
 """
 
 from __future__ import annotations
 
 import base64
+import json
+import time
+import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,6 +41,7 @@ from langfuse.api.core.pydantic_utilities import parse_obj_as
 from langfuse.api.observations.types import ObservationsV2Response
 from langfuse.api.utils.pagination.types import MetaResponse
 from langfuse_ingest import ingest, trace_row
+from langfuse_scores import iso_ms, v2_answer, v3_answer
 
 
 def known_keys() -> set[str]:
@@ -64,6 +75,10 @@ class LangfuseServer:
     reads: int = 0
     garbage: bool = False
     garbage_after: int | None = None  # reads after this many answer non-JSON
+    stamps: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)  # score key -> createdAt, updatedAt
+    v3_scores: bool = True
+    score_queries: list[dict[str, str]] = field(default_factory=list)
+    odd_rows: list[Any] = field(default_factory=list)
     _runner: web.AppRunner | None = None
 
     @property
@@ -77,6 +92,8 @@ class LangfuseServer:
         app.router.add_get("/api/public/projects", self._projects)
         app.router.add_get("/api/public/traces", self._traces)
         app.router.add_get("/api/public/v2/observations", self._observations)
+        app.router.add_get("/api/public/v3/scores", self._scores_v3)
+        app.router.add_get("/api/public/v2/scores", self._scores_v2)
         self._runner = web.AppRunner(app)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", self.port)
@@ -107,8 +124,39 @@ class LangfuseServer:
         if problem:
             self.refused.append(problem)
             return web.json_response({"message": problem}, status=400)
-        self.scores[(body["id"], body.get("timestamp", ""))] = body
+        key = (body["id"], body.get("timestamp", ""))
+        self.scores[key] = body
+        self._stamp(key)
         return web.json_response({"id": body["id"]})
+
+    def _stamp(self, key: tuple[str, str], at: float | None = None) -> None:
+        now = iso_ms(time.time() if at is None else at)
+        self.stamps[key] = (self.stamps.get(key, (now, now))[0], now)
+
+    def add_score(self, name: str, value: float | str, *, source: str = "ANNOTATION", data_type: str = "NUMERIC",
+                  trace_id: str | None = None, observation_id: str | None = None, session_id: str | None = None,
+                  comment: str | None = None, author: str | None = None, score_id: str | None = None,
+                  timestamp: float | None = None, updated_at: float | None = None) -> str:
+        """Seed a score as Langfuse keeps it (a person's in the UI by default); the same id and
+        timestamp again is an edit: its value and comment change, ``updatedAt`` moves (``updated_at``,
+        else now), the rest stays. Returns the score's id."""
+        score_id = score_id or str(uuid.uuid4())
+        given = [key[1] for key in self.scores if key[0] == score_id]
+        stamp = given[0] if given and timestamp is None else iso_ms(time.time() if timestamp is None else timestamp)
+        body = {"id": score_id, "name": name, "value": value, "dataType": data_type, "source": source,
+                "timestamp": stamp, "traceId": trace_id, "observationId": observation_id, "sessionId": session_id,
+                "comment": comment, "authorUserId": author}
+        self.scores[(score_id, stamp)] = {k: v for k, v in body.items() if v is not None}
+        self._stamp((score_id, stamp), updated_at)
+        return score_id
+
+    def stored_scores(self) -> list[dict[str, Any]]:
+        """Every score as the read endpoints see it (with Langfuse's times)."""
+        out = []
+        for key, body in self.scores.items():
+            created, updated = self.stamps.get(key, (iso_ms(0), iso_ms(0)))
+            out.append({"timestamp": created, **body, "createdAt": created, "updatedAt": updated})
+        return out
 
     def _problem(self, body: Any) -> str | None:
         if not isinstance(body, dict):
@@ -185,6 +233,26 @@ class LangfuseServer:
         meta = {"page": page, "limit": limit, "totalItems": len(rows), "totalPages": -(-len(rows) // limit)}
         parse_obj_as(MetaResponse, meta)  # the SDK's type of the pagination object
         return web.json_response({"data": rows[(page - 1) * limit: page * limit], "meta": meta})
+
+    async def _scores_v3(self, request: web.Request) -> web.Response:
+        refusal = self._refusal(request)
+        if refusal is not None:
+            return refusal
+        self.score_queries.append({"endpoint": "v3", **request.query})
+        if not self.v3_scores:
+            return web.json_response({"message": "Not Found"}, status=404)
+        answer = v3_answer(self.stored_scores(), request.query)
+        if self.odd_rows and answer.status == 200 and "cursor" not in request.query:
+            body = json.loads(answer.text or "{}")
+            return web.json_response({**body, "data": [*body["data"], *self.odd_rows]})
+        return answer
+
+    async def _scores_v2(self, request: web.Request) -> web.Response:
+        refusal = self._refusal(request)
+        if refusal is not None:
+            return refusal
+        self.score_queries.append({"endpoint": "v2", **request.query})
+        return v2_answer(self.stored_scores(), request.query)
 
     async def _observations(self, request: web.Request) -> web.Response:
         refusal = self._refusal(request)

@@ -140,7 +140,7 @@ class JsonClient:
         if self._session is None:
             raise RuntimeError("JsonClient used outside `async with`")
         where = f"{method} {mask_url(url)}"
-        problem = ""
+        problem, status = "", None  # the last failure, and its HTTP status when it had one
         for attempt in range(1, self.retry.attempts + 1):
             self.requests += 1
             delay: float | None = None
@@ -149,18 +149,18 @@ class JsonClient:
                     text = await resp.text(errors="replace")
                     if resp.status < 300:
                         return _json(where, text)
-                    problem = f"HTTP {resp.status}: {said(text) or resp.reason}"
+                    problem, status = f"HTTP {resp.status}: {said(text) or resp.reason}", resp.status
                     if resp.status not in RETRYABLE:
-                        raise PullError(f"{where}: {problem}")
+                        raise PullError(f"{where}: {problem}", status=resp.status)
                     delay = retry_after(resp.headers.get("Retry-After"))
             except (aiohttp.ClientError, TimeoutError, OSError) as err:
-                problem = f"no answer: {short(str(err)) or type(err).__name__}"
+                problem, status = f"no answer: {short(str(err)) or type(err).__name__}", None
             if attempt == self.retry.attempts:
                 break
             wait = delay if delay is not None else random.uniform(0, self.retry.cap(attempt))
             logger.warning("%s: %s; retry %d/%d in %.1fs", where, problem, attempt, self.retry.attempts - 1, wait)
             await asyncio.sleep(wait)
-        raise PullError(f"{where}: {problem} (after {self.retry.attempts} attempts)")
+        raise PullError(f"{where}: {problem} (after {self.retry.attempts} attempts)", status=status)
 
 
 def said(text: str) -> str:
