@@ -16,27 +16,18 @@ import contextlib
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
-from collector.common.labels import PULLED, Label
+from collector.common.labels import PULLED
+from collector.receive.labels import LabelReader
 from collector.store.labels_interface import LabelStore
 
 logger = logging.getLogger(__name__)
 
 LEASE_S = 900.0
 """How long a pull may hold the lease without renewing it (renewed after every page)."""
-
-
-class LabelReader(Protocol):
-    """One source of labels (`collector.receive.labels.label_readers` makes them from the config)."""
-
-    source: str
-
-    def pages(self, cursor: str | None, since_s: float, names: Sequence[str]) -> AsyncIterator[tuple[list[Label], str]]:
-        """Labels in bounded pages, each with the cursor to store once that page is kept."""
-        ...
 
 
 @dataclass
