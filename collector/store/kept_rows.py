@@ -36,8 +36,9 @@ __all__ = ["Page", "Series", "bucket_count", "group_scores", "member", "merge_ol
 Series = tuple[str, str, str]
 """(name, version, judge revision): what a row's `series_ref` stands for."""
 
-Page = list[tuple[float, bytes, KeptScore]]
-"""Kept scores of one scorer as a store reads them: (at, member, score), ordered by (at, member)."""
+Page = list[tuple[float, bytes, KeptScore | None]]
+"""Kept scores of one scorer as a store reads them: (at, member, score), ordered by (at, member);
+None where a score could not be read (it went while being read): skipped, the scan moves past it."""
 
 _HEAD = struct.Struct("<4sdB")  # series ref, score, flags
 _TRACE_HEX, _TRACE_TEXT, _SPAN_HEX, _SPAN_TEXT, _SESSION, _LABEL = (1 << n for n in range(6))
@@ -242,7 +243,9 @@ async def merge_oldest_first(scorers: Sequence[str], page: Callable[[str, float,
     out: list[KeptScore] = []
     while heap:
         _, _, index = heapq.heappop(heap)
-        out.append(buffers[index].pop()[2])
+        score = buffers[index].pop()[2]
+        if score is not None:
+            out.append(score)
         if buffers[index]:
             at, m, _ = buffers[index][-1]
             heapq.heappush(heap, (at, m, index))
