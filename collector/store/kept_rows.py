@@ -11,10 +11,11 @@ A kept score is stored per scorer id as three things:
   (`series_ref`: name, version and judge revision, kept once per scorer), the score, and the
   trace, span and session ids (binary when they are canonical lowercase hex) and label.
 
-A row stays under Redis's 64-byte limit of a compact hash value, so a Redis deployment keeps
-a score in about 170 bytes instead of the 400 of a JSON row in a hash and a sorted set (see
-``bench/kept_scores.py``). Members are 64-bit digests: two items of one scorer meet by
-chance once in about 10^13 pairs, and then one score replaces the other.
+A row (with the 8 bytes of its time Redis adds) stays under Redis's 64-byte limit of a compact
+hash value: with the time shards of `collector.store.redis.label_keys` a Redis deployment keeps
+a score in about 90 bytes, where one hash of JSON rows and one sorted set take 380; the SQLite
+file grows by about 100 (``bench/kept_scores.py``). Members are 64-bit digests: two items of
+one scorer meet by chance once in about 10^19 pairs, and then one score replaces the other.
 
 `merge_oldest_first` turns per-scorer pages (each store's own query) into the scan of
 `collector.store.labels_interface.LabelStore.scan_kept_scores`.

@@ -8,6 +8,7 @@ on the real server, and on a real Cluster (every key of a script in one slot).""
 from __future__ import annotations
 
 import asyncio
+import random
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import replace
@@ -136,14 +137,19 @@ async def test_kept_scores_are_replaced_per_series_and_item_and_bounded_per_scor
 async def test_every_kept_score_is_scanned_oldest_first_in_bounded_batches_from_any_instance(
         make_store: StoreFactory, beside: Callable[[Any], LabelStoreAdmin]) -> None:
     store = await make_store()
-    scores = [kept(("a", "b", "c")[n % 3], n, T0 + (n // 7) * 0.001, score=(n % 10) / 10) for n in range(2_500)]
+    scores = [kept("a" if 1_000 <= n < 1_150 else "abc"[n % 3], n, T0 + (n // 7 if n < 1_000 or n >= 1_150 else 150) * 0.001,
+                   score=(n % 10) / 10) for n in range(2_500)]  # 7 scores a millisecond; 150 of a at one time
+    random.Random(7).shuffle(scores)  # workers settle out of order
     for first in range(0, len(scores), 500):  # as workers keep them, batch by batch
         await store.keep_scores(scores[first:first + 500], max_per_scorer=10_000, retain_s=1e9)
+    again = [replace(s, score=1 - s.score, at=round(s.at + (0.5 if n % 2 else -0.2), 3)) for n, s in enumerate(scores[:300])]
+    await store.keep_scores(again, max_per_scorer=10_000, retain_s=1e9)  # scored again: later, or earlier
+    scores[:300] = again
     in_order = sorted(scores, key=lambda s: (s.at, member(s), s.scorer_id))  # ties: by member, then scorer
     batches = await scanned(store, batch=300)
     assert [len(got) for got in batches] == [300] * 8 + [100]
     assert [s for got in batches for s in got] == in_order
-    since = in_order[1_000].at  # 7 scores share each time: the first of them is at or after it too
+    since = in_order[1_000].at  # several scores share each time: the first of them is at or after it too
     later = [s for s in in_order if s.at >= since]
     assert len(later) == 1_500 + [s.at for s in in_order[:1_000]].count(since)
     assert [s for got in await scanned(store, since, batch=1_000) for s in got] == later
@@ -153,3 +159,6 @@ async def test_every_kept_score_is_scanned_oldest_first_in_bounded_batches_from_
     from_other = await scanned(other, since, batch=64)
     assert [s for got in from_other for s in got] == later
     assert {len(got) for got in from_other[:-1]} == {64} and 0 < len(from_other[-1]) <= 64
+    await other.keep_scores([kept("b", 5_000, T0 + 9)], max_per_scorer=600, retain_s=1e9)  # b's oldest go, from anywhere
+    kept_b = [s for got in await scanned(store) for s in got if s.scorer_id == "b"]
+    assert kept_b == [s for s in in_order if s.scorer_id == "b"][-599:] + [kept("b", 5_000, T0 + 9)]

@@ -38,68 +38,155 @@ end
 return 0
 """
 
-_BUCKET = """
-local function bucket(m, count)
-  return (string.byte(m, 1) * 256 + string.byte(m, 2)) % count
+# ------------------------------ kept scores
+# A scorer's keys, from the base (`LabelKeys.kept_base`): meta ``m:<id>`` (b: row hashes, n: scores
+# kept, q: the last shard id, series refs), the shard index ``i:<id>`` (shard id -> the least time
+# it holds, strictly increasing: shard k holds the times from its bound up to the next shard's),
+# time shards ``t<k>:<id>`` (member -> at in ms) and row hashes ``r<n>:<id>`` (member -> at in ms
+# as a little-endian double, then the row).
+_KEPT = """
+local base = ARGV[1]
+local function scorer_of(id)
+  local s = {id = id, meta = base .. 'm:' .. id, index = base .. 'i:' .. id}
+  local b, n = unpack(redis.call('HMGET', s.meta, 'b', 'n'))
+  s.b, s.n = tonumber(b or '1'), tonumber(n or '0')
+  return s
+end
+local function rows(s, m)
+  return base .. 'r' .. ((string.byte(m, 1) * 256 + string.byte(m, 2)) % s.b) .. ':' .. s.id
+end
+local function shard(s, k)
+  return base .. 't' .. k .. ':' .. s.id
+end
+local function shard_of(s, at)  -- the shard holding time `at` (nil: before the first)
+  return redis.call('ZREVRANGEBYSCORE', s.index, at, '-inf', 'LIMIT', 0, 1)[1]
 end
 """
 
-# Keep scores: per scorer, record its series, add (or replace) each member's time and row, and
-# trim it to the most recent `max`; then drop every scorer's scores older than the cutoff, and
-# forget a scorer left with none.
-# KEYS: kept scorers; ARGV: kept base, max, cutoff, row hashes of a new scorer, then per scorer:
-# scorer id, series count, (ref, series JSON)..., score count, (member, at, row)...
-KEEP_SCORES = _BUCKET + """
-local base, max, cutoff = ARGV[1], tonumber(ARGV[2]), ARGV[3]
-local function drop(scorer, times, members)
-  local count = tonumber(redis.call('HGET', base .. 'm:' .. scorer, 'b') or '1')
-  for first = 1, #members, 1000 do  -- unpack takes a bounded number of values
-    local some = {unpack(members, first, math.min(first + 999, #members))}
-    for _, m in ipairs(some) do
-      redis.call('HDEL', base .. 'r' .. bucket(m, count) .. ':' .. scorer, m)
+# Keep scores: per scorer, record its series, then each score (a member kept already leaves the
+# shard of its old time), splitting a shard that outgrows `cap` (the last one by cutting off its
+# latest time, others in half, never between two entries of one time), trim the scorer to `max`
+# (from its first shard on); then forget every scorer's scores before the cutoff, and a scorer
+# left with none.
+# KEYS: kept scorers; ARGV: kept base, max, cutoff ms, row hashes of a new scorer, cap, then per
+# scorer: scorer id, series count, (ref, series JSON)..., score count, (member, at ms, row)...
+KEEP_SCORES = _KEPT + """
+local max, cap = tonumber(ARGV[2]), tonumber(ARGV[5])
+local function new_shard(s, at)
+  local k = redis.call('HINCRBY', s.meta, 'q', 1)
+  redis.call('ZADD', s.index, at, k)
+  return k
+end
+local function split(s, k)
+  local entries = redis.call('ZRANGE', shard(s, k), 0, -1, 'WITHSCORES')
+  local count = #entries / 2
+  local function same(j) return entries[2 * j] == entries[2 * j - 2] end
+  local cut
+  if redis.call('ZRANGE', s.index, -1, -1)[1] == tostring(k) then
+    cut = count
+    while cut > 1 and same(cut) do cut = cut - 1 end
+  else
+    cut = math.floor(count / 2) + 1
+    while cut <= count and same(cut) do cut = cut + 1 end
+    if cut > count then
+      cut = math.floor(count / 2) + 1
+      while cut > 1 and same(cut) do cut = cut - 1 end
     end
-    redis.call('ZREM', times, unpack(some))
+  end
+  if cut <= 1 then return end  -- one time only: it stays whole
+  local moved, id = {}, new_shard(s, entries[2 * cut])
+  for j = cut, count do
+    moved[#moved + 1] = entries[2 * j]
+    moved[#moved + 1] = entries[2 * j - 1]
+  end
+  redis.call('ZADD', shard(s, id), unpack(moved))
+  redis.call('ZREMRANGEBYRANK', shard(s, k), cut - 1, -1)
+end
+local function leave(s, m, at)  -- take member m, kept at `at`, out of its shard
+  local k = shard_of(s, at)
+  if k and redis.call('ZREM', shard(s, k), m) == 1 and redis.call('EXISTS', shard(s, k)) == 0 then
+    redis.call('ZREM', s.index, k)
   end
 end
-local i = 5
+local function insert(s, m, at, row)
+  local key = rows(s, m)
+  local old = redis.call('HGET', key, m)
+  redis.call('HSET', key, m, row)
+  if old then
+    local was = struct.unpack('<d', old)
+    if was == tonumber(at) then return end
+    leave(s, m, string.format('%.17g', was))
+  else
+    s.n = s.n + 1
+  end
+  local k = shard_of(s, at)
+  if not k then
+    k = redis.call('ZRANGE', s.index, 0, 0)[1]
+    if k then redis.call('ZADD', s.index, at, k) else k = new_shard(s, at) end  -- the first shard starts earlier
+  end
+  redis.call('ZADD', shard(s, k), at, m)
+  if redis.call('ZCARD', shard(s, k)) > cap then split(s, k) end
+end
+local function drop(s, excess, before)  -- the `excess` oldest, or (without) those before `before`
+  while excess == nil or excess > 0 do
+    local k = redis.call('ZRANGE', s.index, 0, 0)[1]
+    if not k then break end
+    local key = shard(s, k)
+    local gone
+    if excess then gone = redis.call('ZRANGE', key, 0, excess - 1)
+    else gone = redis.call('ZRANGEBYSCORE', key, '-inf', '(' .. before) end
+    for first = 1, #gone, 1000 do  -- unpack takes a bounded number of values
+      local some = {unpack(gone, first, math.min(first + 999, #gone))}
+      for _, m in ipairs(some) do redis.call('HDEL', rows(s, m), m) end
+      redis.call('ZREM', key, unpack(some))
+    end
+    s.n = s.n - #gone
+    if excess then excess = excess - #gone end
+    if redis.call('EXISTS', key) == 1 then
+      if not excess then break end
+    else
+      redis.call('ZREM', s.index, k)
+    end
+  end
+end
+local i = 6
 while i <= #ARGV do
-  local scorer = ARGV[i]
-  local times, meta = base .. 'z:' .. scorer, base .. 'm:' .. scorer
-  redis.call('SADD', KEYS[1], scorer)
-  redis.call('HSETNX', meta, 'b', ARGV[4])
-  local count = tonumber(redis.call('HGET', meta, 'b'))
+  redis.call('SADD', KEYS[1], ARGV[i])
+  redis.call('HSETNX', base .. 'm:' .. ARGV[i], 'b', ARGV[4])
+  local s = scorer_of(ARGV[i])
   i = i + 2
   for _ = 1, tonumber(ARGV[i - 1]) do
-    redis.call('HSETNX', meta, ARGV[i], ARGV[i + 1])
+    redis.call('HSETNX', s.meta, ARGV[i], ARGV[i + 1])
     i = i + 2
   end
   i = i + 1
   for _ = 1, tonumber(ARGV[i - 1]) do
-    redis.call('ZADD', times, ARGV[i + 1], ARGV[i])
-    redis.call('HSET', base .. 'r' .. bucket(ARGV[i], count) .. ':' .. scorer, ARGV[i], ARGV[i + 2])
+    insert(s, ARGV[i], ARGV[i + 1], ARGV[i + 2])
     i = i + 3
   end
-  local excess = redis.call('ZCARD', times) - max
-  if excess > 0 then drop(scorer, times, redis.call('ZRANGE', times, 0, excess - 1)) end
+  if s.n > max then drop(s, s.n - max, nil) end
+  redis.call('HSET', s.meta, 'n', s.n)
 end
-for _, scorer in ipairs(redis.call('SMEMBERS', KEYS[1])) do
-  local times = base .. 'z:' .. scorer
-  drop(scorer, times, redis.call('ZRANGEBYSCORE', times, '-inf', '(' .. cutoff))
-  if redis.call('ZCARD', times) == 0 then
-    redis.call('SREM', KEYS[1], scorer)
-    redis.call('DEL', base .. 'm:' .. scorer)
+for _, id in ipairs(redis.call('SMEMBERS', KEYS[1])) do
+  local s = scorer_of(id)
+  drop(s, nil, ARGV[3])
+  if s.n > 0 then
+    redis.call('HSET', s.meta, 'n', s.n)
+  else
+    redis.call('SREM', KEYS[1], id)
+    redis.call('DEL', s.meta, s.index)
   end
 end
 return 0
 """
 
-# Up to n of a scorer's scores after (at, member), by (at, member): flat member, at, row
-# triples (a row missing: ''). Members tied at `at` are compared byte by byte (Lua's string
-# comparison follows the locale).
-# KEYS: the scorer's times; ARGV: kept base, scorer id, at, member, n.
-KEPT_PAGE = _BUCKET + """
-local base, scorer, since, after, n = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], tonumber(ARGV[5])
-local count = tonumber(redis.call('HGET', base .. 'm:' .. scorer, 'b') or '1')
+# Up to n of a scorer's scores after (at, member), by (at, member): flat member, at ms, row
+# triples (a row gone meanwhile: ''). Members tied at `at` are compared byte by byte (Lua's
+# string comparison follows the locale).
+# KEYS: the scorer's shard index; ARGV: kept base, scorer id, at ms, member, n.
+KEPT_PAGE = _KEPT + """
+local s = scorer_of(ARGV[2])
+local since, after, n = tonumber(ARGV[3]), ARGV[4], tonumber(ARGV[5])
 local function later(m)
   for j = 1, math.min(#m, #after) do
     local a, b = string.byte(m, j), string.byte(after, j)
@@ -107,19 +194,20 @@ local function later(m)
   end
   return #m > #after
 end
-local out, offset = {}, 0
-while #out < 3 * n do
-  local found = redis.call('ZRANGEBYSCORE', KEYS[1], ARGV[3], '+inf', 'WITHSCORES', 'LIMIT', offset, n)
-  if #found == 0 then break end
+local out = {}
+local k = shard_of(s, since) or redis.call('ZRANGE', s.index, 0, 0)[1]
+while k and #out < 3 * n do
+  local found = redis.call('ZRANGEBYSCORE', shard(s, k), since, '+inf', 'WITHSCORES')
   for j = 1, #found, 2 do
     local m, at = found[j], found[j + 1]
     if #out < 3 * n and (tonumber(at) > since or later(m)) then
       out[#out + 1] = m
       out[#out + 1] = at
-      out[#out + 1] = redis.call('HGET', base .. 'r' .. bucket(m, count) .. ':' .. scorer, m) or ''
+      out[#out + 1] = redis.call('HGET', rows(s, m), m) or ''
     end
   end
-  offset = offset + n
+  local rank = redis.call('ZRANK', s.index, k)
+  k = rank and redis.call('ZRANGE', s.index, rank + 1, rank + 1)[1]
 end
 return out
 """
@@ -127,8 +215,8 @@ return out
 # How many scores are kept. KEYS: kept scorers; ARGV: kept base.
 KEPT_COUNT = """
 local total = 0
-for _, scorer in ipairs(redis.call('SMEMBERS', KEYS[1])) do
-  total = total + redis.call('ZCARD', ARGV[1] .. 'z:' .. scorer)
+for _, id in ipairs(redis.call('SMEMBERS', KEYS[1])) do
+  total = total + tonumber(redis.call('HGET', ARGV[1] .. 'm:' .. id, 'n') or '0')
 end
 return total
 """

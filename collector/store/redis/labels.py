@@ -5,10 +5,12 @@
   agree. Labels are thousands, not millions: `labels` and `label_counts` read the hash whole.
 * Cursors: one hash, source -> cursor. The pull lease: one key holding its holder, set with
   an expiry by a script that takes it when free or renews it for its holder.
-* Kept scores, per scorer id, in the compact form of `collector.store.kept_rows`: a sorted set
-  member -> at (trimmed by rank and by time, scanned in order) and rows spread over small
-  hashes (``P kept:r<n>:<id>``) that Redis keeps compact; one script keeps a batch (replace,
-  trim to ``max_per_scorer``, forget what is older than ``retain_s``): one round trip.
+* Kept scores, per scorer id, in the compact form of `collector.store.kept_rows`, in small
+  sorted sets and hashes that Redis keeps compact (`collector.store.redis.label_keys`: time
+  shards member -> at under a shard index, rows spread over hashes by member); one script
+  keeps a batch (replace, trim to ``max_per_scorer``, forget what is older than ``retain_s``):
+  one round trip. About 90 bytes a score where one hash of JSON rows and one sorted set take
+  380 (``bench/kept_scores.py``).
 
 Keys: `collector.store.redis.label_keys` (under the deployment's hash tag: one Cluster slot);
 scripts: `collector.store.redis.label_scripts`. `RedisLabels` is the
@@ -23,6 +25,8 @@ import asyncio
 import functools
 import json
 import logging
+import math
+import struct
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
@@ -44,6 +48,20 @@ from collector.store.redis.keys import RedisKeys
 from collector.store.redis.label_keys import LabelKeys
 
 logger = logging.getLogger(__name__)
+SHARD_SIZE = 120
+"""Members of a time shard at most: under the 128 of Redis's default ``zset-max-listpack-entries``."""
+_AT = struct.Struct("<d")  # a row's time (ms) before the row: the script finds the old shard by it
+
+
+def _ms(at: float) -> int:
+    """A time as the milliseconds a kept score is stored at (at or after ``at``: `KeptScore.to_row`'s
+    precision, ``since`` rounded up).
+
+    Example:
+        >>> _ms(1780000000.123), _ms(12.3456), _ms(1780000000.123) / 1000
+        (1780000000123, 12346, 1780000000.123)
+    """
+    return math.ceil(round(at * 1000, 3))
 
 
 def _s(value: Any) -> str:
@@ -119,14 +137,16 @@ class RedisLabels:
             return
         cutoff = max(round(score.at, 3) for score in scores) - retain_s
         k = self._label_keys
-        args: list[Any] = [k.kept_base, int(max_per_scorer), repr(float(cutoff)), bucket_count(max_per_scorer)]
+        args: list[Any] = [k.kept_base, int(max_per_scorer), _ms(max(cutoff, -1e15)), bucket_count(max_per_scorer),
+                           SHARD_SIZE]
         for scorer_id, (series, rows) in group_scores(scores).items():
             args += [scorer_id, len(series)]
             for ref, text in series.items():
                 args += [ref, text]
             args.append(len(rows))
             for m, (at, row) in rows.items():
-                args += [m, repr(at), row]
+                ms = _ms(at)
+                args += [m, ms, _AT.pack(ms) + row]
         await asyncio.shield(self._run("KEEP_SCORES", [k.kept_scorers], args))
 
     async def scan_kept_scores(self, since: float = 0.0, batch: int = 10_000) -> AsyncIterator[list[KeptScore]]:
@@ -137,11 +157,10 @@ class RedisLabels:
         tables: dict[str, dict[bytes, Series]] = {}
 
         async def page(scorer_id: str, at: float, after: bytes, n: int) -> Page:
-            flat = await self._run("KEPT_PAGE", [k.kept_times(scorer_id)],
-                                   [k.kept_base, scorer_id, repr(float(at)), after, n])
+            flat = await self._run("KEPT_PAGE", [k.kept_index(scorer_id)], [k.kept_base, scorer_id, _ms(at), after, n])
             found: Page = []
             for i in range(0, len(flat), 3):
-                m, kept_at, row = bytes(flat[i]), float(flat[i + 1]), bytes(flat[i + 2])
+                m, kept_at, row = bytes(flat[i]), float(flat[i + 1]) / 1000, bytes(flat[i + 2])[_AT.size:]
                 found.append((kept_at, m, await self._unpack(scorer_id, kept_at, row, tables)))
             return found
 
@@ -160,7 +179,7 @@ class RedisLabels:
                     break
                 meta = await self.client.hgetall(self._label_keys.kept_meta(scorer_id))
                 tables[scorer_id] = {ref: series_of(_s(text)) for ref, text in meta.items()
-                                     if isinstance(ref, bytes) and ref != b"b"}
+                                     if isinstance(ref, bytes) and len(ref) == 4}
         if row:
             logger.warning("a kept score of %s names a series not kept: skipped", scorer_id)
         return None
