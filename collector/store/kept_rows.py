@@ -105,8 +105,9 @@ def _text(value: str) -> bytes:
             return bytes(prefix) + data
 
 
-def pack_row(score: KeptScore) -> bytes:
-    """``score`` as kept, apart from its scorer, member and time (`unpack_row` reads it back).
+def pack_row(score: KeptScore, ref: bytes | None = None) -> bytes:
+    """``score`` as kept, apart from its scorer, member and time (`unpack_row` reads it back);
+    ``ref``: its `series_ref`, when known.
 
     Example:
         >>> k = KeptScore("q", "Quality", "1", "3f2a9c1e", "ab" * 16, "cd" * 8, None, 0.75, "pass", 9.0)
@@ -129,7 +130,8 @@ def pack_row(score: KeptScore) -> bytes:
     if score.label is not None:
         flags |= _LABEL
         parts.append(_text(score.label))
-    return _HEAD.pack(series_ref(series_json(score)), float(score.score), flags) + b"".join(parts)
+    ref = series_ref(series_json(score)) if ref is None else ref
+    return _HEAD.pack(ref, float(score.score), flags) + b"".join(parts)
 
 
 def unpack_row(scorer_id: str, at: float, row: bytes, series: Mapping[bytes, Series]) -> KeptScore:
@@ -195,11 +197,15 @@ def group_scores(scores: Sequence[KeptScore]) -> dict[str, tuple[dict[bytes, str
         (1, [2.0])
     """
     grouped: dict[str, tuple[dict[bytes, str], dict[bytes, tuple[float, bytes]]]] = {}
+    refs: dict[Series, tuple[bytes, str]] = {}
     for score in scores:
         series, rows = grouped.setdefault(score.scorer_id, ({}, {}))
-        text = series_json(score)
-        series[series_ref(text)] = text
-        rows[member(score)] = (round(score.at, 3), pack_row(score))
+        found = refs.get((score.name, score.version, score.revision))
+        if found is None:
+            text = series_json(score)
+            found = refs[(score.name, score.version, score.revision)] = (series_ref(text), text)
+        series[found[0]] = found[1]
+        rows[member(score)] = (round(score.at, 3), pack_row(score, found[0]))
     return grouped
 
 

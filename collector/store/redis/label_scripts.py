@@ -64,25 +64,34 @@ end
 """
 
 # Keep scores: per scorer, record its series, then each score (a member kept already leaves the
-# shard of its old time), splitting a shard that outgrows `cap` (the last one by cutting off its
-# latest time, others in half, never between two entries of one time), trim the scorer to `max`
-# (from its first shard on); then forget every scorer's scores before the cutoff, and a scorer
-# left with none.
+# shard of its old time), cutting a shard that outgrows `cap` in two (the last one before its
+# latest time, others in the middle, never between two entries of one time), trim the scorer to
+# `max` (from its first shard on); then forget every scorer's scores before the cutoff, and a
+# scorer left with none. The last shard and the sizes of the shards written are remembered
+# (`s.last`, `s.sizes`) while nothing changes them: most times go to the last shard.
 # KEYS: kept scorers; ARGV: kept base, max, cutoff ms, row hashes of a new scorer, cap, then per
 # scorer: scorer id, series count, (ref, series JSON)..., score count, (member, at ms, row)...
 KEEP_SCORES = _KEPT + """
 local max, cap = tonumber(ARGV[2]), tonumber(ARGV[5])
 local function new_shard(s, at)
-  local k = redis.call('HINCRBY', s.meta, 'q', 1)
+  local k = tostring(redis.call('HINCRBY', s.meta, 'q', 1))
   redis.call('ZADD', s.index, at, k)
+  s.last = nil
   return k
+end
+local function last_of(s)  -- {id, bound} of the last shard (false: none yet)
+  if s.last == nil then
+    local found = redis.call('ZRANGE', s.index, -1, -1, 'WITHSCORES')
+    s.last = found[1] and {found[1], tonumber(found[2])} or false
+  end
+  return s.last
 end
 local function split(s, k)
   local entries = redis.call('ZRANGE', shard(s, k), 0, -1, 'WITHSCORES')
-  local count = #entries / 2
+  local count, last = #entries / 2, last_of(s)
   local function same(j) return entries[2 * j] == entries[2 * j - 2] end
   local cut
-  if redis.call('ZRANGE', s.index, -1, -1)[1] == tostring(k) then
+  if last and last[1] == k then
     cut = count
     while cut > 1 and same(cut) do cut = cut - 1 end
   else
@@ -93,7 +102,10 @@ local function split(s, k)
       while cut > 1 and same(cut) do cut = cut - 1 end
     end
   end
-  if cut <= 1 then return end  -- one time only: it stays whole
+  if cut <= 1 then  -- one time only: it stays whole (and is not read again by this call)
+    s.whole[k] = true
+    return
+  end
   local moved, id = {}, new_shard(s, entries[2 * cut])
   for j = cut, count do
     moved[#moved + 1] = entries[2 * j]
@@ -101,31 +113,47 @@ local function split(s, k)
   end
   redis.call('ZADD', shard(s, id), unpack(moved))
   redis.call('ZREMRANGEBYRANK', shard(s, k), cut - 1, -1)
+  s.sizes[k], s.sizes[id] = cut - 1, count - cut + 1
 end
 local function leave(s, m, at)  -- take member m, kept at `at`, out of its shard
   local k = shard_of(s, at)
-  if k and redis.call('ZREM', shard(s, k), m) == 1 and redis.call('EXISTS', shard(s, k)) == 0 then
-    redis.call('ZREM', s.index, k)
+  if k and redis.call('ZREM', shard(s, k), m) == 1 then
+    s.sizes[k] = nil
+    if redis.call('EXISTS', shard(s, k)) == 0 then
+      redis.call('ZREM', s.index, k)
+      s.last = nil
+    end
   end
 end
 local function insert(s, m, at, row)
   local key = rows(s, m)
-  local old = redis.call('HGET', key, m)
-  redis.call('HSET', key, m, row)
-  if old then
-    local was = struct.unpack('<d', old)
+  if redis.call('HSETNX', key, m, row) == 1 then
+    s.n = s.n + 1
+  else
+    local was = struct.unpack('<d', redis.call('HGET', key, m))
+    redis.call('HSET', key, m, row)
     if was == tonumber(at) then return end
     leave(s, m, string.format('%.17g', was))
+  end
+  local last, k = last_of(s), nil
+  if last and tonumber(at) >= last[2] then
+    k = last[1]
   else
-    s.n = s.n + 1
+    k = shard_of(s, at)
+    if not k then
+      k = redis.call('ZRANGE', s.index, 0, 0)[1]
+      if k then  -- before the first shard: it starts earlier
+        redis.call('ZADD', s.index, at, k)
+        s.last = nil
+      else
+        k = new_shard(s, at)
+      end
+    end
   end
-  local k = shard_of(s, at)
-  if not k then
-    k = redis.call('ZRANGE', s.index, 0, 0)[1]
-    if k then redis.call('ZADD', s.index, at, k) else k = new_shard(s, at) end  -- the first shard starts earlier
-  end
-  redis.call('ZADD', shard(s, k), at, m)
-  if redis.call('ZCARD', shard(s, k)) > cap then split(s, k) end
+  redis.call('ZADD', shard(s, k), at, m)  -- m is new to it (it left its old shard)
+  local size = s.sizes[k] and s.sizes[k] + 1 or redis.call('ZCARD', shard(s, k))
+  s.sizes[k] = size
+  if size > cap and not s.whole[k] then split(s, k) end
 end
 local function drop(s, excess, before)  -- the `excess` oldest, or (without) those before `before`
   while excess == nil or excess > 0 do
@@ -160,6 +188,7 @@ while i <= #ARGV do
     i = i + 2
   end
   i = i + 1
+  s.sizes, s.whole = {}, {}
   for _ = 1, tonumber(ARGV[i - 1]) do
     insert(s, ARGV[i], ARGV[i + 1], ARGV[i + 2])
     i = i + 3
