@@ -7,11 +7,11 @@ store routes every call: a trace's chunks, loads and decisions to its trace's pa
 job's put, settlement and judge replies to its key's; a conversation's turns to its scope's.
 Calls that gather (`take`, `due`, `pending`, `take_due_sessions`) ask every partition, a
 different one first each time. The deployment's own keys (``home``) keep the forward log,
-the judge ledger and the status board. Each partition's scripts touch its one slot, so the
-guarantees of `RedisStore` hold per partition unchanged: exactly-once effect by idempotency
-keys, leases, atomic settlements, ``wait_replicas`` (each partition's writes wait for its own
-primary's replicas). The bounds that are counts (``max_traces``, sessions' ``max_open``)
-are divided among the partitions.
+the judge ledger, the labels and the status board. Each partition's scripts touch one slot,
+so the guarantees of `RedisStore` hold per partition unchanged: exactly-once effect by
+idempotency keys, leases, atomic settlements, ``wait_replicas`` (each partition's writes wait
+for its own primary's replicas). The bounds that are counts (``max_traces``, sessions'
+``max_open``) are divided among the partitions.
 """
 
 from __future__ import annotations
@@ -39,7 +39,6 @@ from collector.common.types import (
 )
 from collector.store.interface import ForwardLog, SessionRules
 from collector.store.redis.conn import UNREACHABLE
-from collector.store.redis.judge_ledger import RedisJudgeLedger
 from collector.store.redis.partitioned_admin import (
     PartitionedSinkOutbox,
     lease_in_turn,
@@ -48,6 +47,7 @@ from collector.store.redis.partitioned_admin import (
 )
 from collector.store.redis.partitioned_sessions import PartitionedSessions
 from collector.store.redis.partitions import PartitionMap, Rotation, partition_prefix
+from collector.store.redis.shared import RedisShared
 from collector.store.redis.store import RedisStore
 from collector.store.totals import add
 
@@ -75,7 +75,7 @@ def open_redis_store(url: str, *, partitions: int = 1, **options: Any) -> RedisS
     return PartitionedRedisStore(url, partitions=partitions, **options)
 
 
-class PartitionedRedisStore(PartitionedSessions, RedisJudgeLedger):
+class PartitionedRedisStore(PartitionedSessions, RedisShared):
     """The store of a deployment over ``partitions`` key partitions (see the module).
 
     Args:

@@ -39,7 +39,6 @@ from collector.store.interface import SessionRules
 from collector.store.redis.buffer import RedisTraceBuffer
 from collector.store.redis.conn import UNREACHABLE, connect, slot_primary
 from collector.store.redis.forward import RedisForwardLog
-from collector.store.redis.judge_ledger import RedisJudgeLedger
 from collector.store.redis.keys import GROUP, RedisKeys
 from collector.store.redis.migrate import migrate_untagged
 from collector.store.redis.outbox import RedisOutbox
@@ -49,6 +48,7 @@ from collector.store.redis.pinned import NotReplicated, ReplicatedWrites, refuse
 from collector.store.redis.queue import RedisJobQueue
 from collector.store.redis.recent import RecentRecords
 from collector.store.redis.sessions import RedisSessions
+from collector.store.redis.shared import RedisShared
 from collector.store.redis.sink_outbox import RedisSinkOutbox
 from collector.store.redis.totals import read_totals
 
@@ -59,9 +59,9 @@ def _text(value: bytes | str) -> str:
     return value.decode() if isinstance(value, bytes) else value
 
 
-class RedisStore(RedisSessions, RedisJudgeLedger):
-    """The Redis-backed trace buffer, job queue, outbox, session log (`RedisSessions`) and judge
-    ledger (`RedisJudgeLedger`).
+class RedisStore(RedisSessions, RedisShared):
+    """The Redis-backed trace buffer, job queue, outbox, session log (`RedisSessions`), judge
+    ledger and labels (`RedisShared`).
 
     Args:
         url: ``redis://[user:password@]host:port/db`` (or ``rediss://``), a ``redis+sentinel://``

@@ -165,7 +165,43 @@ JUDGE_TABLES = (
 """The judge ledger's tables and the totals': part of `SCHEMA`, and created by `add_missing_columns`
 in a file an earlier version wrote (a command beside the daemon may open one)."""
 
-SCHEMA += "".join(f"{table};\n" for table in JUDGE_TABLES)
+LABEL_TABLES = (
+    # Human labels (collector.store.sqlite.labels): the newest per Label.identity, as Label JSON.
+    """CREATE TABLE IF NOT EXISTS labels (
+    name TEXT NOT NULL,
+    item TEXT NOT NULL,
+    source TEXT NOT NULL,
+    annotator TEXT NOT NULL,
+    at REAL NOT NULL,
+    label TEXT NOT NULL,
+    PRIMARY KEY (name, item, source, annotator)
+) WITHOUT ROWID""",
+    # Each label source's pull cursor, and the pull lease (one row: its holder, until when).
+    "CREATE TABLE IF NOT EXISTS label_cursors (source TEXT PRIMARY KEY, cursor TEXT NOT NULL) WITHOUT ROWID",
+    "CREATE TABLE IF NOT EXISTS label_lease (one INTEGER PRIMARY KEY CHECK (one = 1), holder TEXT NOT NULL,"
+    " until REAL NOT NULL)",
+    # Kept scores (collector.store.kept_rows): per scorer a small id, how many it keeps, its series.
+    "CREATE TABLE IF NOT EXISTS kept_scorers (id INTEGER PRIMARY KEY, scorer_id TEXT NOT NULL UNIQUE,"
+    " n INTEGER NOT NULL)",
+    """CREATE TABLE IF NOT EXISTS kept_series (
+    scorer INTEGER NOT NULL,
+    ref BLOB NOT NULL,  -- kept_rows.series_ref
+    series TEXT NOT NULL,  -- kept_rows.series_json
+    PRIMARY KEY (scorer, ref)
+) WITHOUT ROWID""",
+    """CREATE TABLE IF NOT EXISTS kept_scores (  -- in order of time per scorer: trimmed and scanned so
+    scorer INTEGER NOT NULL,
+    at REAL NOT NULL,
+    member BLOB NOT NULL,  -- kept_rows.member: series and item
+    row BLOB NOT NULL,  -- kept_rows.pack_row
+    PRIMARY KEY (scorer, at, member)
+) WITHOUT ROWID""",
+    "CREATE UNIQUE INDEX IF NOT EXISTS kept_scores_item ON kept_scores(scorer, member)",
+)
+"""The tables of labels and kept scores (SPEC §11): part of `SCHEMA`, and created by
+`add_missing_columns` in a file an earlier version wrote."""
+
+SCHEMA += "".join(f"{table};\n" for table in JUDGE_TABLES + LABEL_TABLES)
 
 
 def summary_entry(trace_id: bytes, span_count: int, flags: int) -> bytes:
@@ -201,8 +237,8 @@ def unpack_summary(summary: bytes) -> list[SummaryEntry]:
 
 def add_missing_columns(db: sqlite3.Connection) -> None:
     """Add the columns and tables a file of an earlier version lacks (``jobs.supersedes``,
-    ``jobs.parked_since``, ``jobs.park_reason``, `JUDGE_TABLES`); a no-op on a current file.
-    Safe inside or outside a transaction.
+    ``jobs.parked_since``, ``jobs.park_reason``, `JUDGE_TABLES`, `LABEL_TABLES`); a no-op on a
+    current file. Safe inside or outside a transaction.
 
     Example:
         >>> db = sqlite3.connect(":memory:")
@@ -210,14 +246,14 @@ def add_missing_columns(db: sqlite3.Connection) -> None:
         >>> add_missing_columns(db); add_missing_columns(db)
         >>> [row[1] for row in db.execute("PRAGMA table_info(jobs)")]
         ['id', 'key', 'supersedes', 'parked_since', 'park_reason']
-        >>> db.execute("SELECT count(*) FROM judge_breakers").fetchone()
-        (0,)
+        >>> db.execute("SELECT count(*) FROM judge_breakers").fetchone(), db.execute("SELECT count(*) FROM labels").fetchone()
+        ((0,), (0,))
     """
     columns = {row[1] for row in db.execute("PRAGMA table_info(jobs)")}
     for column, kind in (("supersedes", "TEXT"), ("parked_since", "REAL"), ("park_reason", "TEXT")):
         if column not in columns:
             db.execute(f"ALTER TABLE jobs ADD COLUMN {column} {kind}")
-    for table in JUDGE_TABLES:
+    for table in JUDGE_TABLES + LABEL_TABLES:
         db.execute(table)
 
 

@@ -44,6 +44,7 @@ from collector.store.sqlite.forward import ForwardTables
 from collector.store.sqlite.forward_log import SqliteForwardLog
 from collector.store.sqlite.jobs import lease_jobs, put_jobs, renew_leases, settle_job
 from collector.store.sqlite.judge_ledger import SqliteJudgeLedger
+from collector.store.sqlite.labels import SqliteLabels
 from collector.store.sqlite.outbox import SqliteOutbox
 from collector.store.sqlite.runner import SqliteRunner
 from collector.store.sqlite.sessions import SqliteSessions
@@ -53,8 +54,9 @@ from collector.store.sqlite.totals import read_totals
 logger = logging.getLogger(__name__)
 
 
-class SqliteStore(SqliteOutbox, SqliteSessions, SqliteJudgeLedger):
-    """The SQLite-backed trace buffer, job queue, outbox, session log (`SqliteSessions`) and judge ledger.
+class SqliteStore(SqliteOutbox, SqliteSessions, SqliteJudgeLedger, SqliteLabels):
+    """The SQLite-backed trace buffer, job queue, outbox, session log (`SqliteSessions`), judge ledger
+    and labels (`SqliteLabels`).
 
     Args:
         path: the database file (directories are created).
