@@ -39,7 +39,7 @@ def label_line(label: Label, problem: str | None) -> str:
         >>> label_line(Label("Tone", "ab" * 16, "cd" * 8, None, 0.0, "phoenix", "ana", "rude", 0.0), None)
         '1970-01-01 00:00 UTC  Tone  span cdcdcdcdcdcdcdcd  0.0  phoenix/ana  rude'
         >>> label_line(Label("Tone", "", None, "chat-1", "meh", "file"), "not a verdict")
-        '1970-01-01 00:00 UTC  Tone  session chat-1  meh  file/-  UNREADABLE: not a verdict'
+        '1970-01-01 00:00 UTC  Tone  session chat-1  "meh"  file/-  UNREADABLE: not a verdict'
     """
     when = datetime.fromtimestamp(label.at, tz=UTC).strftime("%Y-%m-%d %H:%M UTC")
     kind, _, item = label.item.partition(":")
