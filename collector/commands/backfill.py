@@ -22,7 +22,7 @@ from typing import Any
 from rich.console import Console
 
 from collector.assemble.decide import run_record
-from collector.commands.label_store import open_label_store
+from collector.commands.label_store import open_label_store_made
 from collector.common.metrics import Metrics
 from collector.common.types import Dead, Done, RunRecord, ScoreJob, ScoreRecord, Settlement
 from collector.config import Config, ScorerConfig, load_config
@@ -105,7 +105,7 @@ async def keep_for_agreement(config: Config, records: Sequence[ScoreRecord]) -> 
     kept = [k for k in map(kept_score, records) if k is not None]
     if not kept or not config.labels.keep_scores:
         return
-    store = open_label_store(config)
+    store = await open_label_store_made(config)
     try:
         await store.keep_scores(kept, max_per_scorer=config.labels.keep_scores, retain_s=config.labels.retain_s)
     finally:

@@ -5,6 +5,9 @@ labels`` and ``agreement`` read and write the labels, cursors and kept scores of
 
 from __future__ import annotations
 
+import asyncio
+from pathlib import Path
+
 from collector.config import Config
 from collector.store.labels_interface import LabelStoreAdmin
 from collector.store.sqlite.labels import SqliteLabelAdmin
@@ -27,3 +30,28 @@ def open_label_store(config: Config) -> LabelStoreAdmin:
 
         return RedisLabelAdmin(connect(q.url), RedisKeys(q.key_prefix))
     return SqliteLabelAdmin(q.sqlite_path)
+
+
+async def open_label_store_made(config: Config) -> LabelStoreAdmin:
+    """`open_label_store`, after making the SQLite queue file when there is none yet (labels
+    imported, pulled or kept by a backfill before the daemon ever ran); ``close()`` it after use.
+
+    Example:
+        >>> import asyncio, os, tempfile
+        >>> from collector.common.labels import Label
+        >>> from collector.config import config_from_dict
+        >>> path = os.path.join(tempfile.mkdtemp(), "q.db")
+        >>> async def put():
+        ...     store = await open_label_store_made(config_from_dict({"queue": {"url": f"sqlite:///{path}"}}, env={}))
+        ...     return await store.put_labels([Label("q", "ab" * 16, None, None, True, "file")])
+        >>> asyncio.run(put()), os.path.isfile(path)
+        (1, True)
+    """
+    q = config.queue
+    if q.kind != "redis" and not await asyncio.to_thread(Path(q.sqlite_path).is_file):
+        from collector.store.sqlite.store import SqliteStore
+
+        made = SqliteStore(q.sqlite_path)
+        await made.start()
+        await made.shutdown()
+    return open_label_store(config)

@@ -22,6 +22,7 @@ from datetime import UTC, datetime
 
 from collector.commands.dead_letters import unreachable
 from collector.commands.label_context import Deployment, deployment
+from collector.commands.label_store import open_label_store_made
 from collector.commands.report import report_config_error
 from collector.common.errors import ConfigError
 from collector.common.labels import Label
@@ -87,29 +88,32 @@ async def _list(found: Deployment, store: LabelStoreAdmin, args: argparse.Namesp
     return 0
 
 
-async def _import(store: LabelStoreAdmin, path: str) -> int:
-    from collector.receive.labels import LabelFileError, read_label_file
-
-    try:
-        labels = read_label_file(path)
-    except LabelFileError as err:
-        print(f"tracescore: {err}; nothing of {path} was imported", file=sys.stderr)
-        return 2
-    except OSError as err:
-        print(f"tracescore: cannot read {path}: {err.strerror or err}", file=sys.stderr)
-        return 2
+async def _import(store: LabelStoreAdmin, path: str, labels: list[Label]) -> int:
     added = await store.put_labels(labels)
     print(f"imported {len(labels)} label(s) from {path}: {added} new or changed")
     return 0
 
 
-async def _act(args: argparse.Namespace, found: Deployment) -> int:
-    store = found.store()
+def read_file(path: str) -> list[Label] | None:
+    """The labels of ``labels import FILE``, or None after printing why none can be imported."""
+    from collector.receive.labels import LabelFileError, read_label_file
+
+    try:
+        return read_label_file(path)
+    except LabelFileError as err:
+        print(f"tracescore: {err}; nothing of {path} was imported", file=sys.stderr)
+    except OSError as err:
+        print(f"tracescore: cannot read {path}: {err.strerror or err}", file=sys.stderr)
+    return None
+
+
+async def _act(args: argparse.Namespace, found: Deployment, labels: list[Label] | None) -> int:
+    store = await open_label_store_made(found.config) if args.action != "list" else found.store()
     try:
         if args.action == "pull":
             return await _pull(found, store)
-        if args.action == "import":
-            return await _import(store, args.file)
+        if labels is not None:
+            return await _import(store, args.file, labels)
         return await _list(found, store, args)
     finally:
         await store.close()
@@ -127,8 +131,11 @@ def run(args: argparse.Namespace) -> int:
     except ConfigError as err:
         report_config_error(err)
         return 2
+    labels = read_file(args.file) if args.action == "import" else None
+    if args.action == "import" and labels is None:
+        return 2
     try:
-        return asyncio.run(_act(args, found))
+        return asyncio.run(_act(args, found, labels))
     except unreachable(found.config) as err:
         print(f"tracescore: cannot reach the store at {found.config.queue.display_url}: {err}", file=sys.stderr)
         return 1

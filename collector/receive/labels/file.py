@@ -10,7 +10,9 @@ A line names a run (``trace_id``, and ``span_id`` for one span of it) or a conve
 (``session_id``; a ``trace_id`` beside it is kept). Blank lines are skipped; other keys are
 ignored. The first line that is not such an object stops the import with a `LabelFileError`
 naming its line number, before anything of the file is kept. Each label is the file's
-(``source = "file"``), given at ``now``, with ``source_id = "<file name>:<line>"``.
+(``source = "file"``), given when the file was last written (``now`` when given), with
+``source_id = "<file name>:<line>"``: importing the same file again changes nothing, and a
+file written again replaces the labels of the same annotators and items.
 """
 
 from __future__ import annotations
@@ -18,7 +20,6 @@ from __future__ import annotations
 import json
 import math
 import re
-import time
 from pathlib import Path
 from typing import Any
 
@@ -121,7 +122,7 @@ def read_label_file(path: str | Path, *, now: float | None = None) -> list[Label
         >>> os.unlink(f.name)
     """
     path = Path(path)
-    at = time.time() if now is None else now
+    at = path.stat().st_mtime if now is None else now
     labels: list[Label] = []
     for number, raw in enumerate(path.read_bytes().splitlines(), start=1):
         try:
