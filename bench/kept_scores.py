@@ -15,7 +15,9 @@ worker keeps the scores of a settled batch) by one caller, with ``max_per_scorer
   of one hash of ``KeptScore.to_row()`` JSON plus a sorted set of the same fields by time per
   scorer, the plain layout `collector.store.kept_rows` replaces, and measured the same way.
 * **keep**: scores/s and ms per ``keep_scores`` call (p50, p99);
-* **scan**: scores/s read back.
+* **scan**: scores/s read back;
+* on Redis, the server's time in scripts per score, keep and scan (``INFO commandstats``: the
+  scripts of other clients of the same server count too).
 
     .venv/bin/python bench/kept_scores.py
     .venv/bin/python bench/kept_scores.py --store redis --scores 1000000
@@ -129,6 +131,12 @@ async def key_bytes(client: Any, pattern: str) -> tuple[int, int]:
     return len(keys), total
 
 
+async def script_usec(client: Any) -> int:
+    """Microseconds Redis spent in ``EVALSHA`` so far (``INFO commandstats``: every client's)."""
+    stats = await client.info("commandstats")
+    return int(stats.get("cmdstat_evalsha", {}).get("usec", 0))
+
+
 async def plain_layout_bytes(client: Any, prefix: str, args: argparse.Namespace) -> tuple[int, int]:
     """The same scores as a JSON-row hash and a sorted set per scorer (the plain layout)."""
     for batch in batches(args.scores, args.scorers, 1000):
@@ -146,10 +154,13 @@ async def bench_redis(args: argparse.Namespace) -> list[str]:
     store = RedisStore(args.redis_url, key_prefix=prefix, block_ms=0)
     await store.start()
     try:
+        before = await script_usec(store.client)
         keep_s, calls, scan_s = await keep_and_scan(store, args)
+        server = await script_usec(store.client) - before
         keys, used = await key_bytes(store.client, store.keys.prefix + "kept:*")
         lines = [describe("redis", args.scores, keep_s, calls, scan_s,
-                          f"{used / args.scores:.1f} bytes per kept score ({keys:,} keys, {used / 1e6:.1f} MB)")]
+                          f"{used / args.scores:.1f} bytes per kept score ({keys:,} keys, {used / 1e6:.1f} MB)")
+                 + f"; Redis's time in scripts {server / args.scores:.1f} µs a score, keep and scan"]
         if args.plain:
             plain_keys, plain = await plain_layout_bytes(store.client, store.keys.prefix, args)
             lines.append(f"redis, plain layout (JSON rows in a hash + a sorted set per scorer): "

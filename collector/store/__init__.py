@@ -5,7 +5,8 @@ take and settle), dead letters, and the outbox (results waiting for export) live
 backend, so that a settled job's result is written with its acknowledgement:
 `sqlite` (one durable file, the embedded default) or `redis` (Redis Streams, for
 receivers and workers on many hosts). `interface` holds the roles the stages call;
-`split` cuts OTLP requests into the per-trace chunks and summaries the buffers keep.
+`split` cuts OTLP requests into the per-trace chunks and summaries the buffers keep;
+`kept_rows` is the compact form both keep judge agreement's scores in.
 The two backends never import each other; both import only this folder's own modules
 and `collector.common` (the records of `types`, `errors`, `aio`, ...).
 """

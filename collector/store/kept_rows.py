@@ -7,14 +7,14 @@ A kept score is stored per scorer id as three things:
   score of the same series on the same item replaces it;
 * its time ``at`` (rounded to the millisecond, as `KeptScore.to_row` does), by which a
   scorer's scores are ordered, trimmed and scanned (ties by member);
-* its **row** (`pack_row`): the rest, in about 42 bytes: a 4-byte reference to its series
+* its **row** (`pack_row`): the rest, in about 46 bytes: an 8-byte reference to its series
   (`series_ref`: name, version and judge revision, kept once per scorer), the score, and the
   trace, span and session ids (binary when they are canonical lowercase hex) and label.
 
 A row (with the 8 bytes of its time Redis adds) stays under Redis's 64-byte limit of a compact
 hash value: with the time shards of `collector.store.redis.label_keys` a Redis deployment keeps
-a score in about 90 bytes, where one hash of JSON rows and one sorted set take 380; the SQLite
-file grows by about 100 (``bench/kept_scores.py``). Members are 64-bit digests: two items of
+a score in under 100 bytes, where one hash of JSON rows and one sorted set take 380-400; the
+SQLite file grows by about 105 (``bench/kept_scores.py``). Members are 64-bit digests: two items of
 one scorer meet by chance once in about 10^19 pairs, and then one score replaces the other.
 
 `merge_oldest_first` turns per-scorer pages (each store's own query) into the scan of
@@ -41,7 +41,7 @@ Page = list[tuple[float, bytes, KeptScore | None]]
 """Kept scores of one scorer as a store reads them: (at, member, score), ordered by (at, member);
 None where a score could not be read (it went while being read): skipped, the scan moves past it."""
 
-_HEAD = struct.Struct("<4sdB")  # series ref, score, flags
+_HEAD = struct.Struct("<8sdB")  # series ref, score, flags
 _TRACE_HEX, _TRACE_TEXT, _SPAN_HEX, _SPAN_TEXT, _SESSION, _LABEL = (1 << n for n in range(6))
 ROWS_PER_BUCKET = 64
 """Scores per Redis row hash aimed at (`bucket_count`): below Redis's 128 entries of a compact hash."""
@@ -79,8 +79,9 @@ def series_of(text: str) -> Series:
 
 
 def series_ref(series: str) -> bytes:
-    """The 4 bytes a row names its series by (`series_json`'s digest)."""
-    return hashlib.blake2b(series.encode(), digest_size=4).digest()
+    """The 8 bytes a row names its series by (`series_json`'s digest: a scorer may see thousands
+    of judge revisions, one per few-shot refresh, and two must never meet)."""
+    return hashlib.blake2b(series.encode(), digest_size=8).digest()
 
 
 def _hex_bytes(text: str, size: int) -> bytes | None:
@@ -112,7 +113,7 @@ def pack_row(score: KeptScore, ref: bytes | None = None) -> bytes:
     Example:
         >>> k = KeptScore("q", "Quality", "1", "3f2a9c1e", "ab" * 16, "cd" * 8, None, 0.75, "pass", 9.0)
         >>> len(pack_row(k)), len(k.to_row())
-        (42, 105)
+        (46, 105)
     """
     flags, parts = 0, []
     trace = _hex_bytes(score.trace_id, 16)

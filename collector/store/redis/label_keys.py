@@ -12,7 +12,7 @@ Layout (``P`` is the prefix; `collector.store.kept_rows` for members, rows and s
     P kept:scorers           set     scorer ids with kept scores
     P kept:m:<scorer id>     hash    b: how many row hashes (fixed at the scorer's first score),
                                      n: scores kept, q: the last shard id;
-                                     series ref (4 bytes) -> series JSON
+                                     series ref (8 bytes) -> series JSON
     P kept:i:<scorer id>     zset    shard id -> the earliest time (ms) it holds: shard k holds
                                      the times from its bound up to the next shard's
     P kept:t<k>:<scorer id>  zset    a time shard: member (8 bytes) -> at (ms); at most about

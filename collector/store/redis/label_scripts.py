@@ -170,10 +170,13 @@ local function drop(s, excess, before)  -- the `excess` oldest, or (without) tho
     end
     s.n = s.n - #gone
     if excess then excess = excess - #gone end
-    if redis.call('EXISTS', key) == 1 then
-      if not excess then break end
-    else
+    if redis.call('EXISTS', key) == 0 then
       redis.call('ZREM', s.index, k)
+    else
+      if #gone > 0 then  -- its bound moves up to what it holds: the next call sees it has nothing older
+        redis.call('ZADD', s.index, redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')[2], k)
+      end
+      if not excess then break end
     end
   end
 end
@@ -197,13 +200,16 @@ while i <= #ARGV do
   redis.call('HSET', s.meta, 'n', s.n)
 end
 for _, id in ipairs(redis.call('SMEMBERS', KEYS[1])) do
-  local s = scorer_of(id)
-  drop(s, nil, ARGV[3])
-  if s.n > 0 then
-    redis.call('HSET', s.meta, 'n', s.n)
-  else
-    redis.call('SREM', KEYS[1], id)
-    redis.call('DEL', s.meta, s.index)
+  local first = redis.call('ZRANGE', base .. 'i:' .. id, 0, 0, 'WITHSCORES')
+  if not first[1] or tonumber(first[2]) < tonumber(ARGV[3]) then  -- it may hold scores before the cutoff
+    local s = scorer_of(id)
+    drop(s, nil, ARGV[3])
+    if s.n > 0 then
+      redis.call('HSET', s.meta, 'n', s.n)
+    else
+      redis.call('SREM', KEYS[1], id)
+      redis.call('DEL', s.meta, s.index)
+    end
   end
 end
 return 0

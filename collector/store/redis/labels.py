@@ -9,8 +9,8 @@
   sorted sets and hashes that Redis keeps compact (`collector.store.redis.label_keys`: time
   shards member -> at under a shard index, rows spread over hashes by member); one script
   keeps a batch (replace, trim to ``max_per_scorer``, forget what is older than ``retain_s``):
-  one round trip. About 90 bytes a score where one hash of JSON rows and one sorted set take
-  380 (``bench/kept_scores.py``).
+  one round trip. Under 100 bytes a score where one hash of JSON rows and one sorted set take
+  380-400 (``bench/kept_scores.py``).
 
 Keys: `collector.store.redis.label_keys` (under the deployment's hash tag: one Cluster slot);
 scripts: `collector.store.redis.label_scripts`. `RedisLabels` is the
@@ -179,7 +179,7 @@ class RedisLabels:
                     break
                 meta = await self.client.hgetall(self._label_keys.kept_meta(scorer_id))
                 tables[scorer_id] = {ref: series_of(_s(text)) for ref, text in meta.items()
-                                     if isinstance(ref, bytes) and len(ref) == 4}
+                                     if isinstance(ref, bytes) and ref not in (b"b", b"n", b"q")}
         if row:
             logger.warning("a kept score of %s names a series not kept: skipped", scorer_id)
         return None
