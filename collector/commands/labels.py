@@ -25,7 +25,7 @@ from collector.commands.label_context import Deployment, deployment
 from collector.commands.label_store import open_label_store_made
 from collector.commands.report import report_config_error
 from collector.common.errors import ConfigError
-from collector.common.labels import Label
+from collector.common.labels import IMPORTED, Label
 from collector.status.verdicts import Unreadable, read_label, rule_for
 from collector.store.labels_interface import LabelStoreAdmin
 
@@ -90,6 +90,7 @@ async def _list(found: Deployment, store: LabelStoreAdmin, args: argparse.Namesp
 
 async def _import(store: LabelStoreAdmin, path: str, labels: list[Label]) -> int:
     added = await store.put_labels(labels)
+    await store.set_label_cursor(IMPORTED, str(time.time()))  # the daemons measure agreement again
     print(f"imported {len(labels)} label(s) from {path}: {added} new or changed")
     return 0
 

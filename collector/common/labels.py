@@ -19,6 +19,7 @@ from typing import Any
 
 __all__ = [
     "LABEL_SOURCES",
+    "IMPORTED",
     "PULLED",
     "KeptScore",
     "Label",
@@ -30,6 +31,10 @@ __all__ = [
 PULLED = "@pulled"
 """The label cursor under which a label pull records the deployment's last pull (JSON: when,
 by which process, what each source gave), read by every replica's status."""
+
+IMPORTED = "@imported"
+"""The label cursor ``labels import`` sets to the time of its last import (every replica's
+agreement is measured again when it changes)."""
 
 LABEL_SOURCES = ("phoenix", "mlflow", "langfuse", "file")
 """Where labels come from: the three backends' own human feedback, and ``labels import``."""

@@ -1,6 +1,6 @@
 """Judge agreement kept current for ``/status`` and ``/metrics`` (SPEC §11).
 
-`AgreementWatch` measures, every ``poll_s`` and after each label pull, every scorer's
+`AgreementWatch` measures, every ``poll_s`` and soon after any process pulled or imported labels, every scorer's
 agreement with the labels in the store (`collector.status.agreement.measure` over the kept
 scores of the window), sets ``tracescore_judge_agreement`` and ``tracescore_labels_total``,
 and keeps the summary `collector.status` shows. Every replica measures the same store, so
@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping
 from numbers import Real
 from typing import Any
 
-from collector.common.labels import PULLED
+from collector.common.labels import IMPORTED, PULLED
 from collector.common.metrics import Metrics
 from collector.status.agreement import AgreementReport, agreement_figures, measure
 from collector.status.verdicts import ScorerRule, rules_from_config
@@ -26,6 +26,10 @@ from collector.store.labels_interface import LabelStore
 from collector.work.registry import RegisteredScorer
 
 logger = logging.getLogger(__name__)
+
+CHECK_S = 5.0
+"""How often a replica looks whether labels were pulled or imported (by any process), to
+measure again at once rather than at the next ``poll_s``."""
 
 
 def scorer_rules(entries: Iterable[RegisteredScorer]) -> dict[str, ScorerRule]:
@@ -76,6 +80,7 @@ class AgreementWatch:
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._figures: set[tuple[str, str, str, str]] = set()
+        self._marks: tuple[str | None, str | None] = (None, None)
         self.summary: dict[str, Any] | None = None
 
     async def refresh(self) -> AgreementReport | None:
@@ -128,14 +133,25 @@ class AgreementWatch:
                 await self._task
             self._task = None
 
+    async def _changed(self) -> bool:
+        """Whether labels were pulled or imported since the last measure (by any process)."""
+        marks = (await self._store.label_cursor(PULLED), await self._store.label_cursor(IMPORTED))
+        changed, self._marks = marks != self._marks, marks
+        return changed
+
     async def _loop(self) -> None:
+        measured = -float("inf")
         while True:
             try:
-                await self.refresh()
+                if await self._changed() or time.monotonic() - measured >= self._poll_s:
+                    measured = time.monotonic()
+                    await self.refresh()
             except asyncio.CancelledError:
                 raise
             except Exception as err:
                 logger.warning("measuring judge agreement failed: %s: %s", type(err).__name__, err)
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self._poll_s)
-            self._wake.clear()
+                await asyncio.wait_for(self._wake.wait(), min(self._poll_s, CHECK_S))
+            if self._wake.is_set():
+                self._wake.clear()
+                measured = -float("inf")
