@@ -94,7 +94,8 @@ def test_the_example_configuration_shows_every_key() -> None:
         model = field.annotation
         assert model is not None
         shown = data.get(section, {})
-        assert set(model.model_fields) == set(shown), section
+        keys = {f.alias or name: name for name, f in model.model_fields.items()}  # [labels] from: field sources
+        assert set(keys) == set(shown), section
         defaults = model()
         for key, value in shown.items():  # each shown value is the default
-            assert getattr(model.model_validate({key: value}), key) == getattr(defaults, key), (section, key)
+            assert getattr(model.model_validate({key: value}), keys[key]) == getattr(defaults, keys[key]), (section, key)
