@@ -16,9 +16,6 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from rich.console import Console
-from rich.table import Table
-
 from collector.commands.dead_letters import unreachable
 from collector.commands.label_context import Deployment, deployment, measured, since_of
 from collector.commands.report import report_config_error
@@ -34,40 +31,36 @@ def _ci(pair: Sequence[float] | None) -> str:
     return "" if not pair else f" [{_f(pair[0])}, {_f(pair[1])}]"
 
 
-def series_table(rows: Sequence[Mapping[str, Any]]) -> Table:
-    """The series as a rich table.
+def series_lines(row: Mapping[str, Any]) -> list[str]:
+    """One series as ``tracescore agreement`` prints it on a terminal (80 columns).
 
     Example:
-        >>> row = {"scorer": "tone", "version": "1", "revision": "3f2a9c1e", "n": 40, "n_scored": 900,
-        ...        "accuracy": 0.9, "kappa": 0.78, "kappa_ci": [0.6, 0.9], "mae": None, "rmse": None,
-        ...        "spearman": None, "annotators_kappa": None, "judge_mean": 0.7, "corrected_mean": 0.64,
-        ...        "corrected_ci": [0.6, 0.68]}
-        >>> series_table([row]).row_count
-        1
+        >>> row = {"scorer": "relevance", "version": "1", "revision": "5f0c2e9a", "n": 60, "n_scored": 400,
+        ...        "accuracy": 0.7333, "kappa": 0.4514, "kappa_ci": [0.2176, 0.6802], "mae": None,
+        ...        "annotators_kappa": 0.9155, "judge_mean": 0.5202, "corrected_mean": 0.4969,
+        ...        "corrected_ci": [0.3737, 0.6201], "confusion": {"pass": {"pass": 17, "fail": 8},
+        ...                                                        "fail": {"pass": 8, "fail": 27}}}
+        >>> print("\\n".join(series_lines(row)))
+        relevance  version 1  judge revision 5f0c2e9a
+          labelled items         60 (of 400 scored)
+          accuracy               0.733
+          Cohen's kappa          0.451 [0.218, 0.680]
+          people's own kappa     0.915
+          judge mean             0.520, corrected by the labels 0.497 [0.374, 0.620]
+          people x judge         pass: pass 17, fail 8; fail: pass 8, fail 27
     """
-    table = Table(title="judge agreement with people's labels", title_justify="left")
-    for name in ("scorer", "version", "revision", "n", "scored", "accuracy", "kappa [95% CI]", "people's kappa",
-                 "MAE / RMSE / rho", "judge mean", "corrected mean [95% CI]"):
-        table.add_column(name, justify="left" if name in ("scorer", "version", "revision") else "right")
-    for r in rows:
-        numeric = "-" if r.get("mae") is None else f"{_f(r['mae'])} / {_f(r['rmse'])} / {_f(r['spearman'])}"
-        table.add_row(r["scorer"], r["version"] or "-", r["revision"] or "-", str(r["n"]), str(r["n_scored"]),
-                      _f(r["accuracy"]), _f(r["kappa"]) + _ci(r.get("kappa_ci")), _f(r.get("annotators_kappa")),
-                      numeric, _f(r["judge_mean"]), _f(r["corrected_mean"]) + _ci(r.get("corrected_ci")))
-    return table
-
-
-def confusion_lines(row: Mapping[str, Any]) -> list[str]:
-    """A series' confusion matrix as text lines (people's verdict by row, the judge's by column).
-
-    Example:
-        >>> confusion_lines({"scorer": "tone", "version": "1", "revision": "r",
-        ...                  "confusion": {"pass": {"pass": 12, "fail": 3}, "fail": {"pass": 1, "fail": 9}}})
-        ['tone v1 @r: people (rows) x judge (columns)', '  fail: fail 9, pass 1', '  pass: fail 3, pass 12']
-    """
-    lines = [f"{row['scorer']} v{row['version'] or '-'} @{row['revision'] or '-'}: people (rows) x judge (columns)"]
-    for human, judged in sorted((row.get("confusion") or {}).items()):
-        lines.append(f"  {human}: " + ", ".join(f"{judge} {count}" for judge, count in sorted(judged.items())))
+    lines = [f"{row['scorer']}  version {row['version'] or '-'}  judge revision {row['revision'] or '-'}",
+             f"  labelled items         {row['n']} (of {row['n_scored']} scored)",
+             f"  accuracy               {_f(row['accuracy'])}",
+             f"  Cohen's kappa          {_f(row['kappa'])}{_ci(row.get('kappa_ci'))}",
+             f"  people's own kappa     {_f(row.get('annotators_kappa'))}"]
+    if row.get("mae") is not None:
+        lines.append(f"  MAE / RMSE / Spearman  {_f(row['mae'])} / {_f(row.get('rmse'))} / {_f(row.get('spearman'))}")
+    lines.append(f"  judge mean             {_f(row['judge_mean'])}, corrected by the labels "
+                 f"{_f(row['corrected_mean'])}{_ci(row.get('corrected_ci'))}")
+    cells = [f"{human}: " + ", ".join(f"{judge} {count}" for judge, count in judged.items())
+             for human, judged in (row.get("confusion") or {}).items()]
+    lines.append("  people x judge         " + "; ".join(cells))
     return lines
 
 
@@ -81,12 +74,11 @@ def print_report(report: AgreementReport, *, as_json: bool, disagreements: bool)
     if not rows:
         print("no score has a label yet: label runs in a backend ([labels] from) or `tracescore labels import`")
     else:
-        Console(width=200).print(series_table(rows))
         for row in rows:
-            print("\n".join(confusion_lines(row)))
+            print("\n".join(series_lines(row)))
             for d in row.get("disagreements") or ():
                 where = f"session {d['session_id']}" if d.get("session_id") else f"trace {d['trace_id']} span {d['span_id']}"
-                print(f"  disagree: {where}: judge {d['score']}, people {json.dumps(d['label'])}"
+                print(f"  disagrees: {where}: judge {d['score']}, people {json.dumps(d['label'])}"
                       + (f" ({d['annotator']})" if d.get("annotator") else "")
                       + (f": {d['rationale']}" if d.get("rationale") else ""))
     if unmatched := sum(report.unmatched.values()):
@@ -121,6 +113,8 @@ def run(args: argparse.Namespace) -> int:
         return 2
     try:
         return asyncio.run(_act(args, found, since))
+    except BrokenPipeError:  # `| head`: the reader has what it wanted
+        return 0
     except unreachable(found.config) as err:
         print(f"tracescore: cannot reach the store at {found.config.queue.display_url}: {err}", file=sys.stderr)
         return 1

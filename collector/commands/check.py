@@ -163,6 +163,10 @@ def run(args: argparse.Namespace) -> int:
               + (f"; fewer than {s.min_turns} turns: counted, not scored" if s.min_turns > 1 else ""))
     for scope, limit in config.judge.budgets.all_limits():
         print(f"  judge budget {scope}: {limit:g} USD per {config.judge.budgets.window}")
+    lab = config.labels
+    if lab.sources:  # SPEC §11: people's labels, read where the scores are written
+        print(f"  labels: pulled from {', '.join(lab.sources)} every {lab.poll_s:g} s (first pull: the last "
+              f"{lab.since}); agreement alert below kappa {lab.alert_kappa:g} over {lab.min_labels} labels")
     if not registry.entries:
         print("  warning: no scorer configured ([[scorers]]): spans are received and forwarded, "
               "nothing is scored")
