@@ -132,7 +132,7 @@ class Metrics:
             "tracescore_backlog_items", "Items waiting to be sent, by backlog (outbox, forward) and "
             "destination.", ["backlog", "destination"], registry=r)
         self.judge_agreement = Gauge(
-            "tracescore_judge_agreement", "How far each judge agrees with people's labels (SPEC §11), by scorer, "
+            "tracescore_judge_agreement", "How far each judge agrees with people's labels, by scorer, "
             "version, judge revision and metric (kappa, accuracy, mae, n: items with a score and a label).",
             ["scorer", "version", "revision", "metric"], registry=r)
         self.labels_total = Gauge(
