@@ -67,11 +67,11 @@ def _plain(value: Any) -> str:
 
 def _as_text(role: str, raw: Any, view: SpanView, what: str) -> list[Msg]:
     """The recorded value as one plain-text message (a shape not known here), noted on the view."""
-    text = _plain(raw).strip()
-    if not text or raw is None:
+    text = "" if raw is None else _plain(raw)
+    if not text.strip():
         return []
     view.notes.append(f"{what} is not in a known message shape: read as plain text")
-    return [Msg(role, _plain(raw))]
+    return [Msg(role, text)]
 
 
 def _is_call(value: Any) -> bool:

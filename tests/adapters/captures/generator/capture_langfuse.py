@@ -27,7 +27,6 @@ import fake_openai
 import groundtruth
 
 
-
 def _notes(typed: bool, propagated: bool) -> str:
     """What the spans of this capture carry where."""
     return (
@@ -62,14 +61,13 @@ def main(scenario: str, outdir: str, mode: str = "typed") -> None:
     os.environ["OPENAI_API_KEY"] = "sk-test"
     os.environ["OPENAI_BASE_URL"] = base
     os.environ["OTEL_SERVICE_NAME"] = "gen-langfuse"
+    from langfuse import Langfuse, observe, propagate_attributes
+    from langfuse.openai import OpenAI
     from opentelemetry import trace
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-
-    from langfuse import Langfuse, observe, propagate_attributes
-    from langfuse.openai import OpenAI
 
     exporter = InMemorySpanExporter()
     # dummy keys and a dead loopback address: nothing leaves the machine
