@@ -10,7 +10,8 @@ record of the conversation). Every model call and tool span below it belongs to 
 model calls are never runs of their own.
 
 What a candidate carries is read from its recorded input and output (OpenInference
-``input.value`` / ``output.value``; Haystack's ``haystack.*.input`` / ``output``): a message
+``input.value`` / ``output.value``; Haystack's ``haystack.*.input`` / ``output``; a Langfuse ``span`` /
+``chain`` observation's ``langfuse.observation.input`` / ``output``): a message
 list (Haystack ``ChatMessage`` serializations included), the JSON of the call's arguments
 with one argument holding the user's message (`adapters._agent_input`), or a result object
 with an answer field (``answer``, ``output``, ...). An output message list that repeats the
@@ -23,7 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from adapters import haystack
+from adapters import haystack, langfuse
 from adapters._agent_input import arguments_messages
 from adapters._build import non_system, split_turn
 from adapters._dialect import apply_to_view, framework_of
@@ -106,6 +107,9 @@ def _io(span: TraceSpan) -> tuple[str, str, Any, Any] | None:
     recorded = haystack.chain_io(span)
     if recorded is not None:
         return "haystack", "untyped span", *recorded
+    recorded = langfuse.chain_io(span)
+    if recorded is not None:
+        return "langfuse", "Langfuse span observation", *recorded
     return None
 
 

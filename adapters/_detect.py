@@ -9,7 +9,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from adapters import adk, genai, haystack, mastra, openinference, pydantic_ai, traceloop, vercel
+from adapters import (
+    adk,
+    genai,
+    haystack,
+    langfuse,
+    mastra,
+    openinference,
+    pydantic_ai,
+    traceloop,
+    vercel,
+)
 from adapters._dialect import apply_to_view, framework_of
 from adapters._runs import Skip
 from adapters._trace import AssembledTrace, TraceLog, TraceSpan
@@ -26,6 +36,7 @@ _MODULES: tuple[ViewFn, ...] = (
     vercel.view_span,
     pydantic_ai.view_span,
     adk.view_span,
+    langfuse.view_span,
     openinference.view_span,
     haystack.view_span,
     traceloop.view_span,

@@ -26,6 +26,7 @@ _KNOWN_MARKERS = (
     "ai.operationId",
     "mastra.span.type",
     "pydantic_ai.all_messages",
+    "langfuse.observation.type",
 )
 
 
@@ -147,12 +148,17 @@ def _unread_reason(span: TraceSpan) -> str:
     operation = attrs.get("gen_ai.operation.name")
     if isinstance(operation, str) and operation:
         return f"GenAI operation {operation!r}: neither an agent, a model call nor a tool"
+    langfuse_type = attrs.get("langfuse.observation.type")
+    if isinstance(langfuse_type, str) and langfuse_type:
+        return (f"Langfuse {langfuse_type!r} observation: neither an agent, a generation nor a tool (nor, in a trace "
+                "without agent, a span carrying the run's input and output)")
     traceloop_kind = attrs.get("traceloop.span.kind")
     if isinstance(traceloop_kind, str) and traceloop_kind:
         return f"Traceloop {traceloop_kind!r} span: neither an agent, a model call nor a tool"
     return (
         "no attribute of a known convention (" + ", ".join(_KNOWN_MARKERS) + "); an agent span needs "
-        "gen_ai.operation.name=invoke_agent or openinference.span.kind=AGENT, a model call its messages"
+        "gen_ai.operation.name=invoke_agent, openinference.span.kind=AGENT or langfuse.observation.type=agent, a model "
+        "call its messages"
     )
 
 
