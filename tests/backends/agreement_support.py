@@ -57,7 +57,7 @@ def check_row(row: dict[str, Any], runs: list[tuple[str, str]], shown: Callable[
     assert row["corrected_mean"] == pytest.approx((ANA.count(True) + BEN.count(True)) / 24, abs=1e-4)
     wrong = [(run, answer, later) for run, answer, later, h, j in zip(runs, ANSWERS, BEN, human, JUDGE, strict=True)
              if h != j]
-    assert len(wrong) == 2  # (three, were a tie ana's: 5, 10 and 11)
+    assert len(wrong) == 2  # runs 6 and 11 (were a tie ana's, runs 5, 10 and 11)
     assert sorted((d["trace_id"], d["span_id"], d["session_id"], d["score"], d["label"], d["annotator"],
                    d["rationale"]) for d in row["disagreements"]) == sorted(
         (trace_id, span_id, None, 0.9 if "Paris" in answer else 0.2, shown(later), "ben", "ben's call")

@@ -3,7 +3,7 @@ twelve agent runs in an MLflow experiment, scored by a backfill into the deploym
 assessments in MLflow, its scores kept in the store); two people give feedback on every run in
 MLflow (HUMAN assessments on the run span, as its UI writes them), ben after ana; ``labels
 pull`` reads them once; ``agreement --json`` equals kappa, accuracy, the confusion matrix and the
-people's own kappa counted here from the same verdicts; ``gate --min-kappa`` above it fails."""
+people's own kappa counted here from the same verdicts."""
 
 from __future__ import annotations
 
@@ -63,7 +63,3 @@ def test_people_s_feedback_in_mlflow_is_pulled_once_and_agreement_equals_the_cou
     assert measured.returncode == 0, measured.stderr
     (row,) = [json.loads(line) for line in measured.stdout.splitlines()]
     check_row(row, runs, lambda verdict: verdict)  # MLflow gives the feedback's JSON value back: a boolean
-
-    gated = cli("gate", "--min-kappa", str(round(row["kappa"] + 0.01, 3)), *options, cwd=tmp_path)
-    assert gated.returncode == 1 and f"relevance (version 1, revision -): kappa {row['kappa']:.3f} over 12 " in (
-        gated.stdout + gated.stderr), gated

@@ -3,7 +3,7 @@ twelve agent runs in Phoenix, scored by a backfill into the deployment (its anno
 Phoenix, its scores kept in the store); two people label every run in Phoenix (HUMAN span
 annotations, as its REST API writes them), ben after ana; ``labels pull`` reads them once;
 ``agreement --json`` equals kappa, accuracy, the confusion matrix and the people's own kappa
-counted here from the same verdicts; ``gate --min-kappa`` above it fails."""
+counted here from the same verdicts."""
 
 from __future__ import annotations
 
@@ -76,7 +76,3 @@ def test_people_s_labels_in_phoenix_are_pulled_once_and_agreement_equals_the_cou
     assert measured.returncode == 0, measured.stderr
     (row,) = [json.loads(line) for line in measured.stdout.splitlines()]
     check_row(row, runs, lambda verdict: "pass" if verdict else "fail")
-
-    gated = cli("gate", "--min-kappa", str(round(row["kappa"] + 0.01, 3)), *options, cwd=tmp_path)
-    assert gated.returncode == 1 and f"relevance (version 1, revision -): kappa {row['kappa']:.3f} over 12 " in (
-        gated.stdout + gated.stderr), gated
