@@ -49,6 +49,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from scorers._judge_credentials import credentials_message
+from scorers._judge_examples import system_message
 from scorers._judge_governor import (
     JudgeGovernor,
     JudgeParked,
@@ -389,7 +390,7 @@ async def execute_judge_call(
         raise JudgeError(f"Judge model {judge.model!r} cannot be used: {exc}", status_code=status,
                          execution=execution) from exc
     messages: list[dict[str, Any]] = [
-        {"role": "system", "content": judge.instructions},
+        {"role": "system", "content": system_message(judge.instructions)},  # + few-shot examples in force
         {"role": "user", "content": prompt},
     ]
     state = _Execution(judge, route, prompt)
