@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from adapters import adk, genai, haystack, mastra, openinference, pydantic_ai, traceloop, vercel
+from adapters import adk, genai, haystack, mastra, mlflow, openinference, pydantic_ai, traceloop, vercel
 from adapters._dialect import apply_to_view, framework_of
 from adapters._runs import Skip
 from adapters._trace import AssembledTrace, TraceLog, TraceSpan
@@ -29,6 +29,7 @@ _MODULES: tuple[ViewFn, ...] = (
     openinference.view_span,
     haystack.view_span,
     traceloop.view_span,
+    mlflow.view_span,  # before GenAI; a span with gen_ai.operation.name (and MLflow's GenAI-semconv export) is GenAI's
     genai.view_span,
 )
 

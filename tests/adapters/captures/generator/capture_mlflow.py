@@ -1,12 +1,13 @@
-"""Capture MLflow tracing in its native format: ``python capture_mlflow.py SCENARIO OUTDIR``.
+"""Capture MLflow tracing over OTLP: ``python capture_mlflow.py native|genai SCENARIO OUTDIR``.
 
 Needs mlflow (or mlflow-tracing), openai and opentelemetry-exporter-otlp-proto-http; a
 throwaway environment, never the project's. A small weather agent traced as a user would:
 ``mlflow.openai.autolog()`` (one ``CHAT_MODEL`` span per chat completion), the agent under
 ``@mlflow.trace(span_type=SpanType.AGENT)`` and its tool under ``span_type=SpanType.TOOL``.
-MLflow exports over OTLP/HTTP when ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` is set (with
-``MLFLOW_ENABLE_OTEL_GENAI_SEMCONV`` unset: its native ``mlflow.*`` attributes), here to
-`otlp_sink` on loopback; the model is `fake_openai`.
+MLflow exports over OTLP/HTTP when ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` is set, here to
+`otlp_sink` on loopback; the model is `fake_openai`. ``native``: ``MLFLOW_ENABLE_OTEL_GENAI_SEMCONV``
+unset, MLflow's own ``mlflow.*`` attributes; ``genai``: set to ``true``, MLflow translates them
+to the OpenTelemetry GenAI conventions before export.
 
 The session: ``mlflow.update_current_trace(session_id=...)`` as MLflow documents it (trace
 metadata ``mlflow.trace.session``, which the OTLP export leaves out), and ``session.id`` set
@@ -44,7 +45,7 @@ TOOLS = [{"type": "function", "function": {
     "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]
 TURNS = {"S1": [groundtruth.PROMPTS["S3"]], "S2": ["My name is Ada.", groundtruth.PROMPTS["S2"]]}
 PACKAGES = ["mlflow", "mlflow-skinny", "mlflow-tracing", "opentelemetry-exporter-otlp-proto-http"]
-NOTES = (
+_NATIVE = (
     "MLflow's native OTLP export (its OtelSpanProcessor; MLFLOW_ENABLE_OTEL_GENAI_SEMCONV unset). Every span INTERNAL, "
     "scope `mlflow.tracing.provider`, resource telemetry.sdk.name = mlflow: `weather_agent` (mlflow.spanType = "
     "'\"AGENT\"', the root) -> `Completions` (CHAT_MODEL, one per chat completion, from mlflow.openai.autolog) and, "
@@ -59,6 +60,17 @@ NOTES = (
     "(mlflow.trace.session, set by update_current_trace(session_id=...)) is NOT exported over OTLP; the session "
     "is the agent span's session.id, set with span.set_attribute and so JSON-encoded too ('\"weather-chat-7\"')."
 )
+_GENAI = (
+    "MLflow's GenAI-semconv OTLP export (MLFLOW_ENABLE_OTEL_GENAI_SEMCONV=true): the same spans translated before "
+    "export, every mlflow.* attribute dropped (mlflow.traceTag.* kept). `invoke_agent weather_agent` (INTERNAL, "
+    "gen_ai.operation.name = invoke_agent, gen_ai.agent.name; no messages) -> `chat gpt-4o-mini` (CLIENT: "
+    "gen_ai.input.messages / gen_ai.output.messages in the parts format, the system prompt in "
+    "gen_ai.system_instructions, gen_ai.tool.definitions, usage, response id) and `execute_tool get_weather` "
+    "(gen_ai.tool.name, gen_ai.tool.call.arguments, gen_ai.tool.call.result = the JSON-encoded return value; no call "
+    "id). Attributes not MLflow's stay as set: the agent span's session.id is still JSON text ('\"weather-chat-7\"'), "
+    "and the request's keyword arguments (model, tools, temperature) are still on the chat spans."
+)
+NOTES = {"native": _NATIVE, "genai": _GENAI}
 
 
 def start_sink(prefix: str) -> tuple[ThreadingHTTPServer, str]:
@@ -105,7 +117,7 @@ def merged_request(prefix: str, trace_id: bytes) -> tuple[Any, int, list[str]]:
     return out, len(files), names
 
 
-def main(scenario: str, outdir: str) -> None:
+def main(mode: str, scenario: str, outdir: str) -> None:
     fake_openai.ANSWERS["My name is Ada."] = "Nice to meet you, Ada."  # the first turn of S2
     base = fake_openai.start()
     prefix = os.path.join(tempfile.mkdtemp(prefix="mlflow-otlp-"), "req")
@@ -113,11 +125,13 @@ def main(scenario: str, outdir: str) -> None:
     os.environ.update({
         "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": endpoint,
         "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/protobuf",
-        "OTEL_SERVICE_NAME": "gen-mlflow-native",
+        "OTEL_SERVICE_NAME": f"gen-mlflow-{mode}",
         "OPENAI_BASE_URL": base,
         "OPENAI_API_KEY": "sk-test",
         "MLFLOW_TRACKING_URI": "file://" + tempfile.mkdtemp(prefix="mlflow-store-"),
     })
+    if mode == "genai":
+        os.environ["MLFLOW_ENABLE_OTEL_GENAI_SEMCONV"] = "true"
     import mlflow
     import openai
     from mlflow.entities import SpanType
@@ -166,10 +180,10 @@ def main(scenario: str, outdir: str) -> None:
     with open(os.path.join(outdir, f"{scenario}.pb"), "wb") as fh:
         fh.write(request.SerializeToString())
     truth = groundtruth.expected("S3" if scenario == "S1" else "S2", HISTORY_OF[scenario])
-    truth["span_kind_notes"] = NOTES
+    truth["span_kind_notes"] = NOTES[mode]
     truth["capture"] = {"export_requests": n_requests, "content_type": "application/x-protobuf",
                         "transport": "OTLP/HTTP to generator/otlp_sink.py, merged to the kept trace", "spans": names}
-    truth["session"] = {"id": SESSION, "carried_by": "session.id on the agent span (JSON-encoded)",
+    truth["session"] = {"id": SESSION, "carried_by": "session.id on the agent span (JSON text)",
                         "not_exported": "mlflow.trace.session (trace metadata)"}
     from importlib import metadata
 
@@ -190,4 +204,4 @@ def main(scenario: str, outdir: str) -> None:
 HISTORY_OF: dict[str, list[dict[str, Any]]] = {"S1": [], "S2": groundtruth.HISTORY}
 
 if __name__ == "__main__":
-    main(*sys.argv[1:3])
+    main(*sys.argv[1:4])
