@@ -9,7 +9,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from adapters import adk, genai, haystack, mastra, mlflow, openinference, pydantic_ai, traceloop, vercel
+from adapters import (
+    adk,
+    genai,
+    haystack,
+    mastra,
+    mlflow,
+    openinference,
+    pydantic_ai,
+    traceloop,
+    vercel,
+)
 from adapters._dialect import apply_to_view, framework_of
 from adapters._runs import Skip
 from adapters._trace import AssembledTrace, TraceLog, TraceSpan
