@@ -53,10 +53,13 @@ def test_native_captures_give_one_run_with_its_session_model_usage_and_agent() -
     # mlflow.chat.tokenUsage of the two model calls, summed
     assert tool_round.request_context["usage"] == {"input_tokens": 13, "output_tokens": 14, "total_tokens": 27}
     assert second_turn.request_context["usage"] == {"input_tokens": 5, "output_tokens": 7, "total_tokens": 12}
-    # MLflow's GenAI-semconv export of the same agent is read by the GenAI module, its session decoded as well
     for scenario in ("S1", "S2"):
+        # MLflow's GenAI-semconv export of the same agent is read by the GenAI module, its session decoded as well
         (genai,) = runs_from_files(CAPTURES / "mlflow-genai" / f"{scenario}.pb")
         assert (genai.convention, genai.span_name, genai.session_id) == ("genai", "invoke_agent weather_agent", SESSION)
+        # the session as a trace tag (opentelemetry-sdk < 1.43): mlflow.traceTag.session_id on the root span
+        (tagged,) = runs_from_files(CAPTURES / "mlflow-native-tags" / f"{scenario}.pb")
+        assert (tagged.convention, tagged.span_name, tagged.session_id) == ("mlflow", "weather_agent", SESSION)
 
 
 def test_inspect_explain_names_the_rule_that_found_the_run(

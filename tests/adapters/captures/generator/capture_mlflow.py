@@ -1,4 +1,4 @@
-"""Capture MLflow tracing over OTLP: ``python capture_mlflow.py native|genai SCENARIO OUTDIR``.
+"""Capture MLflow tracing over OTLP: ``python capture_mlflow.py native|genai|native-tags SCENARIO OUTDIR``.
 
 Needs mlflow (or mlflow-tracing), openai and opentelemetry-exporter-otlp-proto-http; a
 throwaway environment, never the project's. A small weather agent traced as a user would:
@@ -11,11 +11,12 @@ to the OpenTelemetry GenAI conventions before export.
 
 The session: ``mlflow.update_current_trace(session_id=...)`` as MLflow documents it (trace
 metadata ``mlflow.trace.session``, which the OTLP export leaves out), and ``session.id`` set
-on the agent span (exported, JSON-encoded like every value MLflow sets; MLflow's own server
-reads it as the trace's session). Trace tags (MLflow 3.0's docs: ``tags={"session_id": ...}``)
-are exported as ``mlflow.traceTag.<key>`` on the root span, but with opentelemetry-sdk 1.43
-or later MLflow 3.17.2 fails to end that span ("Cannot mutate immutable BoundedAttributes")
-and the agent span is lost, so they are not used here.
+on the agent span (exported, JSON-encoded like every value set through MLflow; MLflow's own
+server reads it as the trace's session). ``native-tags`` names it with a trace tag instead, as
+MLflow 3.0's docs did (``tags={"session_id": ...}``): exported as ``mlflow.traceTag.session_id``
+on the root span, but with opentelemetry-sdk 1.43 or later MLflow 3.17.2 fails to end that span
+("Cannot mutate immutable BoundedAttributes") and the agent span is lost, so that variant was
+made with opentelemetry-sdk 1.42.
 
 S1 is the tool round trip (``What is the weather in Paris?``); S2 is the second turn of a
 two-turn session (``My name is Ada.``, then ``What is my name?`` with the first turn as
@@ -70,7 +71,12 @@ _GENAI = (
     "id). Attributes not MLflow's stay as set: the agent span's session.id is still JSON text ('\"weather-chat-7\"'), "
     "and the request's keyword arguments (model, tools, temperature) are still on the chat spans."
 )
-NOTES = {"native": _NATIVE, "genai": _GENAI}
+_TAGS = _NATIVE.replace(
+    "the session is the agent span's session.id, set with span.set_attribute and so JSON-encoded too "
+    "('\"weather-chat-7\"').",
+    "the session is the trace tag session_id, exported on the root span only as mlflow.traceTag.session_id = "
+    "'weather-chat-7' (plain text: MLflow writes the tags itself when the root span ends; opentelemetry-sdk < 1.43).")
+NOTES = {"native": _NATIVE, "genai": _GENAI, "native-tags": _TAGS}
 
 
 def start_sink(prefix: str) -> tuple[ThreadingHTTPServer, str]:
@@ -147,9 +153,12 @@ def main(mode: str, scenario: str, outdir: str) -> None:
 
     @mlflow.trace(span_type=SpanType.AGENT)
     def weather_agent(question: str, history: list[dict[str, Any]]) -> str:
-        mlflow.update_current_trace(session_id=SESSION)  # trace metadata: not exported over OTLP
         span = mlflow.get_current_active_span()
-        span.set_attribute("session.id", SESSION)  # what reaches an OTLP receiver (MLflow's own server reads it too)
+        if mode == "native-tags":
+            mlflow.update_current_trace(session_id=SESSION, tags={"session_id": SESSION})
+        else:
+            mlflow.update_current_trace(session_id=SESSION)  # trace metadata: not exported over OTLP
+            span.set_attribute("session.id", SESSION)  # what an OTLP receiver gets (MLflow's server reads it too)
         trace_ids.append(span.trace_id)
         messages: list[Any] = [{"role": "system", "content": groundtruth.SYSTEM}, *history,
                                {"role": "user", "content": question}]
@@ -183,8 +192,9 @@ def main(mode: str, scenario: str, outdir: str) -> None:
     truth["span_kind_notes"] = NOTES[mode]
     truth["capture"] = {"export_requests": n_requests, "content_type": "application/x-protobuf",
                         "transport": "OTLP/HTTP to generator/otlp_sink.py, merged to the kept trace", "spans": names}
-    truth["session"] = {"id": SESSION, "carried_by": "session.id on the agent span (JSON text)",
-                        "not_exported": "mlflow.trace.session (trace metadata)"}
+    truth["session"] = {"id": SESSION, "not_exported": "mlflow.trace.session (trace metadata)",
+                        "carried_by": "mlflow.traceTag.session_id on the root span" if mode == "native-tags"
+                        else "session.id on the agent span (JSON text)"}
     from importlib import metadata
 
     versions = {}
