@@ -62,6 +62,21 @@ def test_native_captures_give_one_run_with_its_session_model_usage_and_agent() -
         assert (tagged.convention, tagged.span_name, tagged.session_id) == ("mlflow", "weather_agent", SESSION)
 
 
+def test_without_an_agent_span_the_conversation_is_one_run_on_its_common_ancestor() -> None:
+    from dataclasses import replace
+
+    from adapters import assemble, read_trace_file, spans_from_resource_spans
+
+    spans = spans_from_resource_spans(read_trace_file(CAPTURES / "mlflow-native" / "S1.pb").resource_spans)
+    plain = [replace(s, attributes={**s.attributes, "mlflow.spanType": '"UNKNOWN"'}) if s.parent_span_id is None
+             else s for s in spans]  # a plain @mlflow.trace on the agent function
+    (trace,) = assemble(plain)
+    (run,) = extract_runs(trace).runs
+    (agent,) = runs_from_files(CAPTURES / "mlflow-native" / "S1.pb")
+    assert (run.span_name, run.session_id, brief(run)) == ("weather_agent", SESSION, brief(agent))
+    assert "lowest common ancestor of 2 model calls" in explain_trace(trace).runs[0].reason
+
+
 def test_inspect_explain_names_the_rule_that_found_the_run(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
