@@ -40,7 +40,8 @@ from adapters._messages import Msg, parse_json, parse_messages
 from adapters._trace import TraceLog, TraceSpan
 from adapters._view import Report, SpanView, call_arguments, common_context, system_texts
 
-__all__ = ["SPAN_KINDS", "SPAN_TYPE", "claims", "decoded", "session_text", "view_span"]
+__all__ = ["SPAN_KINDS", "SPAN_TYPE", "answer_messages", "claims", "decoded", "is_mlflow", "request_messages",
+           "session_text", "view_span"]
 
 SPAN_TYPE = "mlflow.spanType"
 INPUTS = "mlflow.spanInputs"
