@@ -4,8 +4,8 @@ Decode OTLP (`spans_from_resource_spans`, `logs_from_resource_logs`, `assemble`,
 file readers `read_trace_file` / `read_logs_file`), then `extract_runs` on each
 `AssembledTrace`; `explain_trace` says, span by span, why those runs. Conventions:
 OpenTelemetry GenAI (current and earlier), OpenInference (incl. the OpenAI Agents SDK),
-OpenLLMetry / Traceloop, Vercel AI SDK, Mastra, pydantic-ai, Google ADK, Langfuse; framework
-dialects for smolagents.
+OpenLLMetry / Traceloop, Vercel AI SDK, Mastra, pydantic-ai, Google ADK, Langfuse, MLflow's
+native format; framework dialects for smolagents.
 Pure functions of the trace: no I/O (except the file readers), no clock.
 """
 
@@ -70,6 +70,7 @@ _MARKER_KEYS = frozenset(
         "ai.operationId",
         "gcp.vertex.agent.llm_request",
         "langfuse.observation.type",
+        "mlflow.spanType",
     }
 )
 _MARKER_PREFIXES = ("gen_ai.prompt.", "gen_ai.completion.", "llm.input_messages.", "llm.output_messages.")

@@ -15,6 +15,7 @@ from adapters import (
     haystack,
     langfuse,
     mastra,
+    mlflow,
     openinference,
     pydantic_ai,
     traceloop,
@@ -40,6 +41,7 @@ _MODULES: tuple[ViewFn, ...] = (
     openinference.view_span,
     haystack.view_span,
     traceloop.view_span,
+    mlflow.view_span,  # before GenAI; a span with gen_ai.operation.name (and MLflow's GenAI-semconv export) is GenAI's
     genai.view_span,
 )
 

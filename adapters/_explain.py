@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from adapters import mlflow
 from adapters._select import Selection, select_runs
 from adapters._trace import AssembledTrace, TraceSpan
 from adapters._view import SpanView
@@ -27,6 +28,7 @@ _KNOWN_MARKERS = (
     "mastra.span.type",
     "pydantic_ai.all_messages",
     "langfuse.observation.type",
+    "mlflow.spanType",
 )
 
 
@@ -155,10 +157,13 @@ def _unread_reason(span: TraceSpan) -> str:
     traceloop_kind = attrs.get("traceloop.span.kind")
     if isinstance(traceloop_kind, str) and traceloop_kind:
         return f"Traceloop {traceloop_kind!r} span: neither an agent, a model call nor a tool"
+    mlflow_type = mlflow.decoded(attrs.get(mlflow.SPAN_TYPE))
+    if isinstance(mlflow_type, str) and mlflow_type:
+        return f"MLflow {mlflow_type} span: neither an agent, a model call nor a tool"
     return (
         "no attribute of a known convention (" + ", ".join(_KNOWN_MARKERS) + "); an agent span needs "
-        "gen_ai.operation.name=invoke_agent, openinference.span.kind=AGENT or langfuse.observation.type=agent, a model "
-        "call its messages"
+        "gen_ai.operation.name=invoke_agent, openinference.span.kind=AGENT, langfuse.observation.type=agent or "
+        "mlflow.spanType=AGENT, a model call its messages"
     )
 
 

@@ -80,8 +80,8 @@ class AgentRun:
 
     ``session_id`` names the conversation the run is a turn of (SPEC §7: the first session
     attribute found on the run span, then on the spans above it up to the root; see
-    `adapters._session`), exactly as the spans carry it; None when it is a turn of none. With
-    ``service`` it names the session across a deployment.
+    `adapters._session`), as the spans carry it (MLflow's JSON text decoded); None when it is a
+    turn of none. With ``service`` it names the session across a deployment.
 
     Example:
         >>> run = AgentRun(trace_id="ab" * 16, span_id="cd" * 8, span_name="invoke_agent bot",

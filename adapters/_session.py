@@ -3,8 +3,11 @@
 A run's session is named by the first of `SESSION_KEYS` (then the deployment's extra keys)
 found on the run span, else on the spans above it, nearest first, up to the trace's root
 span. The value is kept exactly as the spans carry it (the backends group a session by
-that value); a run without one belongs to no conversation. Two services never share a
-session: the collector scopes a session by service (`collector.common.session_types.session_scope`).
+that value), but on MLflow's spans, where every value set through MLflow is JSON text: a
+JSON string there (``"\"chat-7\""``) names the session by the text it encodes, as MLflow's
+server reads it (`adapters.mlflow.session_text`). A run without one belongs to no
+conversation. Two services never share a session: the collector scopes a session by service
+(`collector.common.session_types.session_scope`).
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from adapters._tree import SpanTree
+from adapters.mlflow import session_text
 
 __all__ = ["SESSION_KEYS", "run_session", "session_of"]
 
@@ -25,6 +29,7 @@ SESSION_KEYS: tuple[str, ...] = (
     "traceloop.association.properties.session_id",
     "traceloop.association.properties.chat_id",
     "mlflow.trace.session",
+    "mlflow.traceTag.session_id",
 )
 """The attributes that name a run's session, in the order they are looked for."""
 
@@ -71,12 +76,17 @@ def run_session(tree: SpanTree, span_id: str, extra_keys: Sequence[str] = ()) ->
         's-9'
         >>> run_session(SpanTree([root, tagged]), "2" * 16, extra_keys=["thread"])  # the run span first
         't-1'
+        >>> agent = TraceSpan("a" * 32, "3" * 16, None, "agent", attributes={"mlflow.spanType": '"AGENT"',
+        ...                   "session.id": '"chat-7"'})
+        >>> run_session(SpanTree([agent]), "3" * 16)  # MLflow's JSON text: the text it encodes
+        'chat-7'
     """
     if span_id not in tree.by_id:
         return None
     keys = (*SESSION_KEYS, *(k for k in extra_keys if k not in SESSION_KEYS))
     for above in (span_id, *tree.ancestors(span_id)):
-        found = session_of(tree.by_id[above].attributes, keys)
+        span = tree.by_id[above]
+        found = session_of(span.attributes, keys)
         if found is not None:
-            return found
+            return session_text(span, found)
     return None

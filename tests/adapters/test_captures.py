@@ -41,7 +41,7 @@ CASES = sorted(p for p in CAPTURES.glob("*/S?.pb"))
 
 
 def test_captures_are_present() -> None:
-    assert len(CASES) == 117
+    assert len(CASES) == 123
 
 
 @pytest.mark.parametrize("path", CASES, ids=[f"{p.parent.name}/{p.stem}" for p in CASES])

@@ -12,5 +12,5 @@ def test_all_names_exist_and_are_documented() -> None:
 def test_no_public_name_is_missing_from_all() -> None:
     public = {n for n in vars(adapters) if not n.startswith("_")}
     modules = {"adk", "genai", "openinference", "traceloop", "vercel", "mastra", "pydantic_ai", "otlp_files", "haystack",
-               "langfuse"}
+               "langfuse", "mlflow"}
     assert public - set(adapters.__all__) - modules <= {"Iterable"}

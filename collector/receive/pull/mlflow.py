@@ -13,8 +13,9 @@ its own start with ``mlflow.``), so runs read back keep their service; span ids,
 times to the nanosecond, status, events and attributes. MLflow stores attribute values as
 JSON and answers JSON-looking text as structured values (``gen_ai.input.messages`` comes
 back a list of messages, not its JSON text); the adapters read either. MLflow adds attributes
-of its own (``mlflow.spanType``, ``mlflow.spanInputs``...), which no adapter reads. The span
-kind and the scope are not kept.
+of its own (``mlflow.spanType``, ``mlflow.spanInputs``...): a span that carries a GenAI
+operation is still read as GenAI, one that MLflow's own client traced by `adapters.mlflow`.
+The span kind and the scope are not kept.
 """
 
 from __future__ import annotations
