@@ -7,7 +7,10 @@ values. Earlier: indexed ``gen_ai.prompt.N.*`` / ``gen_ai.completion.N.*`` attri
 per-message events (``gen_ai.system.message``, ``gen_ai.user.message``,
 ``gen_ai.assistant.message``, ``gen_ai.tool.message``, ``gen_ai.choice``) as span events
 or OTLP log records, ``gen_ai.content.prompt`` / ``.completion`` span events, and the
-``gen_ai.client.inference.operation.details`` log event with structured messages.
+``gen_ai.client.inference.operation.details`` log event with structured messages. An
+``execute_tool`` span gives its call: ``gen_ai.tool.name``, ``gen_ai.tool.call.id``,
+``.arguments`` and ``.result`` (Semantic Kernel's spans carry the tool calls only there when
+its log records are not sent).
 
 A traced function (OpenLIT's ``@openlit.trace``: no operation, ``gen_ai.output.messages``
 holding the function's return value as plain text, ``function.args`` / ``function.kwargs``
@@ -258,7 +261,7 @@ def _plain_output(attrs: Mapping[str, Any]) -> str | None:
 
 def _only_plain_output(attrs: Mapping[str, Any]) -> bool:
     """Whether plain-text ``gen_ai.output.messages`` is all the GenAI a span says (no request, model or provider)."""
-    return _plain_output(attrs) is not None and _LLM_KEYS.isdisjoint(attrs)
+    return _LLM_KEYS.isdisjoint(attrs) and _plain_output(attrs) is not None
 
 
 def _python_literal(text: Any) -> Any:
@@ -278,24 +281,28 @@ def traced_function_io(span: TraceSpan) -> tuple[dict[str, Any], str] | None:
 
     OpenLIT's ``@openlit.trace`` writes the return value into ``gen_ai.output.messages`` as
     plain text and the call's arguments as the Python ``str()`` of ``args`` and ``kwargs``.
+    Objects (a method's ``self``) are left out of ``args``; arguments that are not Python
+    literals leave nothing.
 
     Example:
         >>> span = TraceSpan("a" * 32, "b" * 16, None, "weather_agent", attributes={
         ...     "gen_ai.output.messages": "Sunny.", "function.args": "(<app.Agent object at 0x7f01>, 'Weather?')",
         ...     "function.kwargs": "{'city': 'Paris'}"})
         >>> traced_function_io(span)
-        ({'args': [None, 'Weather?'], 'kwargs': {'city': 'Paris'}}, 'Sunny.')
+        ({'args': ['Weather?'], 'kwargs': {'city': 'Paris'}}, 'Sunny.')
         >>> traced_function_io(TraceSpan("a" * 32, "b" * 16, None, "chat", attributes={
         ...     "gen_ai.operation.name": "chat", "gen_ai.output.messages": "Sunny.", "function.args": "()"})) is None
         True
     """
     attrs = span.attributes
+    if attrs.keys().isdisjoint(_FUNCTION_KEYS) or "gen_ai.operation.name" in attrs:
+        return None
     output = _plain_output(attrs)
-    if output is None or "gen_ai.operation.name" in attrs or attrs.keys().isdisjoint(_FUNCTION_KEYS):
+    if output is None:
         return None
     args = _python_literal(attrs.get("function.args"))
     kwargs = _python_literal(attrs.get("function.kwargs"))
-    return {"args": list(args) if isinstance(args, (tuple, list)) else [],
+    return {"args": [a for a in args if a is not None] if isinstance(args, (tuple, list)) else [],
             "kwargs": kwargs if isinstance(kwargs, dict) else {}}, output
 
 
