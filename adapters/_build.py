@@ -17,7 +17,7 @@ from adapters._runs import AgentRun, RunMessages
 from adapters._trace import TraceSpan
 from adapters._view import SpanView
 
-__all__ = ["build_run", "chain", "continues", "non_system", "recover_tool_calls", "split_turn"]
+__all__ = ["build_run", "chain", "chained", "continues", "non_system", "recover_tool_calls", "split_turn"]
 
 
 def non_system(msgs: Sequence[Msg]) -> list[Msg]:
@@ -41,8 +41,39 @@ def _same_reply(replayed: Msg, produced: Msg) -> bool:
     return not (a and b and a != b)
 
 
+def _answers(msg: Msg, reply: Sequence[Msg]) -> bool:
+    """Whether ``msg`` is the result of one of the tool calls in ``reply`` (matched by call id)."""
+    return msg.role == "tool" and bool(msg.tool_call_id) and any(
+        c.id == msg.tool_call_id for m in reply for c in m.tool_calls)
+
+
+def _reply_left_out(new: Sequence[Msg], reply: Sequence[Msg]) -> bool:
+    """Whether a replay goes on with the results of ``reply``'s tool calls but leaves out ``reply`` itself
+    (OpenLIT drops an assistant message that has no text from ``gen_ai.input.messages``)."""
+    return bool(new) and _answers(new[0], reply)
+
+
+def chained(prev: SpanView, nxt: SpanView) -> bool:
+    """Whether ``nxt`` goes on from ``prev``'s response on the server (the Responses API's
+    ``previous_response_id``): its ``gen_ai.conversation.id`` is ``prev``'s ``gen_ai.response.id``,
+    and its request holds only what is new.
+
+    Example:
+        >>> span = TraceSpan("a" * 32, "b" * 16, None, "chat")
+        >>> first = SpanView(span, "genai", "llm", context={"response_id": "resp_1"})
+        >>> chained(first, SpanView(span, "genai", "llm", context={"conversation_id": "resp_1"}))
+        True
+    """
+    response_id = prev.context.get("response_id")
+    return bool(response_id) and nxt.context.get("conversation_id") == response_id
+
+
 def continues(prev: SpanView, nxt: SpanView) -> bool:
     """Whether ``nxt``'s request replays ``prev``'s request and response (a tool-call loop step).
+
+    A request that replays ``prev``'s request and then the results of ``prev``'s tool calls
+    continues it too, when the instrumentation left the tool-call message out of the replay;
+    so does a request `chained` to ``prev``'s response, which replays nothing.
 
     Example:
         >>> span = TraceSpan("a" * 32, "b" * 16, None, "chat")
@@ -50,14 +81,21 @@ def continues(prev: SpanView, nxt: SpanView) -> bool:
         >>> b = SpanView(span, "genai", "llm", request=[Msg("user", "Hi"), Msg("assistant", "Yo"), Msg("user", "More")])
         >>> (continues(a, b), continues(b, a))
         (True, False)
+        >>> calling = SpanView(span, "genai", "llm", request=[Msg("user", "Weather?")],
+        ...                    response=[Msg("assistant", "", (Call("c1", "w"),))])
+        >>> continues(calling, SpanView(span, "genai", "llm", request=[Msg("user", "Weather?"),
+        ...                                                          Msg("tool", "sunny", tool_call_id="c1")]))
+        True
     """
     prev_req, req = non_system(prev.request), non_system(nxt.request)
+    if chained(prev, nxt):
+        return bool(req)
     n = len(prev_req)
     if n == 0 or len(req) <= n:
         return False
     if any(msg_key(x) != msg_key(y) for x, y in zip(prev_req, req, strict=False)):
         return False
-    return not prev.response or _same_reply(req[n], prev.response[0])
+    return not prev.response or _same_reply(req[n], prev.response[0]) or _reply_left_out(req[n:], prev.response)
 
 
 def chain(calls: Sequence[SpanView]) -> tuple[SpanView | None, list[SpanView]]:
@@ -140,17 +178,49 @@ def _prefer_reply(replayed: Sequence[Msg], reply: Sequence[Msg]) -> list[Msg]:
     return out
 
 
-def _produced(used: Sequence[SpanView]) -> list[Msg]:
+def _produced(used: Sequence[SpanView], notes: list[str]) -> list[Msg]:
     """Everything after the first request: each call's new replayed messages, then the last reply."""
     conv = non_system(used[0].request)
     produced: list[Msg] = []
     prev = used[0]
+    left_out = on_server = 0
     for call in used[1:]:
         req = non_system(call.request)
+        if chained(prev, call):  # the server keeps the conversation: the request holds only what is new
+            produced += [*prev.response, *req]
+            conv, prev = [*conv, *prev.response, *req], call
+            on_server += 1
+            continue
         new = req[len(conv) :]
-        produced += _prefer_reply(new[: len(prev.response)], prev.response) + new[len(prev.response) :]
+        if _reply_left_out(new, prev.response):
+            produced += [*prev.response, *new]  # the recorded reply, where the replay left it out
+            left_out += 1
+        else:
+            produced += _prefer_reply(new[: len(prev.response)], prev.response) + new[len(prev.response) :]
         conv, prev = req, call
+    if on_server:
+        notes.append(f"{on_server} model request(s) go on from the previous call's response on the server "
+                     "(gen_ai.conversation.id = its gen_ai.response.id): they send only what is new")
+    if left_out:
+        notes.append(f"{left_out} model request(s) replay the tool results without the tool-call message before "
+                     "them: that message taken from the previous call's response")
     return produced + list(prev.response)
+
+
+def _after_overlap(produced: Sequence[Msg], answer: Sequence[Msg]) -> list[Msg]:
+    """The agent span's messages that do not repeat the end of what the model calls produced (an
+    agent span that records the whole run's output, where a later model call replayed nothing).
+
+    Example:
+        >>> call = Msg("assistant", "", (Call("c1", "w"),))
+        >>> [m.role for m in _after_overlap([call], [call, Msg("tool", "sunny"), Msg("assistant", "Sunny.")])]
+        ['tool', 'assistant']
+    """
+    keys = [msg_key(m) for m in produced]
+    for k in range(min(len(keys), len(answer)), 0, -1):
+        if keys[-k:] == [msg_key(m) for m in answer[:k]]:
+            return list(answer[k:])
+    return list(answer)
 
 
 def _tool_msg(call: Call, tool: SpanView) -> Msg:
@@ -297,7 +367,7 @@ def build_run(
         if first is not None:
             system += first.system + [m.content for m in first.request if m.role == "system"]
             first_request = non_system(first.request)
-            produced = _produced(used)
+            produced = _produced(used, notes)
             if run_view is not None and run_view.response:
                 # the agent span's own answer, when the model calls do not end with it: the run
                 # ended on a tool step, or a later call did not replay the conversation
@@ -305,7 +375,7 @@ def build_run(
                 broken = any(c.span.start_ns > used[-1].span.start_ns and c not in used for c in calls)
                 final = run_view.response[-1].content.strip()
                 if (ends_open or broken) and not any(m.content.strip() == final for m in produced):
-                    produced += list(run_view.response)
+                    produced += _after_overlap(produced, run_view.response)
         elif run_view is not None:
             system += [m.content for m in run_view.request if m.role == "system"]
             first_request = non_system(run_view.request)

@@ -2,8 +2,9 @@
 
 Owned by the adapters. Some instrumentors never mark the agent: DSPy's ``ReAct.forward`` and
 Haystack's ``Agent.run`` are OpenInference CHAIN spans, Haystack's own tracer writes untyped
-spans. Rule (applied by `adapters._select` only to traces without any agent span): a CHAIN or
-untyped span that carries the conversation's input (the user's message) and output (an
+spans, OpenLIT's ``@openlit.trace`` a span per decorated function. Rule (applied by
+`adapters._select` only to traces without any agent span): a CHAIN or untyped span (or a
+traced function's span) that carries the conversation's input (the user's message) and output (an
 assistant message) is a candidate; a candidate with no candidate above it is a run when model
 calls lie below it, or when the trace has no model call at all (the span is then the only
 record of the conversation). Every model call and tool span below it belongs to it: nested
@@ -11,7 +12,9 @@ model calls are never runs of their own.
 
 What a candidate carries is read from its recorded input and output (OpenInference
 ``input.value`` / ``output.value``; Haystack's ``haystack.*.input`` / ``output``; a Langfuse ``span`` /
-``chain`` observation's ``langfuse.observation.input`` / ``output``): a message
+``chain`` observation's ``langfuse.observation.input`` / ``output``; a traced
+function's ``function.args`` / ``function.kwargs`` and plain-text ``gen_ai.output.messages``,
+as OpenLIT's ``@openlit.trace`` writes them, `adapters.genai.traced_function_io`): a message
 list (Haystack ``ChatMessage`` serializations included), the JSON of the call's arguments
 with one argument holding the user's message (`adapters._agent_input`), or a result object
 with an answer field (``answer``, ``output``, ...). An output message list that repeats the
@@ -24,7 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from adapters import haystack, langfuse
+from adapters import genai, haystack, langfuse
 from adapters._agent_input import arguments_messages
 from adapters._build import non_system, split_turn
 from adapters._dialect import apply_to_view, framework_of
@@ -110,6 +113,9 @@ def _io(span: TraceSpan) -> tuple[str, str, Any, Any] | None:
     recorded = langfuse.chain_io(span)
     if recorded is not None:
         return "langfuse", "Langfuse span observation", *recorded
+    traced = genai.traced_function_io(span)
+    if traced is not None:
+        return "genai", "traced function span", *traced
     return None
 
 

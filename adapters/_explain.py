@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from adapters import mlflow
+from adapters import genai, mlflow
 from adapters._select import Selection, select_runs
 from adapters._trace import AssembledTrace, TraceSpan
 from adapters._view import SpanView
@@ -154,6 +154,9 @@ def _unread_reason(span: TraceSpan) -> str:
     if isinstance(langfuse_type, str) and langfuse_type:
         return (f"Langfuse {langfuse_type!r} observation: neither an agent, a generation nor a tool (nor, in a trace "
                 "without agent, a span carrying the run's input and output)")
+    if genai.traced_function_io(span) is not None:
+        return ("traced function span (plain-text gen_ai.output.messages): not a model call; the run only when "
+                "it carries the user's message and the answer, with model calls below it")
     traceloop_kind = attrs.get("traceloop.span.kind")
     if isinstance(traceloop_kind, str) and traceloop_kind:
         return f"Traceloop {traceloop_kind!r} span: neither an agent, a model call nor a tool"

@@ -116,7 +116,8 @@ def _prefix_hashes(view: SpanView) -> list[int]:
 
 
 def _group_calls(calls: list[SpanView]) -> list[list[SpanView]]:
-    """Union calls that continue an earlier call's conversation (longest matching request wins).
+    """Union calls that continue an earlier call's conversation (longest matching request wins), or
+    go on from an earlier call's response on the server (`adapters._build.chained`).
 
     Requests are indexed by (length, prefix hash) so a trace with many calls stays linear.
     """
@@ -130,10 +131,13 @@ def _group_calls(calls: list[SpanView]) -> list[list[SpanView]]:
 
     index: dict[tuple[int, int], list[int]] = {}
     lengths: set[int] = set()
+    responses: dict[str, int] = {}  # response id -> the call that answered it
     for j, call in enumerate(calls):
         hashes = _prefix_hashes(call)
-        best = -1
-        for length in sorted((n for n in lengths if n < len(hashes)), reverse=True):
+        best = responses.get(call.context.get("conversation_id") or "", -1)  # `chained` to that call
+        if call.context.get("response_id"):
+            responses.setdefault(call.context["response_id"], j)
+        for length in sorted((n for n in lengths if n < len(hashes) and best < 0), reverse=True):
             best = next((i for i in index.get((length, hashes[length - 1]), ()) if continues(calls[i], call)), -1)
             if best >= 0:
                 break

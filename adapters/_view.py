@@ -104,6 +104,8 @@ def int_attr(attrs: Mapping[str, Any], *keys: str) -> int | None:
     Example:
         >>> int_attr({"a": "12", "b": True}, "b", "a")
         12
+        >>> int_attr({"a": "¹", "b": "7"}, "a", "b")  # a superscript is a digit, not a number int() reads
+        7
     """
     for key in keys:
         value = attrs.get(key)
@@ -113,7 +115,7 @@ def int_attr(attrs: Mapping[str, Any], *keys: str) -> int | None:
             return value
         if isinstance(value, float) and value.is_integer():
             return int(value)
-        if isinstance(value, str) and value.strip().isdigit():
+        if isinstance(value, str) and value.strip().isdecimal():  # isdigit() takes "¹", int() does not
             return int(value.strip())
     return None
 

@@ -7,23 +7,32 @@ values. Earlier: indexed ``gen_ai.prompt.N.*`` / ``gen_ai.completion.N.*`` attri
 per-message events (``gen_ai.system.message``, ``gen_ai.user.message``,
 ``gen_ai.assistant.message``, ``gen_ai.tool.message``, ``gen_ai.choice``) as span events
 or OTLP log records, ``gen_ai.content.prompt`` / ``.completion`` span events, and the
-``gen_ai.client.inference.operation.details`` log event with structured messages.
+``gen_ai.client.inference.operation.details`` log event with structured messages. An
+``execute_tool`` span gives its call: ``gen_ai.tool.name``, ``gen_ai.tool.call.id``,
+``.arguments`` and ``.result`` (Semantic Kernel's spans carry the tool calls only there when
+its log records are not sent).
+
+A traced function (OpenLIT's ``@openlit.trace``: no operation, ``gen_ai.output.messages``
+holding the function's return value as plain text, ``function.args`` / ``function.kwargs``
+the Python ``str()`` of its arguments) is no model call: `traced_function_io` gives what it
+recorded, for the CHAIN-root rule of `adapters._chain`.
 """
 
 from __future__ import annotations
 
+import ast
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from contextvars import ContextVar
 from typing import Any
 
-from adapters._messages import Msg, loads, parse_messages
+from adapters._messages import Msg, json_or_text, loads, parse_messages
 from adapters._trace import TraceLog, TraceSpan
 from adapters._view import Report, SpanView, common_context, str_attr, system_texts, usage_from
 from scorers._var_block import VarBlock
 
 __all__ = ["AGENT_OPERATIONS", "LLM_OPERATIONS", "indexed", "indexed_messages", "messages_attr", "messages_read_once",
-           "view_span"]
+           "traced_function_io", "view_span"]
 
 AGENT_OPERATIONS = frozenset({"invoke_agent", "invoke_workflow"})
 LLM_OPERATIONS = frozenset(
@@ -39,6 +48,10 @@ _MESSAGE_EVENTS = {
 _DETAILS_EVENT = "gen_ai.client.inference.operation.details"
 _CURRENT_KEYS = frozenset({"gen_ai.input.messages", "gen_ai.output.messages", "gen_ai.system_instructions"})
 _INDEX = re.compile(r"^(\d+)\.(.+)$")
+_FUNCTION_KEYS = ("function.args", "function.kwargs")
+_LLM_KEYS = frozenset({"gen_ai.input.messages", "gen_ai.system_instructions", "gen_ai.request.model", "gen_ai.system",
+                       "gen_ai.provider.name"})
+_OBJECT_REPR = re.compile(r"<[^<>'\"]* at 0x[0-9a-fA-F]+>")  # <app.Agent object at 0x7f...>, <function f at 0x...>
 
 
 def messages_attr(value: Any, report: Report) -> list[Msg]:
@@ -238,6 +251,61 @@ def _has_legacy(span: TraceSpan) -> bool:
     return span.has_key_prefix("gen_ai.prompt.", "gen_ai.completion.")
 
 
+def _plain_output(attrs: Mapping[str, Any]) -> str | None:
+    """``gen_ai.output.messages`` when it holds plain text (a function's return value), not messages."""
+    value = attrs.get("gen_ai.output.messages")
+    if not isinstance(value, str) or isinstance(json_or_text(value), (list, dict)):
+        return None
+    return value
+
+
+def _only_plain_output(attrs: Mapping[str, Any]) -> bool:
+    """Whether plain-text ``gen_ai.output.messages`` is all the GenAI a span says (no request, model or provider)."""
+    return _LLM_KEYS.isdisjoint(attrs) and _plain_output(attrs) is not None
+
+
+def _python_literal(text: Any) -> Any:
+    """The value a Python ``str()`` of literals stands for (objects' default reprs read as None), else None."""
+    if not isinstance(text, str):
+        return None
+    for source in (text, _OBJECT_REPR.sub("None", text)):
+        try:
+            return ast.literal_eval(source)
+        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+            continue
+    return None
+
+
+def traced_function_io(span: TraceSpan) -> tuple[dict[str, Any], str] | None:
+    """A traced function span's recorded call and return value: ``({"args", "kwargs"}, text)``, else None.
+
+    OpenLIT's ``@openlit.trace`` writes the return value into ``gen_ai.output.messages`` as
+    plain text and the call's arguments as the Python ``str()`` of ``args`` and ``kwargs``.
+    Objects (a method's ``self``) are left out of ``args``; arguments that are not Python
+    literals leave nothing.
+
+    Example:
+        >>> span = TraceSpan("a" * 32, "b" * 16, None, "weather_agent", attributes={
+        ...     "gen_ai.output.messages": "Sunny.", "function.args": "(<app.Agent object at 0x7f01>, 'Weather?')",
+        ...     "function.kwargs": "{'city': 'Paris'}"})
+        >>> traced_function_io(span)
+        ({'args': ['Weather?'], 'kwargs': {'city': 'Paris'}}, 'Sunny.')
+        >>> traced_function_io(TraceSpan("a" * 32, "b" * 16, None, "chat", attributes={
+        ...     "gen_ai.operation.name": "chat", "gen_ai.output.messages": "Sunny.", "function.args": "()"})) is None
+        True
+    """
+    attrs = span.attributes
+    if attrs.keys().isdisjoint(_FUNCTION_KEYS) or "gen_ai.operation.name" in attrs:
+        return None
+    output = _plain_output(attrs)
+    if output is None:
+        return None
+    args = _python_literal(attrs.get("function.args"))
+    kwargs = _python_literal(attrs.get("function.kwargs"))
+    return {"args": [a for a in args if a is not None] if isinstance(args, (tuple, list)) else [],
+            "kwargs": kwargs if isinstance(kwargs, dict) else {}}, output
+
+
 def view_span(span: TraceSpan, logs: Sequence[TraceLog], report: Report) -> SpanView | None:
     """Read a GenAI-convention span (with its log records) into a `SpanView`, or None if it is not one.
 
@@ -270,6 +338,8 @@ def view_span(span: TraceSpan, logs: Sequence[TraceLog], report: Report) -> Span
         kind = "tool"
     elif op and op not in LLM_OPERATIONS and not (current or legacy):
         return None  # a named step that is not a model call (Strands' execute_event_loop_cycle...)
+    elif not (op or legacy or (events is not None and events.seen)) and _only_plain_output(attrs):
+        return None  # a traced function's return value (`traced_function_io`), not a model's messages
     elif op in LLM_OPERATIONS or current or legacy or (events is not None and events.seen):
         kind = "llm"
     elif "gen_ai.request.model" in attrs or "gen_ai.system" in attrs or "gen_ai.provider.name" in attrs:
@@ -303,6 +373,7 @@ def view_span(span: TraceSpan, logs: Sequence[TraceLog], report: Report) -> Span
         view.tool_name = str_attr(attrs, "gen_ai.tool.name")
         view.tool_call_id = str_attr(attrs, "gen_ai.tool.call.id")
         view.tool_result = attrs.get("gen_ai.tool.call.result")
+        view.tool_arguments = json_or_text(attrs.get("gen_ai.tool.call.arguments"))
     return view
 
 

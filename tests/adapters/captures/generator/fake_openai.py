@@ -2,8 +2,8 @@
 
 Chat completions (plain and streamed) and the Responses API (plain, and streamed as
 ``response.created`` + ``response.completed``). A request that offers tools and asks about
-the weather, with no tool result yet, gets the ``get_weather`` tool call; every other
-request gets the scenario's fixed answer. A chat request that offers a ``final_answer`` tool
+the weather, with no tool result yet, gets the ``get_weather`` tool call (under the name the
+request offers it by); every other request gets the scenario's fixed answer. A chat request that offers a ``final_answer`` tool
 (smolagents' way of ending a run) gets that answer as a ``final_answer`` tool call.
 A generator whose framework writes its own prompt format (DSPy) sets `CHAT_HOOK`: it gets
 every chat request first, and the message it returns (if any) is the answer.
@@ -30,6 +30,9 @@ CALL_ID = "call_68e4854238118622674403a6"
 FINAL_CALL_ID = "call_5f1a2e0c9b7d4e3a8c6b1d20"
 ARGUMENTS = '{"city": "Paris"}'
 LOG: list[dict[str, Any]] = []
+#: Each Responses API answer's conversation (its input items and output), by response id: a
+#: request with ``previous_response_id`` goes on from there, as the Responses API keeps it.
+STORED: dict[str, list[Any]] = {}
 #: ``(request body) -> assistant message or None``; None everywhere but in generators that set it.
 CHAT_HOOK: Callable[[dict[str, Any]], dict[str, Any] | None] | None = None
 
@@ -66,6 +69,15 @@ def question(messages: list[dict[str, Any]]) -> str:
 
 def _offers(body: dict[str, Any], name: str) -> bool:
     return any((t.get("function") or {}).get("name") == name for t in body.get("tools") or [] if isinstance(t, dict))
+
+
+def _weather_tool(body: dict[str, Any]) -> str:
+    """The name the request offers the weather tool under (Semantic Kernel offers ``<Plugin>-get_weather``)."""
+    for tool in body.get("tools") or []:
+        name = (tool.get("function") or tool).get("name") if isinstance(tool, dict) else None
+        if isinstance(name, str) and name.endswith("get_weather"):
+            return name
+    return "get_weather"
 
 
 def _request_id(prefix: str, payload: Any) -> str:
@@ -106,7 +118,8 @@ class Handler(BaseHTTPRequestHandler):
         if hooked is not None:
             message, finish = hooked, "stop"
         elif tool_turn:
-            call = {"id": CALL_ID, "type": "function", "function": {"name": "get_weather", "arguments": ARGUMENTS}}
+            fn = {"name": _weather_tool(body), "arguments": ARGUMENTS}
+            call = {"id": CALL_ID, "type": "function", "function": fn}
             message: dict[str, Any] = {"role": "assistant", "content": None, "tool_calls": [call]}
             finish = "tool_calls"
         elif _offers(body, "final_answer"):
@@ -152,11 +165,12 @@ class Handler(BaseHTTPRequestHandler):
         items = body.get("input")
         if isinstance(items, str):
             items = [{"role": "user", "content": items}]
+        items = [*STORED.get(body.get("previous_response_id") or "", []), *items]  # the conversation kept here
         msgs = [i for i in items if isinstance(i, dict) and i.get("role")]
         answered = any(isinstance(i, dict) and i.get("type") == "function_call_output" for i in items)
         if body.get("tools") and "weather" in last_user(msgs) and not answered:
             output: list[dict[str, Any]] = [{"type": "function_call", "id": "fc_1", "call_id": CALL_ID,
-                                             "name": "get_weather", "arguments": ARGUMENTS, "status": "completed"}]
+                                             "name": _weather_tool(body), "arguments": ARGUMENTS, "status": "completed"}]
         else:
             text = ANSWERS.get(last_user(msgs), "OK.")
             output = [{"type": "message", "id": "msg_1", "role": "assistant", "status": "completed",
@@ -170,6 +184,7 @@ class Handler(BaseHTTPRequestHandler):
                       "output_tokens_details": {"reasoning_tokens": 0}},
         }
         LOG.append({"path": self.path, "request": body, "response": resp})
+        STORED[resp["id"]] = [*items, *output]
         if not body.get("stream"):
             self._json(resp)
             return
