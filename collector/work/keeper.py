@@ -106,8 +106,17 @@ class ScoreKeeper:
         await self.flush()
 
     async def flush(self) -> None:
-        """Write the waiting scores in one store call (and what judges were shown in another); on
+        """Write the waiting scores in one store call, then what judges were shown in another; on
         failure they wait for the next flush."""
+        if self._waiting:
+            batch, self._waiting = self._waiting, []
+            try:
+                await self._store.keep_scores(batch, max_per_scorer=self._max_per_scorer, retain_s=self._retain_s)
+                self.kept += len(batch)
+            except Exception as err:
+                logger.warning("keeping %d scores for judge agreement failed (%s: %s); retried in %gs",
+                               len(batch), type(err).__name__, err, self._flush_s)
+                self._waiting = self._requeue(batch)
         if self._shown:
             shown, self._shown = self._shown, []
             try:
@@ -117,17 +126,6 @@ class ScoreKeeper:
                 logger.warning("keeping what %d judge calls were shown failed (%s: %s); retried in %gs",
                                len(shown), type(err).__name__, err, self._flush_s)
                 self._shown = [*shown, *self._shown][: self._max_buffer]
-        if not self._waiting:
-            return
-        batch, self._waiting = self._waiting, []
-        try:
-            await self._store.keep_scores(batch, max_per_scorer=self._max_per_scorer, retain_s=self._retain_s)
-        except Exception as err:
-            logger.warning("keeping %d scores for judge agreement failed (%s: %s); retried in %gs",
-                           len(batch), type(err).__name__, err, self._flush_s)
-            self._waiting = self._requeue(batch)
-            return
-        self.kept += len(batch)
 
     def _requeue(self, batch: Sequence[KeptScore]) -> list[KeptScore]:
         """``batch`` back before the scores added since, within ``max_buffer`` (the newest go)."""
