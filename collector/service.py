@@ -50,6 +50,7 @@ from collector.store.sqlite.from_config import sqlite_store_for
 from collector.store.sqlite.store import SqliteStore
 from collector.store.totals import nested
 from collector.work.agreement import AgreementWatch, scorer_rules
+from collector.work.few_shot import FewShot
 from collector.work.governor import JudgeGovernance, close_unused_breakers, judge_report
 from collector.work.keeper import ScoreKeeper
 from collector.work.registry import ScorerRegistry, load_judge_client
@@ -113,8 +114,10 @@ class Service:
                        if lab.keep_scores and role in ("all", "worker") else None)
         self.metrics.labels_alert_kappa.set(lab.alert_kappa)
         self.metrics.labels_min_labels.set(lab.min_labels)
+        self.few_shot = FewShot(self.store, registry.entries, scorer_rules(registry.entries),  # SPEC §11 few-shot
+                                holder=f"{replica_id()}:examples", poll_s=lab.poll_s)
         self.agreement = AgreementWatch(self.store, scorer_rules(registry.entries), self.metrics,
-                                        window_s=lab.retain_s, poll_s=lab.poll_s)
+                                        window_s=lab.retain_s, poll_s=lab.poll_s, examples=self.few_shot)
         self.label_puller: Any = None
         if lab.sources:
             from collector.receive.labels import label_readers
@@ -132,7 +135,7 @@ class Service:
             max_attribute_chars=e.max_attribute_chars, on_result=self._on_result,
             job_timeout_s=w.job_timeout_s, replies=self.store, lease_s=q.visibility_timeout_s,
             poll_s=0.01 if q.kind == "redis" else 0.5,  # a Redis take waits on the stream
-            kept=self.keeper.add if self.keeper is not None else None,
+            kept=self.keeper.add if self.keeper is not None else None, examples=self.few_shot,
         )
         self.forwarder = Forwarder(e, self.store.forward_log, self.metrics) if self.forwarding else None
         board = None if isinstance(self.store, SqliteStore) else RedisStatusBoard(self.store.client, self.store.keys)
@@ -177,6 +180,7 @@ class Service:
             await self.exporter.start()
             for sink in self.sinks:
                 await sink.start()
+            await self.few_shot.refresh()  # the examples in force before the first job
             await self.worker.start()
             if self.keeper is not None:
                 await self.keeper.start()

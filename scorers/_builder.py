@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import dataclasses
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from types import MappingProxyType
@@ -210,6 +211,40 @@ class Scorer(Generic[InT, OutT]):
         """
         steps = (self._steps[n] for n in STEP_ORDER if n in self._steps)
         return [merge_judges(self._judge, s.prompt.judge) for s in steps if s.prompt is not None]
+
+    def with_instructions(self, instructions: str) -> Scorer[InT, OutT]:
+        """Return a new scorer whose judge gives ``instructions``: the scorer's judge and every prompt
+        step's own judge that sets instructions get them, so each prompt step's effective judge
+        (`get_judges`) has them (``[[scorers]] instructions_file`` adopts a file this way).
+
+        Raises:
+            ScorerDefinitionError: the scorer has no prompt step (no judge to instruct), or
+                ``instructions`` is not a non-empty string.
+
+        Example:
+            >>> from scorers import Judge, create_scorer
+            >>> scorer = create_scorer(id="s", description="d", judge=Judge("openai/gpt-4o-mini", "Be fair.")
+            ...     ).generate_score(description="score", create_prompt=lambda run: "Score it.",
+            ...                      judge=Judge(instructions="Be strict."))
+            >>> [j.instructions for j in scorer.with_instructions("Be exact.").get_judges()]
+            ['Be exact.']
+            >>> [j.instructions for j in scorer.get_judges()]  # the scorer is unchanged
+            ['Be strict.']
+        """
+        if not isinstance(instructions, str) or not instructions.strip():
+            raise ScorerDefinitionError(f'Scorer "{self._id}": instructions must be a non-empty string')
+        if not any(step.prompt is not None for step in self._steps.values()):
+            raise ScorerDefinitionError(f'Scorer "{self._id}" has no prompt step: it has no judge to instruct')
+        new = copy.copy(self)
+        new._judge = (self._judge or Judge()).model_copy(update={"instructions": instructions})
+        steps = dict(self._steps)
+        for name, step in steps.items():
+            judge = step.prompt.judge if step.prompt is not None else None
+            if step.prompt is not None and judge is not None and judge.instructions is not None:
+                prompt = dataclasses.replace(step.prompt, judge=judge.model_copy(update={"instructions": instructions}))
+                steps[name] = dataclasses.replace(step, prompt=prompt)
+        new._steps = MappingProxyType(steps)
+        return new
 
     def __repr__(self) -> str:
         steps = [n for n in STEP_ORDER if n in self._steps]

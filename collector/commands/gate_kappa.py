@@ -2,7 +2,7 @@
 people less than K.
 
 For every configured scorer (or ``--scorer``), the series of its current version and judge
-revision is measured; the gate fails (exit 1) when one with at least ``[labels] min_labels``
+revision (a few-shot scorer's: with the examples in force) is measured; the gate fails (exit 1) when one with at least ``[labels] min_labels``
 labelled items has a κ below K. A series with fewer labels is named and passes (there is not
 enough evidence either way); a κ that is undefined (one verdict only, on both sides) passes.
 Exit codes: 0 passed; 1 failed, or the store cannot be reached; 2 a bad configuration.
@@ -21,6 +21,7 @@ from collector.commands.dead_letters import unreachable
 from collector.commands.label_context import Deployment, deployment, measured
 from collector.commands.report import report_config_error
 from collector.common.errors import ConfigError
+from collector.work.few_shot import revisions_in_force
 
 
 def gate_findings(rows: Sequence[Mapping[str, Any]], current: Mapping[str, tuple[str, str]], min_kappa: float,
@@ -55,13 +56,14 @@ def gate_findings(rows: Sequence[Mapping[str, Any]], current: Mapping[str, tuple
 
 
 async def _act(args: argparse.Namespace, found: Deployment) -> int:
-    current = {e.scorer_id: (e.version or "", e.judge_revision) for e in found.registry.entries
-               if args.scorer in (None, e.scorer_id)}
-    if not current:
+    entries = [e for e in found.registry.entries if args.scorer in (None, e.scorer_id)]
+    if not entries:
         print(f"tracescore: no configured scorer {args.scorer or ''} to gate".replace("  ", " "), file=sys.stderr)
         return 2
     store = found.store()
     try:
+        revisions = await revisions_in_force(store, entries)
+        current = {e.scorer_id: (e.version or "", revisions[(e.scorer_id, e.version)]) for e in entries}
         report = await measured(store, found.rules, time.time() - found.config.labels.retain_s, scorer=args.scorer)
     finally:
         await store.close()

@@ -16,6 +16,7 @@ from collector.status.agreement import AgreementReport, measure
 from collector.status.verdicts import ScorerRule
 from collector.store.labels_interface import LabelStoreAdmin
 from collector.work.agreement import scorer_rules
+from collector.work.few_shot import example_exclusions
 from collector.work.registry import ScorerRegistry
 
 
@@ -72,6 +73,9 @@ def since_of(args: argparse.Namespace, config: Config) -> float:
 
 async def measured(store: LabelStoreAdmin, rules: Mapping[str, ScorerRule], since: float,
                    scorer: str | None = None) -> AgreementReport:
-    """The agreement of every series with the store's labels, over the scores kept since ``since``."""
+    """The agreement of every series with the store's labels, over the scores kept since ``since``
+    (a few-shot revision's own examples left out of it)."""
     labels = await store.labels()
-    return await measure(store.scan_kept_scores(since=since), labels, rules, since=since, scorer=scorer)
+    exclude = await example_exclusions(store, {rule.scorer_id for rule in rules.values()})
+    return await measure(store.scan_kept_scores(since=since), labels, rules, since=since, scorer=scorer,
+                         exclude=exclude)

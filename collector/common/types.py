@@ -264,6 +264,7 @@ class Done:
     """
 
     record: ScoreRecord | None
+    shown: str | None = None  # what a few-shot scorer's judge was shown: kept for examples, never exported
 
 
 @dataclass(frozen=True)

@@ -311,6 +311,8 @@ class ScorerConfig(BaseModel):
     labels: dict[str, float] = Field(default_factory=dict)
     pass_threshold: float | None = None
     args: dict[str, Any] = Field(default_factory=dict)  # keyword arguments when ref names a factory
+    few_shot: int = Field(default=0, ge=0)  # labelled examples after the judge's instructions (SPEC §11)
+    instructions_file: str | None = None  # a TOML file whose `instructions` replace the judge's (`align --out`)
 
     def label_for(self, score: float) -> str | None:
         """The label of a score under ``labels`` or ``pass_threshold`` (None without either).

@@ -10,6 +10,8 @@ A label meets the kept scores carrying its name whose item keys hold its item: a
 meets that span's score, a trace label the scores of that trace's runs, a session label the
 session's score; a score is found by its most precise key that has labels. A label no score
 in the window meets is unmatched (it may be scored later), as is a label for no known scorer.
+A few-shot revision's own examples are not judged by it: ``exclude`` names, per (scorer id,
+revision), the items whose scores of that revision are not paired with their labels.
 """
 
 from __future__ import annotations
@@ -115,14 +117,14 @@ class _Join:
     """One pass over the kept scores: running figures per series, pairs with labelled items."""
 
     def __init__(self, labels: Sequence[Label], rules: Mapping[str, ScorerRule], since: float,
-                 scorer: str | None) -> None:
+                 scorer: str | None, exclude: Mapping[tuple[str, str], frozenset[str]] | None = None) -> None:
         self.index = LabelIndex.of(labels, rules)
-        self.rules, self.since, self.scorer = rules, since, scorer
+        self.rules, self.since, self.scorer, self.exclude = rules, since, scorer, dict(exclude or {})
         self.series: dict[tuple[str, str, str], _Series] = {}
 
     def add(self, batch: Iterable[KeptScore]) -> None:
         """Take one batch of kept scores."""
-        index, series, since, scorer = self.index, self.series, self.since, self.scorer
+        index, series, since, scorer, exclude = self.index, self.series, self.since, self.scorer, self.exclude
         items, names, isfinite = index.items, index.names, math.isfinite
         for score in batch:
             if score.at < since or (scorer is not None and score.scorer_id != scorer) or not isfinite(score.score):
@@ -138,6 +140,9 @@ class _Join:
                     item = items.get((score.name, item_key))
                     if item is not None:
                         item.matched = True
+                        skip = exclude.get((score.scorer_id, score.revision)) if exclude else None
+                        if skip is not None and not skip.isdisjoint(keys):
+                            break  # an example of this revision's judge: not judged by it
                         seen = one.pairs.get(keys[0])
                         if seen is None or seen[0].at <= score.at:  # a later score of an item replaces it
                             one.pairs[keys[0]] = (score, item)
@@ -182,23 +187,27 @@ def _disagreement(score: KeptScore, item: HumanItem) -> dict[str, Any]:
 
 
 async def measure(batches: AsyncIterable[list[KeptScore]], labels: Sequence[Label], rules: Mapping[str, ScorerRule],
-                  *, since: float = 0.0, scorer: str | None = None) -> AgreementReport:
+                  *, since: float = 0.0, scorer: str | None = None,
+                  exclude: Mapping[tuple[str, str], frozenset[str]] | None = None) -> AgreementReport:
     """Judge agreement over the kept scores scored at or after ``since`` (epoch seconds; of the
     scorer with id ``scorer`` only, when given), read once from ``batches``. Labels are not
     windowed: a label counts when a score in the window meets it, else it is unmatched.
+    ``exclude``: (scorer id, revision) -> item keys whose scores of that series are not paired
+    (a few-shot revision's examples, `collector.common.few_shot.ExampleSet.exclusions`).
 
     ``rules`` are the scorers' `ScorerRule` by name; a score or label of a name with none is
     read as a binary scorer's at 0.5. The work runs in a thread, a batch at a time, so the
     event loop keeps serving.
     """
-    join = await asyncio.to_thread(_Join, labels, rules, since, scorer)
+    join = await asyncio.to_thread(_Join, labels, rules, since, scorer, exclude)
     async for batch in batches:
         await asyncio.to_thread(join.add, batch)
     return await asyncio.to_thread(join.report)
 
 
 def measure_scores(scores: Iterable[KeptScore], labels: Sequence[Label], rules: Mapping[str, ScorerRule],
-                   *, since: float = 0.0, scorer: str | None = None) -> AgreementReport:
+                   *, since: float = 0.0, scorer: str | None = None,
+                   exclude: Mapping[tuple[str, str], frozenset[str]] | None = None) -> AgreementReport:
     """`measure` over scores at hand, in this thread.
 
     Example:
@@ -212,8 +221,11 @@ def measure_scores(scores: Iterable[KeptScore], labels: Sequence[Label], rules: 
         >>> s = report.series[0]
         >>> s.n, s.n_scored, s.accuracy, s.confusion["pass"], report.unmatched
         (2, 3, 0.5, {'pass': 1, 'fail': 1}, {'Faithfulness': 1})
+        >>> mine = measure_scores(scores, labels, {}, exclude={("relevancy", ""): frozenset({"span:" + "cd" * 8})})
+        >>> mine.series[0].n, mine.series[0].n_scored  # span cd's label was an example of this revision
+        (1, 3)
     """
-    join = _Join(labels, rules, since, scorer)
+    join = _Join(labels, rules, since, scorer, exclude)
     batch: list[KeptScore] = []
     for score in scores:
         batch.append(score)

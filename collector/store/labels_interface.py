@@ -3,7 +3,7 @@
 
 Labels, the pull cursors and the pull lease belong to the deployment (every replica sees one
 set); kept scores are what agreement needs of tracescore's own scores, bounded per scorer and
-by age.
+by age; so is the content the judges of few-shot scorers were shown (their examples' content).
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Sequence
 from typing import Protocol
 
+from collector.common.few_shot import Shown
 from collector.common.labels import KeptScore, Label
 
 __all__ = ["LabelStore", "LabelStoreAdmin"]
@@ -65,6 +66,17 @@ class LabelStore(Protocol):
 
     async def kept_score_count(self) -> int:
         """How many scores are kept."""
+        ...
+
+    async def keep_shown(self, shown: Sequence[Shown], *, max_per_scorer: int, retain_s: float) -> None:
+        """Keep what judges were shown: per scorer, one content per item (`Shown.item`; a newer
+        one, by ``at``, replaces it; an older one is ignored), at most ``max_per_scorer`` (the
+        oldest go first) and none older than ``retain_s`` before the newest written."""
+        ...
+
+    async def shown(self, scorer_id: str, items: Sequence[str]) -> dict[str, str]:
+        """The content kept for each of ``items`` that has one (a ``trace:`` key: the newest of a
+        run of that trace): what a label on that item was judged from."""
         ...
 
 

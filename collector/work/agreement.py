@@ -4,7 +4,9 @@
 agreement with the labels in the store (`collector.status.agreement.measure` over the kept
 scores of the window), sets ``tracescore_judge_agreement`` and ``tracescore_labels_total``,
 and keeps the summary `collector.status` shows. Every replica measures the same store, so
-every replica reports the same figures. Nothing here is on the scoring path.
+every replica reports the same figures. Nothing here is on the scoring path. It also drives the
+few-shot example sets (`collector.work.few_shot.FewShot`): chosen before each measure, read
+every `CHECK_S`; a few-shot revision's own examples are left out of its agreement.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from collector.common.metrics import Metrics
 from collector.status.agreement import AgreementReport, agreement_figures, measure
 from collector.status.verdicts import ScorerRule, rules_from_config
 from collector.store.labels_interface import LabelStore
+from collector.work.few_shot import FewShot, example_exclusions
 from collector.work.registry import RegisteredScorer
 
 logger = logging.getLogger(__name__)
@@ -68,10 +71,12 @@ class AgreementWatch:
         metrics: the service's instruments.
         window_s: the kept scores measured (``[labels] retain``).
         poll_s: how often it measures.
+        examples: the few-shot example sets to choose and read (None: none).
     """
 
     def __init__(self, store: LabelStore, rules: Mapping[str, ScorerRule], metrics: Metrics, *,
-                 window_s: float, poll_s: float) -> None:
+                 window_s: float, poll_s: float, examples: FewShot | None = None) -> None:
+        self.examples = examples
         self._store = store
         self._rules = dict(rules)
         self._metrics = metrics
@@ -84,7 +89,9 @@ class AgreementWatch:
         self.summary: dict[str, Any] | None = None
 
     async def refresh(self) -> AgreementReport | None:
-        """Measure now; set the gauges and `summary` (None: no label yet)."""
+        """Measure now (the few-shot examples chosen first); set the gauges and `summary` (None: no label yet)."""
+        if self.examples is not None:
+            await self.examples.refresh(choose=True)
         counts = await self._store.label_counts()
         for (name, source), count in counts.items():
             self._metrics.labels_total.labels(scorer_of(name, self._rules), source).set(count)
@@ -93,8 +100,9 @@ class AgreementWatch:
             self.summary = {"labels": {}, "series": [], "last_pull": json.loads(last_pull) if last_pull else None}
             return None
         labels = await self._store.labels()
+        exclude = await example_exclusions(self._store, {rule.scorer_id for rule in self._rules.values()})
         report = await measure(self._store.scan_kept_scores(since=time.time() - self._window_s), labels,
-                               self._rules, since=time.time() - self._window_s)
+                               self._rules, since=time.time() - self._window_s, exclude=exclude)
         self._set_gauges(report)
         by_scorer: dict[str, dict[str, int]] = {}
         for (name, source), count in counts.items():
@@ -146,6 +154,8 @@ class AgreementWatch:
                 if await self._changed() or time.monotonic() - measured >= self._poll_s:
                     measured = time.monotonic()
                     await self.refresh()
+                elif self.examples is not None:  # the sets another process chose
+                    await self.examples.refresh()
             except asyncio.CancelledError:
                 raise
             except Exception as err:

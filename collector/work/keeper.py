@@ -5,7 +5,9 @@ writes what gathered to the store (`collector.store.labels_interface.LabelStore.
 once a second, in one call per batch, so scoring never waits on it. A store that cannot take a
 batch keeps it for the next flush; past ``max_buffer`` waiting scores the newest are dropped
 and counted (agreement is a statistic: a score the store never got is one sample fewer, never
-a lost score: the score itself went out through the outbox).
+a lost score: the score itself went out through the outbox). The content a few-shot scorer's
+judge was shown goes with its score (`LabelStore.keep_shown`, in the same flush), cut to
+`SHOWN_CHARS` and at most `SHOWN_PER_SCORER` per scorer: what its examples are made of.
 """
 
 from __future__ import annotations
@@ -15,11 +17,15 @@ import contextlib
 import logging
 from collections.abc import Sequence
 
+from collector.common.few_shot import SHOWN_CHARS, Shown
 from collector.common.labels import KeptScore
 from collector.common.types import ScoreRecord
 from collector.store.labels_interface import LabelStore
 
 logger = logging.getLogger(__name__)
+
+SHOWN_PER_SCORER = 5_000
+"""What judges were shown is kept for this many items per few-shot scorer at most (the newest)."""
 
 
 def kept_score(record: ScoreRecord) -> KeptScore | None:
@@ -67,12 +73,14 @@ class ScoreKeeper:
         self._flush_s = flush_s
         self._max_buffer = max_buffer
         self._waiting: list[KeptScore] = []
+        self._shown: list[Shown] = []
         self._task: asyncio.Task[None] | None = None
         self.kept = 0
         self.dropped = 0
 
-    def add(self, record: ScoreRecord) -> None:
-        """Keep ``record``'s score at the next flush (a failure record keeps nothing)."""
+    def add(self, record: ScoreRecord, shown: str | None = None) -> None:
+        """Keep ``record``'s score at the next flush (a failure record keeps nothing), and ``shown``,
+        what its judge was shown (a few-shot scorer's)."""
         score = kept_score(record)
         if score is None:
             return
@@ -80,6 +88,9 @@ class ScoreKeeper:
             self.dropped += 1
             return
         self._waiting.append(score)
+        if shown is not None and len(self._shown) < self._max_buffer:
+            self._shown.append(Shown(score.scorer_id, score.trace_id, score.span_id, score.session_id,
+                                     shown[:SHOWN_CHARS], score.at))
 
     async def start(self) -> None:
         """Start flushing every ``flush_s``."""
@@ -95,18 +106,26 @@ class ScoreKeeper:
         await self.flush()
 
     async def flush(self) -> None:
-        """Write the waiting scores in one store call; on failure they wait for the next flush."""
-        if not self._waiting:
-            return
-        batch, self._waiting = self._waiting, []
-        try:
-            await self._store.keep_scores(batch, max_per_scorer=self._max_per_scorer, retain_s=self._retain_s)
-        except Exception as err:
-            logger.warning("keeping %d scores for judge agreement failed (%s: %s); retried in %gs",
-                           len(batch), type(err).__name__, err, self._flush_s)
-            self._waiting = self._requeue(batch)
-            return
-        self.kept += len(batch)
+        """Write the waiting scores in one store call, then what judges were shown in another; on
+        failure they wait for the next flush."""
+        if self._waiting:
+            batch, self._waiting = self._waiting, []
+            try:
+                await self._store.keep_scores(batch, max_per_scorer=self._max_per_scorer, retain_s=self._retain_s)
+                self.kept += len(batch)
+            except Exception as err:
+                logger.warning("keeping %d scores for judge agreement failed (%s: %s); retried in %gs",
+                               len(batch), type(err).__name__, err, self._flush_s)
+                self._waiting = self._requeue(batch)
+        if self._shown:
+            shown, self._shown = self._shown, []
+            try:
+                await self._store.keep_shown(shown, max_per_scorer=min(self._max_per_scorer, SHOWN_PER_SCORER),
+                                             retain_s=self._retain_s)
+            except Exception as err:
+                logger.warning("keeping what %d judge calls were shown failed (%s: %s); retried in %gs",
+                               len(shown), type(err).__name__, err, self._flush_s)
+                self._shown = [*shown, *self._shown][: self._max_buffer]
 
     def _requeue(self, batch: Sequence[KeptScore]) -> list[KeptScore]:
         """``batch`` back before the scores added since, within ``max_buffer`` (the newest go)."""

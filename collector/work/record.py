@@ -128,11 +128,12 @@ def cut(text: Any, limit: int) -> str | None:
 
 def score_record(
     job: ScoreJob, entry: RegisteredScorer, result: Any, start_ns: int, *, max_chars: int,
-    error: BaseException | None = None, end_ns: int | None = None,
+    error: BaseException | None = None, end_ns: int | None = None, judge_revision: str | None = None,
 ) -> ScoreRecord:
     """The outbox record of one job's result (``error``: the scorer failed; ``result`` is then
     its partial result, or None). Its evaluation span id derives from the job's key and the
     outcome (`collector.common.ids.score_outcome`); a replayed job's record names the span it replaces.
+    ``judge_revision``: the revision the judge judged under (few-shot examples in force), else the scorer's.
 
     Example:
         >>> from collector.config import ScorerConfig
@@ -183,5 +184,5 @@ def score_record(
         service=run.service, resource=dict(run.resource), scored_end_ns=run.end_ns,
         llm_judged=entry.has_prompt_step is True or bool(models), forward_mark=run.forward_mark,
         supersedes=job.supersedes if job.supersedes != span_id else None,  # failed alike again: the same span
-        session=session, judge_revision=entry.judge_revision,
+        session=session, judge_revision=entry.judge_revision if judge_revision is None else judge_revision,
     )

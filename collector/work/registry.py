@@ -19,6 +19,7 @@ from typing import Any, Literal, Protocol
 from collector.common.errors import ConfigError
 from collector.common.labels import judge_revision
 from collector.config import FilterConfig, ScorerConfig
+from collector.config.instructions import read_instructions
 from collector.work.scorer_ref import resolve_scorer
 
 logger = logging.getLogger(__name__)
@@ -157,10 +158,17 @@ class RegisteredScorer:
         return has_prompt_step(self.scorer)
 
     @functools.cached_property
+    def judges(self) -> tuple[tuple[str | None, str | None], ...]:
+        """The model and instructions of each prompt step's judge (none: a scorer without ``get_judges``)."""
+        get_judges = getattr(self.scorer, "get_judges", None)
+        return tuple((judge.model, judge.instructions) for judge in (get_judges() if callable(get_judges) else ()))
+
+    @functools.cached_property
     def judge_revision(self) -> str:
-        """The scorer's judge as it judges (`collector.common.labels.judge_revision`: the model and
-        instructions of each prompt step's judge), ``""`` for a scorer without one. Scores of
-        different revisions are different agreement series (SPEC §11).
+        """The scorer's judge as it judges without few-shot examples (`collector.common.labels.judge_revision`:
+        the model and instructions of each prompt step's judge), ``""`` for a scorer without one.
+        Scores of different revisions are different agreement series (SPEC §11); a few-shot
+        scorer's scores carry the revision of the examples in force (`collector.work.few_shot`).
 
         Example:
             >>> from scorers import Judge, create_scorer
@@ -174,9 +182,7 @@ class RegisteredScorer:
             ...                  ScorerConfig(ref="m:c")).judge_revision
             ''
         """
-        get_judges = getattr(self.scorer, "get_judges", None)
-        judges = get_judges() if callable(get_judges) else []
-        return judge_revision((judge.model, judge.instructions) for judge in judges)
+        return judge_revision(self.judges)
 
     @property
     def asks_judge(self) -> bool:
@@ -233,7 +239,8 @@ class ScorerRegistry:
         """Import every configured scorer.
 
         Raises:
-            ConfigError: naming the failing ``scorers[i].ref``.
+            ConfigError: naming the failing ``scorers[i].ref``, or ``instructions_file`` or
+                ``few_shot`` given to a scorer without a judge, or a bad instructions file.
         """
         entries = []
         for i, cfg in enumerate(configs):
@@ -241,6 +248,13 @@ class ScorerRegistry:
                 obj = resolve_scorer(cfg.ref, cfg.args)
             except ConfigError as err:
                 raise ConfigError(f"scorers[{i}].ref: {err}") from err
+            judged = has_prompt_step(obj) is True
+            for key, given in (("instructions_file", cfg.instructions_file is not None), ("few_shot", cfg.few_shot > 0)):
+                if given and not (judged and (key == "few_shot" or callable(getattr(obj, "with_instructions", None)))):
+                    raise ConfigError(f"scorers[{i}].{key}: scorer {getattr(obj, 'id', cfg.ref)!r} has no LLM judge"
+                                      " (no prompt step) to give instructions or examples to")
+            if cfg.instructions_file is not None:
+                obj = obj.with_instructions(read_instructions(cfg.instructions_file, f"scorers[{i}].instructions_file"))
             entries.append(RegisteredScorer(obj, cfg))
         return cls(entries)
 

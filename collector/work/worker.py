@@ -28,12 +28,14 @@ from collector.common.types import Dead, Done, LeasedJob, Retry, RunRecord, Scor
 from collector.store.interface import JobQueue, JudgeReplies
 from collector.work.conversation import conversation_run, scored_what
 from collector.work.deadlines import JobDeadlines
+from collector.work.few_shot import FewShot, shown_prompt
 from collector.work.heartbeat import LeaseHeartbeat
 from collector.work.parked_log import ParkedLog
 from collector.work.record import judge_summary, requests_sent, score_record, truncate_json
 from collector.work.registry import RegisteredScorer, ScorerRegistry
 from collector.work.replies import StoredReplies
 from scorers._agent_types import ScorerRunInputForAgent, ScorerRunOutputForAgent
+from scorers._judge_examples import judge_examples
 from scorers._judge_governor import JudgeGovernor, govern_judge_calls, parked_cause
 from scorers._reply_memo import remember_judge_replies
 
@@ -114,7 +116,9 @@ class Worker:
         park_log_s: parked jobs are logged once per reason and this interval (`ParkedLog`), not
             once per park.
         kept: given each score once its job settled (`collector.work.keeper.ScoreKeeper.add`:
-            what judge agreement keeps of it); None keeps nothing.
+            what judge agreement keeps of it, with what a few-shot judge was shown); None keeps nothing.
+        examples: the few-shot examples in force (`FewShot`): a few-shot scorer's judge calls get
+            them after the instructions, and its score their judge revision.
     """
 
     def __init__(
@@ -123,9 +127,10 @@ class Worker:
         on_result: Callable[[], None] | None = None, poll_s: float = 0.5, retry_base_s: float = 1.0,
         job_timeout_s: float = 240.0, replies: JudgeReplies | None = None, lease_s: float = 300.0, max_take: int | None = None,
         governor: JudgeGovernor | None = None, max_park_s: float = 86400.0, park_log_s: float = 60.0,
-        kept: Callable[[ScoreRecord], None] | None = None,
+        kept: Callable[[ScoreRecord, str | None], None] | None = None, examples: FewShot | None = None,
     ) -> None:
         self._kept = kept
+        self._examples = examples
         self._parked_log = ParkedLog(park_log_s)
         self._governor = governor
         self._max_park_s = max_park_s
@@ -230,7 +235,7 @@ class Worker:
             if self._on_result:
                 self._on_result()
             if self._kept is not None and isinstance(outcome, Done):
-                self._kept(outcome.record)
+                self._kept(outcome.record, outcome.shown)
 
     async def process(self, leased: LeasedJob) -> Settlement:
         """Run one job's scorer and decide how to settle it."""
@@ -259,10 +264,12 @@ class Worker:
         job, run = leased.job, leased.job.run
         start_ns = time.time_ns()
         started = time.perf_counter()
+        shot = self._examples.in_force(entry) if self._examples is not None else None  # few-shot examples
         try:
             memo = await self._memo_of(job.key) if entry.asks_judge else None
             async with self._deadlines.guard():  # one timer for every job in flight
-                with remember_judge_replies(memo), govern_judge_calls(self._governor, job.scorer_id):
+                with (remember_judge_replies(memo), govern_judge_calls(self._governor, job.scorer_id),
+                      judge_examples(shot.text if shot is not None else "")):
                     result = await self._run_scorer(entry, run)
         except TimeoutError:
             timeout = JobTimeout(f"scorer {job.scorer_id!r} took longer than {self._deadlines.timeout_s:g}s")
@@ -280,11 +287,12 @@ class Worker:
             return Done(None)
         instruments = self._instruments(job.scorer_id)
         instruments.scored.inc()
-        record = self._record(leased, entry, result, start_ns)
+        record = score_record(leased.job, entry, result, start_ns, max_chars=self._max_chars,
+                              judge_revision=shot.revision if shot is not None else None)
         if record.score is not None:
             instruments.scores.observe(record.score)
         logger.info("scored %s on %s: %s (%.0f ms)", job.scorer_id, _scored_what(run), record.score, elapsed_ms)
-        return Done(record)
+        return Done(record, shown_prompt(result) if shot is not None else None)
 
     @staticmethod
     async def _run_scorer(entry: RegisteredScorer, run: RunRecord) -> Any:

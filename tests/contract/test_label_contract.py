@@ -1,6 +1,7 @@
 """`LabelStore` on every store (SPEC §11): labels (newest per annotator wins, every annotator
 kept), pull cursors and the pull lease, kept scores (replaced per series and item, trimmed per
-scorer and by age, scanned oldest first in bounded batches). "Another instance" is what
+scorer and by age, scanned oldest first in bounded batches), what few-shot judges were shown
+(one per scorer and item, newest wins, trimmed per scorer and by age, found by run, trace or session). "Another instance" is what
 another replica (Redis) or ``tracescore labels`` beside the daemon (SQLite) has: the store
 `open_label_store` opens from a configuration naming the same store. Redis's Lua scripts run
 on the real server, and on a real Cluster (every key of a script in one slot)."""
@@ -18,6 +19,7 @@ import pytest
 from test_judge_ledger_contract import config_of
 
 from collector.commands.label_store import open_label_store
+from collector.common.few_shot import Shown
 from collector.common.labels import KeptScore, Label
 from collector.store.kept_rows import member
 from collector.store.labels_interface import LabelStore, LabelStoreAdmin
@@ -162,3 +164,29 @@ async def test_every_kept_score_is_scanned_oldest_first_in_bounded_batches_from_
     await other.keep_scores([kept("b", 5_000, T0 + 9)], max_per_scorer=600, retain_s=1e9)  # b's oldest go, from anywhere
     kept_b = [s for got in await scanned(store) for s in got if s.scorer_id == "b"]
     assert kept_b == [s for s in in_order if s.scorer_id == "b"][-599:] + [kept("b", 5_000, T0 + 9)]
+
+
+async def test_what_judges_were_shown_is_kept_per_item_bounded_and_found_by_span_trace_or_session(
+        make_store: StoreFactory, beside: Callable[[Any], LabelStoreAdmin]) -> None:
+    store = await make_store()
+    keep = {"max_per_scorer": 3, "retain_s": 500.0}
+
+    def shown(scorer: str, n: int, at: float, text: str, *, trace: str = TRACE, session: str | None = None) -> Shown:
+        return Shown(scorer, trace, None if session else f"{n:016x}", session, text, T0 + at)
+
+    span = [f"span:{n:016x}" for n in range(5)]
+    other = "cd" * 16
+    await store.keep_shown([shown("q", 0, 0, "zero"), shown("q", 1, 1, "one « é »\n" + "x" * 3_990),
+                            shown("q", 2, 2, "two", trace=other), shown("r", 0, 5, "chat", session="chat-7")], **keep)
+    await store.keep_shown([shown("q", 1, 0.5, "older: ignored"), shown("q", 0, 3, "zero again")], **keep)
+    assert await store.shown("q", [*span[:3], f"trace:{TRACE}", f"trace:{other}", "trace:" + "ef" * 16]) == {
+        span[0]: "zero again", span[1]: "one « é »\n" + "x" * 3_990, span[2]: "two",
+        f"trace:{TRACE}": "zero again", f"trace:{other}": "two"}  # a trace: its newest run's
+    assert await store.shown("r", ["session:chat-7", span[0]]) == {"session:chat-7": "chat"}
+    await store.keep_shown([shown("q", 3, 4, "three"), shown("q", 4, 6, "four", trace=other)], **keep)  # q holds 3
+    other_instance = beside(store)
+    assert await other_instance.shown("q", [*span, f"trace:{TRACE}", f"trace:{other}"]) == {
+        span[0]: "zero again", span[3]: "three", span[4]: "four", f"trace:{TRACE}": "three", f"trace:{other}": "four"}
+    await other_instance.keep_shown([shown("z", 0, 506.5, "late")], **keep)  # older than 500 s before it: gone
+    assert await store.shown("q", [*span, f"trace:{TRACE}"]) == {}
+    assert await store.shown("r", ["session:chat-7"]) == {} and await store.shown("z", [span[0]]) == {span[0]: "late"}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from scorers import create_scorer
+from scorers import Judge, create_scorer
 
 
 def _answer(run):  # type: ignore[no-untyped-def]
@@ -36,3 +36,13 @@ turn_count = (
     create_scorer(id="turn-count", description="a tenth per turn of the conversation", type="conversation")
     .generate_score(lambda run: len(run.turns) / 10)
 )
+
+
+def judged(api_base: str = "http://127.0.0.1:9/v1"):  # type: ignore[no-untyped-def]
+    """An LLM judge of the answer, asking the OpenAI-compatible server at ``api_base`` (a factory: ``args``)."""
+    judge = Judge(model="openai/gpt-4o-mini", instructions="Rate how helpful the answer is.",
+                  model_settings={"api_base": api_base, "api_key": "test-key"})
+    return create_scorer(id="helpful", name="Helpful", description="judged", type="agent", judge=judge,
+                         version="1").generate_score(
+        description="Rate the answer from 0 to 1",
+        create_prompt=lambda run: f"Answer: {_answer(run)}\nRate it from 0 to 1.")

@@ -20,6 +20,10 @@ Layout (``P`` is the prefix; `collector.store.kept_rows` for members, rows and s
                                      keeps it compact (a time shared by more stays whole)
     P kept:r<n>:<scorer id>  hash    member -> at (ms, a little-endian double) and the row, for
                                      the members whose first two bytes (big-endian) modulo b are n
+    P shown:scorers          set     scorer ids with content their judges were shown (few-shot)
+    P shown:c:<scorer id>    hash    item key -> JSON [trace, at, content] (`Shown`)
+    P shown:a:<scorer id>    zset    item key -> at (ms): trimmed oldest first
+    P shown:x:<scorer id>    hash    trace id -> the item key of its newest content kept
 
 A scorer's scores ordered by time are its shards in the index's order, each in its own;
 trimming takes the first shard's first members, scanning walks the shards from the one holding
@@ -44,6 +48,8 @@ class LabelKeys:
         ('{ts}:kept:m:relevancy', '{ts}:kept:i:relevancy')
         >>> keys.kept_shard("relevancy", 3), keys.kept_rows("relevancy", 7)
         ('{ts}:kept:t3:relevancy', '{ts}:kept:r7:relevancy')
+        >>> keys.shown_scorers, keys.shown_base, keys.shown_content("relevancy"), keys.shown_traces("relevancy")
+        ('{ts}:shown:scorers', '{ts}:shown:', '{ts}:shown:c:relevancy', '{ts}:shown:x:relevancy')
     """
 
     prefix: str
@@ -89,3 +95,21 @@ class LabelKeys:
     def kept_rows(self, scorer_id: str, bucket: int) -> str:
         """One of a scorer's row hashes."""
         return f"{self.kept_base}r{bucket}:{scorer_id}"
+
+    @property
+    def shown_scorers(self) -> str:
+        """The scorer ids with content their judges were shown (set)."""
+        return self.prefix + "shown:scorers"
+
+    @property
+    def shown_base(self) -> str:
+        """What the scripts build a scorer's shown keys from (``c:<id>``, ``a:<id>``, ``x:<id>`` appended)."""
+        return self.prefix + "shown:"
+
+    def shown_content(self, scorer_id: str) -> str:
+        """A scorer's shown content per item (hash)."""
+        return self.shown_base + "c:" + scorer_id
+
+    def shown_traces(self, scorer_id: str) -> str:
+        """A scorer's newest shown item per trace (hash)."""
+        return self.shown_base + "x:" + scorer_id

@@ -255,3 +255,69 @@ for _, id in ipairs(redis.call('SMEMBERS', KEYS[1])) do
 end
 return total
 """
+
+# ------------------------------ what judges were shown (few-shot scorers)
+# A scorer's keys, from the base (`LabelKeys.shown_base`): ``c:<id>`` item -> [trace, at, content] JSON,
+# ``a:<id>`` item -> at (ms), ``x:<id>`` trace -> its newest item.
+# Keep each content unless the item's kept one is newer; trim every scorer written to `max` (oldest
+# first); then forget every scorer's content before the cutoff, and a scorer left with none.
+# KEYS: shown scorers; ARGV: shown base, max, cutoff ms, then (scorer id, item, trace, at ms, row) quintuples.
+KEEP_SHOWN = """
+local base, max, cutoff = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+local function keys_of(id) return base .. 'c:' .. id, base .. 'a:' .. id, base .. 'x:' .. id end
+local function forget(id, items)
+  local c, a, x = keys_of(id)
+  for _, m in ipairs(items) do
+    local row = redis.call('HGET', c, m)
+    if row then
+      local trace = cjson.decode(row)[1]
+      if trace ~= '' and redis.call('HGET', x, trace) == m then redis.call('HDEL', x, trace) end
+      redis.call('HDEL', c, m)
+    end
+    redis.call('ZREM', a, m)
+  end
+end
+local written = {}
+for i = 4, #ARGV, 5 do
+  local id, m, trace, at, row = ARGV[i], ARGV[i + 1], ARGV[i + 2], tonumber(ARGV[i + 3]), ARGV[i + 4]
+  local c, a, x = keys_of(id)
+  local was = redis.call('ZSCORE', a, m)
+  if not was or tonumber(was) <= at then
+    redis.call('SADD', KEYS[1], id)
+    redis.call('HSET', c, m, row)
+    redis.call('ZADD', a, at, m)
+    if trace ~= '' then
+      local holder = redis.call('HGET', x, trace)
+      local held = holder and redis.call('ZSCORE', a, holder)
+      if not held or tonumber(held) <= at then redis.call('HSET', x, trace, m) end
+    end
+    written[id] = true
+  end
+end
+for id in pairs(written) do
+  local _, a = keys_of(id)
+  local excess = redis.call('ZCARD', a) - max
+  if excess > 0 then forget(id, redis.call('ZRANGE', a, 0, excess - 1)) end
+end
+for _, id in ipairs(redis.call('SMEMBERS', KEYS[1])) do
+  local c, a, x = keys_of(id)
+  forget(id, redis.call('ZRANGEBYSCORE', a, '-inf', '(' .. cutoff))
+  if redis.call('EXISTS', a) == 0 then
+    redis.call('SREM', KEYS[1], id)
+    redis.call('DEL', c, x)
+  end
+end
+return 0
+"""
+
+# The content kept for each item ('' for none); a 'trace:' item: that of the trace's newest item.
+# KEYS: the scorer's content hash, its trace hash; ARGV: item keys.
+SHOWN = """
+local out = {}
+for i, item in ipairs(ARGV) do
+  local m = item
+  if string.sub(item, 1, 6) == 'trace:' then m = redis.call('HGET', KEYS[2], string.sub(item, 7)) end
+  out[i] = (m and redis.call('HGET', KEYS[1], m)) or ''
+end
+return out
+"""

@@ -11,6 +11,9 @@
   keeps a batch (replace, trim to ``max_per_scorer``, forget what is older than ``retain_s``):
   one round trip. Under 100 bytes a score where one hash of JSON rows and one sorted set take
   380-400 (``bench/kept_scores.py``).
+* What the judges of few-shot scorers were shown (`Shown`), per scorer: a hash item -> content, a
+  sorted set of the items by time (trimmed oldest first), and a hash trace -> its newest item (a
+  label on a whole trace finds its content by it); one script keeps a batch, one reads.
 
 Keys: `collector.store.redis.label_keys` (under the deployment's hash tag: one Cluster slot);
 scripts: `collector.store.redis.label_scripts`. `RedisLabels` is the
@@ -33,6 +36,7 @@ from typing import Any
 import redis.asyncio as aioredis
 from redis.commands.core import AsyncScript
 
+from collector.common.few_shot import Shown
 from collector.common.labels import KeptScore, Label
 from collector.store.kept_rows import (
     Page,
@@ -85,7 +89,8 @@ class RedisLabels:
 
     @functools.cached_property
     def _label_scripts(self) -> dict[str, AsyncScript]:
-        names = ("PUT_LABELS", "TAKE_LEASE", "RELEASE_LEASE", "KEEP_SCORES", "KEPT_PAGE", "KEPT_COUNT")
+        names = ("PUT_LABELS", "TAKE_LEASE", "RELEASE_LEASE", "KEEP_SCORES", "KEPT_PAGE", "KEPT_COUNT", "KEEP_SHOWN",
+                 "SHOWN")
         return {name: self.client.register_script(getattr(label_scripts, name)) for name in names}
 
     async def _run(self, name: str, keys: list[str], args: list[Any]) -> Any:
@@ -188,6 +193,26 @@ class RedisLabels:
         """How many scores are kept (one script)."""
         k = self._label_keys
         return int(await self._run("KEPT_COUNT", [k.kept_scorers], [k.kept_base]))
+
+    async def keep_shown(self, shown: Sequence[Shown], *, max_per_scorer: int, retain_s: float) -> None:
+        """Keep what judges were shown (one per scorer and item), bounded per scorer and by age: one script."""
+        if not shown:
+            return
+        cutoff = max(round(one.at, 3) for one in shown) - retain_s
+        k = self._label_keys
+        args: list[Any] = [k.shown_base, int(max_per_scorer), _ms(max(cutoff, -1e15))]
+        for one in shown:
+            row = json.dumps([one.trace, round(one.at, 3), one.content], separators=(",", ":"), ensure_ascii=False)
+            args += [one.scorer_id, one.item, one.trace, _ms(one.at), row]
+        await asyncio.shield(self._run("KEEP_SHOWN", [k.shown_scorers], args))
+
+    async def shown(self, scorer_id: str, items: Sequence[str]) -> dict[str, str]:
+        """The content kept for each of ``items`` that has one (one script)."""
+        if not items:
+            return {}
+        k = self._label_keys
+        rows = await self._run("SHOWN", [k.shown_content(scorer_id), k.shown_traces(scorer_id)], list(items))
+        return {item: str(json.loads(row)[2]) for item, row in zip(items, rows, strict=True) if row}
 
 
 class RedisLabelAdmin(RedisLabels):

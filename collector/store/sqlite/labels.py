@@ -6,7 +6,9 @@ Tables (`collector.store.sqlite.schema.LABEL_TABLES`): ``labels`` (the newest la
 in the compact form of `collector.store.kept_rows`: ``kept_scorers`` (a small id and a count
 per scorer id), ``kept_series`` (the series a row names) and ``kept_scores``, clustered by
 (scorer, at, member) so that trimming the oldest and scanning are range reads, with a unique
-index on (scorer, member) through which a later score of the same item replaces the kept one.
+index on (scorer, member) through which a later score of the same item replaces the kept one;
+``shown`` (what the judges of few-shot scorers were shown, per scorer and item, with the trace a
+label on a whole trace finds it by).
 
 `SqliteLabels` is the `collector.store.labels_interface.LabelStore` half of `SqliteStore` (a
 mixin on its connection thread, ``_runner``); `SqliteLabelAdmin` is the same store opened
@@ -21,6 +23,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import TypeVar
 
+from collector.common.few_shot import Shown
 from collector.common.labels import KeptScore, Label
 from collector.store.kept_rows import Page, group_scores, merge_oldest_first, series_of, unpack_row
 from collector.store.sqlite.runner import SqliteRunner, run_beside
@@ -136,6 +139,47 @@ def kept_count(db: sqlite3.Connection) -> int:
     return int(db.execute("SELECT coalesce(sum(n), 0) FROM kept_scorers").fetchone()[0])
 
 
+def keep_shown(db: sqlite3.Connection, shown: Sequence[Shown], max_per_scorer: int, retain_s: float) -> None:
+    """`LabelStore.keep_shown` in one transaction: replace (when not older), trim each scorer written
+    to ``max_per_scorer`` (oldest first), forget what is older than ``retain_s`` before the newest.
+
+    Example:
+        >>> from collector.store.sqlite.schema import SCHEMA
+        >>> db = sqlite3.connect(":memory:"); _ = db.executescript(SCHEMA)
+        >>> def s(n, at, text="x"): return Shown("q", "ab" * 16, f"{n:016x}", None, text, at)
+        >>> keep_shown(db, [s(n, float(n)) for n in range(4)] + [s(3, 1.0, "older")], 3, 60.0)
+        >>> shown_of(db, "q", ["span:0000000000000000", "span:0000000000000003", "trace:" + "ab" * 16])
+        {'span:0000000000000003': 'x', 'trace:abababababababababababababababab': 'x'}
+    """
+    written = set()
+    for one in shown:
+        db.execute("INSERT INTO shown(scorer_id, item, trace, at, content) VALUES (?, ?, ?, ?, ?)"
+                   " ON CONFLICT(scorer_id, item) DO UPDATE SET trace = excluded.trace, at = excluded.at,"
+                   " content = excluded.content WHERE excluded.at >= shown.at",
+                   (one.scorer_id, one.item, one.trace, round(one.at, 3), one.content))
+        written.add(one.scorer_id)
+    for scorer_id in sorted(written):
+        excess = db.execute("SELECT count(*) FROM shown WHERE scorer_id = ?", (scorer_id,)).fetchone()[0] - max_per_scorer
+        if excess > 0:
+            db.execute("DELETE FROM shown WHERE scorer_id = ? AND item IN (SELECT item FROM shown WHERE scorer_id = ?"
+                       " ORDER BY at, item LIMIT ?)", (scorer_id, scorer_id, excess))
+    if shown:
+        db.execute("DELETE FROM shown WHERE at < ?", (max(round(one.at, 3) for one in shown) - retain_s,))
+
+
+def shown_of(db: sqlite3.Connection, scorer_id: str, items: Sequence[str]) -> dict[str, str]:
+    """`LabelStore.shown`."""
+    found = {}
+    for item in items:
+        kind, _, ident = item.partition(":")
+        row = db.execute("SELECT content FROM shown WHERE scorer_id = ? AND trace = ? ORDER BY at DESC, item DESC"
+                         " LIMIT 1", (scorer_id, ident)).fetchone() if kind == "trace" else db.execute(
+            "SELECT content FROM shown WHERE scorer_id = ? AND item = ?", (scorer_id, item)).fetchone()
+        if row is not None:
+            found[item] = str(row[0])
+    return found
+
+
 class SqliteLabels:
     """`LabelStore` on the SQLite file (module docstring); mixed into `SqliteStore`."""
 
@@ -198,6 +242,15 @@ class SqliteLabels:
     async def kept_score_count(self) -> int:
         """How many scores are kept."""
         return await self._labels_call(kept_count)
+
+    async def keep_shown(self, shown: Sequence[Shown], *, max_per_scorer: int, retain_s: float) -> None:
+        """Keep what judges were shown (one per scorer and item), bounded per scorer and by age: one transaction."""
+        if shown:
+            await self._labels_call(lambda db: keep_shown(db, shown, max_per_scorer, retain_s))
+
+    async def shown(self, scorer_id: str, items: Sequence[str]) -> dict[str, str]:
+        """The content kept for each of ``items`` that has one."""
+        return await self._labels_call(lambda db: shown_of(db, scorer_id, items)) if items else {}
 
 
 class SqliteLabelAdmin(SqliteLabels):

@@ -197,6 +197,11 @@ LABEL_TABLES = (
     PRIMARY KEY (scorer, at, member)
 ) WITHOUT ROWID""",
     "CREATE UNIQUE INDEX IF NOT EXISTS kept_scores_item ON kept_scores(scorer, member)",
+    # What the judges of few-shot scorers were shown, per scorer and item (collector.common.few_shot.Shown).
+    "CREATE TABLE IF NOT EXISTS shown (scorer_id TEXT NOT NULL, item TEXT NOT NULL, trace TEXT NOT NULL,"
+    " at REAL NOT NULL, content TEXT NOT NULL, PRIMARY KEY (scorer_id, item)) WITHOUT ROWID",
+    "CREATE INDEX IF NOT EXISTS shown_at ON shown(scorer_id, at)",
+    "CREATE INDEX IF NOT EXISTS shown_trace ON shown(scorer_id, trace, at)",
 )
 """The tables of labels and kept scores (SPEC §11): part of `SCHEMA`, and created by
 `add_missing_columns` in a file an earlier version wrote."""

@@ -251,3 +251,22 @@ def test_categories_unreadable_unmatched_trace_and_session_labels() -> None:
     only: AgreementReport = measure_scores(scores, labels, rules, scorer="tone")
     assert [s.scorer for s in only.series] == ["tone"] and only.series[0].to_json() == tone.to_json()
     assert only.unmatched == {} and len(only.unreadable) == 2
+
+
+def test_a_few_shot_revisions_own_examples_never_count_towards_its_agreement() -> None:
+    """Items 0-2 were the examples of revision r2 (a span label, a trace label, a session label):
+    their r2 scores are not paired with their labels; r1's scores of the same items are, as are r2's
+    scores of the other items; the labels stay matched (not "unmatched")."""
+    trace_label = label(1, True, span_id=None)  # a label on the whole trace: every run of it is that item
+    labels = [label(0, True), trace_label, label(2, False, span_id=None, session="chat-2"), label(3, False),
+              label(4, True)]
+    scores = [score(i, x, revision=revision, session="chat-2" if i == 2 else None, span_id=None if i == 2 else "")
+              for revision in ("r1", "r2") for i, x in enumerate((0.9, 0.8, 0.1, 0.2, 0.3))]
+    exclude = {("relevancy", "r2"): frozenset({f"span:{span(0)}", trace_label.item, "session:chat-2"}),
+               ("other", "r1"): frozenset({f"span:{span(3)}"})}  # another scorer's examples: no effect here
+    report = asyncio.run(measure(batches(scores, 3), labels, {}, exclude=exclude))
+    r1, r2 = report.series
+    assert (r1.revision, r1.n, r1.n_scored, r1.accuracy) == ("r1", 5, 5, 0.8)  # item 4 (0.3, labelled pass) disagrees
+    assert (r2.revision, r2.n, r2.n_scored, r2.accuracy) == ("r2", 2, 5, 0.5)  # items 3 and 4 only
+    assert [d["span_id"] for d in r2.disagreements] == [span(4)] and report.unmatched == {}
+    assert measure_scores(scores, labels, {}, exclude=exclude).series == report.series

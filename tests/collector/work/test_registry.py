@@ -66,3 +66,37 @@ def test_registry_rejects_duplicates(tmp_path: Path) -> None:
     assert reg.get("q", "2") is reg.entries[1]
     with pytest.raises(ConfigError, match="share id"):
         ScorerRegistry.load([ScorerConfig(ref=f"{src}:a"), ScorerConfig(ref=f"{src}:b")])
+
+
+def test_instructions_file_replaces_the_judges_instructions_and_bad_ones_are_config_errors(tmp_path: Path) -> None:
+    ref = f"{Path(__file__).parents[2] / 'integration' / 'scorers_for_tests.py'}:judged"
+    adopted = tmp_path / "helpful.toml"
+    adopted.write_text('instructions = """Judge only whether the answer helps.\nBe strict."""\n')
+    (base,) = ScorerRegistry.load([ScorerConfig(ref=ref)]).entries
+    (entry,) = ScorerRegistry.load([ScorerConfig(ref=ref, instructions_file=str(adopted), few_shot=3)]).entries
+    assert base.judges == (("openai/gpt-4o-mini", "Rate how helpful the answer is."),)
+    assert entry.judges == (("openai/gpt-4o-mini", "Judge only whether the answer helps.\nBe strict."),)
+    assert entry.judge_revision != base.judge_revision  # a new agreement series
+    assert entry.scorer.get_judges()[0].model_settings == base.scorer.get_judges()[0].model_settings
+
+    def refused(config: ScorerConfig) -> str:
+        with pytest.raises(ConfigError) as caught:
+            ScorerRegistry.load([ScorerConfig(ref=ref), config])  # its index is named: 1
+        return str(caught.value)
+
+    for text, why in (('instruction = "typo"\n', "has no string `instructions`"),
+                      ("instructions = 3\n", "has no string `instructions`"),
+                      ('instructions = "  "\n', "has no string `instructions`"),
+                      ("instructions = \n", "is not valid TOML")):
+        bad = tmp_path / "bad.toml"
+        bad.write_text(text)
+        assert refused(ScorerConfig(ref=ref, instructions_file=str(bad))).startswith(
+            f"scorers[1].instructions_file: {bad} {why}")
+    missing = tmp_path / "nope.toml"
+    assert refused(ScorerConfig(ref=ref, instructions_file=str(missing))) == (
+        f"scorers[1].instructions_file: file not found: {missing}")
+    code = f"{Path(__file__).parents[2] / 'integration' / 'scorers_for_tests.py'}:answer_length"
+    for key, config in (("instructions_file", ScorerConfig(ref=code, instructions_file=str(adopted))),
+                        ("few_shot", ScorerConfig(ref=code, few_shot=3))):
+        assert refused(config) == (f"scorers[1].{key}: scorer 'answer-length' has no LLM judge (no prompt step)"
+                                   " to give instructions or examples to")
