@@ -103,7 +103,8 @@ async def test_two_daemons_pull_labels_once_and_report_the_agreement_counted_her
         for who, verdicts, at in (("ana", ANA, time.time() - 60), ("ben", BEN, time.time() - 30)):
             for (trace_id, span_id), verdict in zip(runs, verdicts, strict=True):
                 langfuse.add_score(NAME, 1 if verdict else 0, data_type="BOOLEAN", trace_id=trace_id,
-                                   observation_id=span_id, author=who, comment=f"{who}'s call", timestamp=at)
+                                   observation_id=span_id, author=who, comment=f"{who}'s call", timestamp=at,
+                                   updated_at=at)
         langfuse.add_score(NAME, 1, data_type="BOOLEAN", trace_id="f" * 32, author="ana")  # never scored
         langfuse.add_score(NAME, "maybe", data_type="CATEGORICAL", trace_id=runs[0][0], observation_id=runs[0][1],
                            author="cat")  # no verdict of a pass/fail scorer
@@ -134,7 +135,8 @@ async def test_two_daemons_pull_labels_once_and_report_the_agreement_counted_her
 
         # Both daemons measured again after the pull (by another process) and show the same figures.
         kappa_line = 'tracescore_judge_agreement{metric="kappa",revision="",scorer="answer-length",version="1"}'
-        for port in ports:
+        for port in ports:  # measured again after the second pull (the last pull its status shows)
+            await wait_until(lambda p=port: _second_pull_seen(p), timeout=30, what="the second pull on /status")
             await wait_until(lambda p=port: _has(p, kappa_line), timeout=30, what="the kappa on /metrics")
             text = await metrics_of(port)
             assert float(_value(text, kappa_line)) == pytest.approx(row["kappa"], abs=1e-4)
@@ -165,6 +167,11 @@ async def test_two_daemons_pull_labels_once_and_report_the_agreement_counted_her
 
 async def _count(store: object) -> bool:
     return await store.kept_score_count() == 12  # type: ignore[attr-defined]
+
+
+async def _second_pull_seen(port: int) -> bool:
+    last = ((await status_of(port)).get("labels") or {}).get("last_pull") or {}
+    return [s["added"] for s in last.get("sources", [])] == [0]
 
 
 async def _has(port: int, line: str) -> bool:
