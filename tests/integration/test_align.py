@@ -1,0 +1,243 @@
+"""``tracescore align`` (SPEC §11, issue 39) against a scripted OpenAI-compatible server on loopback.
+
+The deployment is a SQLite store holding people's labels on 30 saved agent runs (OTLP files
+made with the SDK, fixed trace ids so that the train/holdout split is the same every time):
+a polite answer passes, a rude one fails. The judge agrees with them only when its system
+message holds `MARKER`; otherwise it passes everything (kappa 0). The proposer's replies are
+scripted per candidate: JSON, empty, a refusal, and instructions that hold the marker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import re
+import textwrap
+import threading
+import tomllib
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from daemon_harness import agent_trace_body
+from llm_server import LLMTestServer, Reply
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+from collector.cli import main
+from collector.commands.align.propose import PROPOSER_INSTRUCTIONS
+from collector.commands.align.report import toml_text, write_instructions
+from collector.commands.label_store import open_label_store_made
+from collector.common.labels import Label
+from collector.config import load_config
+
+MARKER = "Politeness decides"
+RUNS = 30
+PRICES = {"gpt-4o-mini": (1.5e-7, 6e-7), "gpt-4o": (2.5e-6, 1e-5)}  # litellm's bundled map, USD per token
+GOOD = f"{MARKER}: a polite answer passes and a rude one fails, whatever else it says."
+SCORERS = textwrap.dedent(
+    """
+    from scorers import Judge, create_scorer
+    from scorers.utils import get_assistant_message
+
+    JUDGE = Judge(model="openai/gpt-4o-mini", instructions="Judge the answer.",
+                  model_settings={"api_base": API_BASE, "api_key": "k"})
+    tone = (create_scorer(id="tone", name="Tone", description="Whether the answer is polite", judge=JUDGE)
+            .generate_score(description="Score the answer",
+                            create_prompt=lambda run: f"Answer: {get_assistant_message(run.output)}"))
+    two = (create_scorer(id="two", description="Two judges", judge=JUDGE)
+           .analyze(description="Tone words", output_schema={"type": "object"}, create_prompt=lambda run: "Words?",
+                    judge=Judge(instructions="List the tone words."))
+           .generate_score(description="Score", create_prompt=lambda run: "Score it."))
+    code = create_scorer(id="code", description="No judge").generate_score(lambda run: 1.0)
+    """
+)
+
+
+def polite(n: int) -> bool:
+    """Which runs people label polite (pass)."""
+    return n % 3 == 0
+
+
+class Scripted:
+    """The server's answers: the proposer's by candidate number, the judge's by its system message."""
+
+    def __init__(self) -> None:
+        self.candidates: dict[int, Reply] = {}
+
+    def __call__(self, body: Any) -> Reply:
+        system = next(m["content"] for m in body["messages"] if m["role"] == "system")
+        user = next(m["content"] for m in body["messages"] if m["role"] == "user")
+        if system.startswith(PROPOSER_INSTRUCTIONS):
+            return self.candidates[int(re.search(r"Write candidate (\d+) of", user).group(1))]
+        agrees = MARKER in system.split("\n\n## Example", 1)[0]  # the instructions, not the examples
+        return Reply.json({"score": (1.0 if "Thank you" in user else 0.0) if agrees else 1.0})
+
+
+@pytest.fixture
+async def deployment(tmp_path: Path) -> AsyncIterator[tuple[LLMTestServer, Scripted, Path, Path]]:
+    """The judge server, its script, the config file and the folder of the 30 labelled runs."""
+    from scorers._judge_transport import aclose_judge_clients
+
+    server = await LLMTestServer().start()
+    scripted = Scripted()
+    server.responder = scripted
+    (tmp_path / "align_scorers.py").write_text(f"API_BASE = {server.url + '/v1'!r}\n" + SCORERS)
+    config = tmp_path / "ts.toml"
+    config.write_text(f'[queue]\nurl = "sqlite:///{tmp_path / "queue.db"}"\n' + "".join(
+        f'[[scorers]]\nref = "{tmp_path / "align_scorers.py"}:{name}"\n' for name in ("tone", "two", "code")))
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    labels = []
+    for n in range(RUNS):
+        answer = f"Thank you kindly, here is your refund {n}." if polite(n) else f"Go away, no refund {n}."
+        body, _, span_id = agent_trace_body(answer)
+        request = ExportTraceServiceRequest.FromString(body)
+        trace_id = hashlib.sha256(f"align-run-{n}".encode()).digest()[:16]
+        for resource in request.resource_spans:
+            for scope in resource.scope_spans:
+                for span in scope.spans:
+                    span.trace_id = trace_id
+        (runs / f"run{n:02d}.pb").write_bytes(request.SerializeToString())
+        labels.append(Label("Tone", trace_id.hex(), span_id, None, polite(n), "file", annotator="ana",
+                            rationale="polite to the customer" if polite(n) else "rude to the customer",
+                            at=1_000.0 + n, source_id=f"labels.jsonl:{n + 1}"))
+    store = await open_label_store_made(await asyncio.to_thread(load_config, str(config)))
+    try:
+        assert await store.put_labels(labels) == RUNS
+    finally:
+        await store.close()
+    try:
+        yield server, scripted, config, runs
+    finally:
+        await aclose_judge_clients()
+        await server.stop()
+
+
+async def align(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    """``tracescore align`` in a thread (its own event loop; the server answers on this one)."""
+    code = await asyncio.wait_for(asyncio.to_thread(main, ["align", *args]), 120)  # a failure detector
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def spend_of(requests: list[Any]) -> float:
+    """What the requests cost at their models' prices, from the usage the server billed."""
+    return sum(r.usage["prompt_tokens"] * PRICES[r.body["model"]][0]
+               + r.usage["completion_tokens"] * PRICES[r.body["model"]][1] for r in requests)
+
+
+async def test_align_adopts_the_candidate_that_agrees_on_the_holdout_and_reports_the_others(
+        deployment: tuple[LLMTestServer, Scripted, Path, Path], tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    server, scripted, config, runs = deployment
+    base = ["tone", str(runs), "--proposer", "openai/gpt-4o", "--config", str(config), "--json"]
+
+    code, out, err = await align(capsys, *base, "--min-labels", "31")  # too few: before any call
+    assert code == 2 and server.request_count == 0
+    assert "30 labelled item(s) (labels: file 30) among the 30 run(s) read" in err and "--min-labels 31" in err
+
+    code, out, err = await align(capsys, *base, "--estimate")  # what it would cost: nothing sent
+    assert code == 0 and server.request_count == 0, err
+    estimate = json.loads(out)
+    assert (estimate["labels"], estimate["train_n"], estimate["holdout_n"]) == (30, 22, 8)
+    calls = {row["phase"]: row["judge_calls"] for row in estimate["estimate"]}
+    assert calls == {"current judge": 30, "proposer": 4, "candidates": 32, "candidates with few-shot": 32}
+    assert estimate["calls"] == 98 and estimate["usd"] > 0
+
+    code, out, err = await align(capsys, *base, "--max-usd", "0.0001")  # one call's worst case passes it
+    assert code == 1 and server.request_count == 0 and "--max-usd reached" in err and "nothing written" in err
+
+    scripted.candidates = {1: Reply.json({"instructions": GOOD}), 2: Reply.text(""),
+                           3: Reply.text("I'm sorry, but I can't help with rewriting these instructions."),
+                           4: Reply.text(GOOD)}
+    out_dir = tmp_path / "aligned"
+    code, out, err = await align(capsys, *base, "--out", str(out_dir))
+    assert code == 0, err
+    report = json.loads(out)
+    assert (report["scorer"], report["labels"], report["holdout_n"], report["disagreements"]) == ("tone", 30, 8, 16)
+    assert report["current"]["kappa"] == 0.0 and report["current"]["accuracy"] == 0.5
+    failed = {c["candidate"]: c["error"] for c in report["candidates"] if c["error"]}
+    assert failed == {1: "not usable instructions: a JSON reply, not instructions",
+                      2: "not usable instructions: empty reply", 3: "not usable instructions: a refusal"}
+    measured = [c for c in report["candidates"] if not c["error"]]
+    assert [(c["candidate"], c["few_shot"], c["kappa"], c["accuracy"]) for c in measured] == [
+        (4, 0, 1.0, 1.0), (4, 3, 1.0, 1.0)]
+    assert measured[0]["instructions"] == GOOD and measured[0]["kappa_ci"] == [1.0, 1.0]
+    assert report["best"] == {"candidate": 4, "few_shot": 0} and report["adopted"] is True
+    assert report["out"] == str(out_dir / "tone.toml")
+    assert tomllib.loads((out_dir / "tone.toml").read_text())["instructions"] == GOOD
+    assert report["calls"] == server.request_count == 30 + 4 + 8 + 8
+    assert report["usd"] == pytest.approx(spend_of(server.requests), rel=1e-6)
+
+    proposer = [r for r in server.requests if r.body["model"] == "gpt-4o"]
+    assert len(proposer) == 4 and all("Disagreement 16\n" in r.message_text("user") and "rude to the customer"
+                                      in r.message_text("user") and "Judge the answer." in r.message_text("user")
+                                      for r in proposer)
+    shown = [r.message_text("system") for r in server.requests if "## Example" in r.message_text("system")]
+    assert len(shown) == 8 and len(set(shown)) == 1  # the holdout, with the same three examples
+    instructions, examples = shown[0].split("\n\n", 1)
+    assert instructions == GOOD and examples.count("## Example") == 3
+    assert re.findall(r"Verdict: (\w+)", examples) == ["fail", "pass", "fail"]  # balanced, newest first
+    held = {int(n) for r in server.requests if r.body["model"] == "gpt-4o-mini" and MARKER in r.message_text("system")
+            for n in re.findall(r"refund (\d+)", r.message_text("user"))}
+    assert held == {3, 6, 9, 13, 17, 23, 27, 29}  # the holdout: split by trace id
+    assert not held & {int(n) for n in re.findall(r"refund (\d+)", examples)}  # no example is measured on
+
+    scripted.candidates = {n: Reply.text(f"Judge the tone of answer {n} with care, case by case.") for n in (1, 2)}
+    server.reset_stats()
+    code, out, err = await align(capsys, *base, "--candidates", "2", "--out", str(tmp_path / "none"))
+    report = json.loads(out)
+    assert code == 0 and report["adopted"] is False and report["out"] is None
+    assert [c["kappa"] for c in report["candidates"]] == [0.0, 0.0, 0.0, 0.0]  # none beats the current 0.0
+    assert not (tmp_path / "none").exists() and report["calls"] == server.request_count == 30 + 2 + 4 * 8
+
+    code, out, err = await align(capsys, *base[:-1], "--candidates", "1", "--out", str(tmp_path / "none"))
+    assert code == 0 and "current" in out and "candidate 1" in out and "nothing written" in out  # the table
+
+
+async def test_a_scorer_without_one_judge_is_refused(deployment: tuple[LLMTestServer, Scripted, Path, Path],
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    server, _, config, runs = deployment
+    code, _, err = await align(capsys, "two", str(runs), "--proposer", "openai/gpt-4o", "--config", str(config))
+    assert code == 2 and "scorer 'two' has several judges" in err
+    assert "analyze: openai/gpt-4o-mini 'List the tone words.'" in err and "generate_score:" in err
+    code, _, err = await align(capsys, "code", str(runs), "--proposer", "openai/gpt-4o", "--config", str(config))
+    assert code == 2 and "scorer 'code' has no judge" in err
+    code, _, err = await align(capsys, "nope", str(runs), "--proposer", "openai/gpt-4o", "--config", str(config))
+    assert code == 2 and "no scorer 'nope' in the configuration (configured: tone, two, code)" in err
+    assert server.request_count == 0
+
+
+def test_the_instructions_file_is_whole_or_absent_whatever_reads_it_meanwhile(tmp_path: Path) -> None:
+    """A reader polling the file while it is rewritten sees the old or the new instructions, never
+    part of them; a write that fails (the target is a folder) leaves no temporary file behind."""
+    path = tmp_path / "tone.toml"
+    versions = [toml_text(f"Version {v}: " + "judge politely " * 200_000) for v in range(4)]
+    seen: list[str] = []
+    done = threading.Event()
+
+    def read() -> None:
+        for _ in range(100_000):  # bounded; ends when the writer is done
+            if done.is_set():
+                return
+            try:
+                seen.append(tomllib.loads(path.read_text())["instructions"][:10])
+            except FileNotFoundError:
+                seen.append("absent")
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    for text in versions:
+        write_instructions(path, text)
+    done.set()
+    reader.join(60)
+    assert not reader.is_alive() and set(seen) <= {"absent", *(f"Version {v}:" for v in range(4))}
+    assert tomllib.loads(path.read_text())["instructions"].startswith("Version 3:")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["tone.toml"]
+    (tmp_path / "folder.toml").mkdir()
+    (tmp_path / "folder.toml" / "keep").write_text("x")
+    with pytest.raises(OSError):
+        write_instructions(tmp_path / "folder.toml", versions[0])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["folder.toml", "tone.toml"]
