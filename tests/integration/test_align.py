@@ -20,10 +20,15 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
+from conversation_traces import emit_turn
 from daemon_harness import agent_trace_body
+from langfuse_server import LangfuseServer
 from llm_server import LLMTestServer, Reply
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from collector.cli import main
 from collector.commands.align.propose import PROPOSER_INSTRUCTIONS
@@ -31,6 +36,7 @@ from collector.commands.align.report import toml_text, write_instructions
 from collector.commands.label_store import open_label_store_made
 from collector.common.labels import Label
 from collector.config import load_config
+from collector.work.registry import sampled
 
 MARKER = "Politeness decides"
 RUNS = 30
@@ -51,8 +57,34 @@ SCORERS = textwrap.dedent(
                     judge=Judge(instructions="List the tone words."))
            .generate_score(description="Score", create_prompt=lambda run: "Score it."))
     code = create_scorer(id="code", description="No judge").generate_score(lambda run: 1.0)
+    convo = (create_scorer(id="convo", name="Convo", type="conversation", description="Whether the chat went well",
+                           judge=JUDGE)
+             .generate_score(description="Score the chat", create_prompt=lambda run: f"Turns: {len(run.turns)}"))
     """
 )
+
+
+def fixed_trace_id(body: bytes, seed: str) -> tuple[bytes, str]:
+    """An OTLP request with every span's trace id set to one derived from ``seed`` (the split is by
+    trace id: fixed ids, the same split every run); the request and the trace id as hex."""
+    request = ExportTraceServiceRequest.FromString(body)
+    trace_id = hashlib.sha256(seed.encode()).digest()[:16]
+    for resource in request.resource_spans:
+        for scope in resource.scope_spans:
+            for span in scope.spans:
+                span.trace_id = trace_id
+    return request.SerializeToString(), trace_id.hex()
+
+
+def one_side(chat: int) -> tuple[str, str]:
+    """Trace id seeds of a chat's two turns whose ids split to the same side at ``--holdout 0.5``:
+    a session is split by its first turn's trace id, and Langfuse's times (milliseconds) may not
+    tell which of two turns sent within one is first."""
+    for k in range(100):  # bounded: about one in two pairs will do
+        seeds = (f"{chat}-{k}-0", f"{chat}-{k}-1")
+        if len({sampled(fixed_trace_id(b"", seed)[1], 0.5) for seed in seeds}) == 1:
+            return seeds
+    raise AssertionError("no pair of seeds on one side")
 
 
 def polite(n: int) -> bool:
@@ -93,14 +125,9 @@ async def deployment(tmp_path: Path) -> AsyncIterator[tuple[LLMTestServer, Scrip
     for n in range(RUNS):
         answer = f"Thank you kindly, here is your refund {n}." if polite(n) else f"Go away, no refund {n}."
         body, _, span_id = agent_trace_body(answer)
-        request = ExportTraceServiceRequest.FromString(body)
-        trace_id = hashlib.sha256(f"align-run-{n}".encode()).digest()[:16]
-        for resource in request.resource_spans:
-            for scope in resource.scope_spans:
-                for span in scope.spans:
-                    span.trace_id = trace_id
-        (runs / f"run{n:02d}.pb").write_bytes(request.SerializeToString())
-        labels.append(Label("Tone", trace_id.hex(), span_id, None, polite(n), "file", annotator="ana",
+        body, trace_id = fixed_trace_id(body, f"align-run-{n}")
+        (runs / f"run{n:02d}.pb").write_bytes(body)
+        labels.append(Label("Tone", trace_id, span_id, None, polite(n), "file", annotator="ana",
                             rationale="polite to the customer" if polite(n) else "rude to the customer",
                             at=1_000.0 + n, source_id=f"labels.jsonl:{n + 1}"))
     store = await open_label_store_made(await asyncio.to_thread(load_config, str(config)))
@@ -197,7 +224,7 @@ async def test_align_adopts_the_candidate_that_agrees_on_the_holdout_and_reports
     assert code == 0 and "current" in out and "candidate 1" in out and "nothing written" in out  # the table
 
 
-async def test_a_scorer_without_one_judge_is_refused(deployment: tuple[LLMTestServer, Scripted, Path, Path],
+async def test_a_scorer_without_one_judge_is_refused_and_a_failing_provider_stops_the_align(deployment: tuple[LLMTestServer, Scripted, Path, Path],
                                                      capsys: pytest.CaptureFixture[str]) -> None:
     server, _, config, runs = deployment
     code, _, err = await align(capsys, "two", str(runs), "--proposer", "openai/gpt-4o", "--config", str(config))
@@ -209,12 +236,71 @@ async def test_a_scorer_without_one_judge_is_refused(deployment: tuple[LLMTestSe
     assert code == 2 and "no scorer 'nope' in the configuration (configured: tone, two, code)" in err
     assert server.request_count == 0
 
+    server.responder = lambda body: Reply.error(500)  # the provider fails mid-way: exit 1, nothing written
+    code, out, err = await align(capsys, "tone", str(runs), "--proposer", "openai/gpt-4o", "--config", str(config),
+                                 "--out", str(config.parent / "aligned"))
+    assert code == 1 and out == "" and not (config.parent / "aligned").exists()
+    assert "tracescore: align tone stopped: the judge failed on trace" in err and "nothing written" in err
+    assert f"; {server.request_count} call(s)" in err and server.request_count > 0
+
+
+async def test_a_conversation_scorer_is_aligned_on_the_sessions_read_from_langfuse(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--from langfuse+URL``: the turns are read back from the backend's API and made into
+    sessions; each labelled session is one item, split by its first turn's trace id."""
+    from scorers._judge_transport import aclose_judge_clients
+
+    langfuse, server = await LangfuseServer().start(), await LLMTestServer().start()
+    server.responder = lambda body: Reply.text(GOOD) if body["model"] == "gpt-4o" else Reply.json({"score": 1.0})
+    try:
+        auth = aiohttp.BasicAuth(langfuse.public_key, langfuse.secret_key)
+        held = set()
+        async with aiohttp.ClientSession(auth=auth) as http:
+            for chat in range(8):
+                seeds = one_side(chat)
+                if sampled(fixed_trace_id(b"", seeds[0])[1], 0.5):
+                    held.add(chat)
+                for turn, seed in enumerate(seeds):
+                    memory = InMemorySpanExporter()
+                    emit_turn(memory, f"chat-{chat}", turn)
+                    body, _ = fixed_trace_id(encode_spans(memory.get_finished_spans()).SerializeToString(), seed)
+                    async with http.post(f"{langfuse.url}/api/public/otel/v1/traces", data=body,
+                                         headers={"Content-Type": "application/x-protobuf"}) as reply:
+                        assert reply.status == 200, await reply.text()
+        (tmp_path / "align_scorers.py").write_text(f"API_BASE = {server.url + '/v1'!r}\n" + SCORERS)
+        config = tmp_path / "ts.toml"
+        config.write_text(f'[queue]\nurl = "sqlite:///{tmp_path / "queue.db"}"\n'
+                          f'[sinks.langfuse]\nhost = "{langfuse.url}"\npublic_key = "{langfuse.public_key}"\n'
+                          f'secret_key = "{langfuse.secret_key}"\n'
+                          f'[[scorers]]\nref = "{tmp_path / "align_scorers.py"}:convo"\n')
+        store = await open_label_store_made(await asyncio.to_thread(load_config, str(config)))
+        try:
+            await store.put_labels([Label("Convo", "", None, f"chat-{chat}", chat % 2 == 0, "langfuse", annotator="ana")
+                                    for chat in range(8)])
+        finally:
+            await store.close()
+        code, out, err = await align(capsys, "convo", "--from", f"langfuse+{langfuse.url}", "--since", "1h",
+                                     "--proposer", "openai/gpt-4o", "--candidates", "1", "--holdout", "0.5",
+                                     "--min-labels", "8", "--config", str(config), "--json", "--out", str(tmp_path))
+    finally:
+        await aclose_judge_clients()
+        await server.stop()
+        await langfuse.stop()
+    assert code == 0, err
+    report = json.loads(out)
+    assert 0 < len(held) < 8 and (report["labels"], report["holdout_n"]) == (8, len(held))
+    passing = sum(chat % 2 == 0 for chat in held) / len(held)  # the judge passes all
+    assert report["current"]["accuracy"] == round(passing, 4) and report["adopted"] is False
+    judged = [r.message_text("user") for r in server.requests if r.body["model"] == "gpt-4o-mini"]
+    assert len(judged) == 8 + 2 * len(held) and set(judged) == {"Turns: 2"}  # every session of its two turns
+    assert report["calls"] == len(server.requests) == 8 + 1 + 2 * len(held)
+
 
 def test_the_instructions_file_is_whole_or_absent_whatever_reads_it_meanwhile(tmp_path: Path) -> None:
     """A reader polling the file while it is rewritten sees the old or the new instructions, never
     part of them; a write that fails (the target is a folder) leaves no temporary file behind."""
     path = tmp_path / "tone.toml"
-    versions = [toml_text(f"Version {v}: " + "judge politely " * 200_000) for v in range(4)]
+    versions = [toml_text(f"Version {v}: " + "judge politely " * 50_000) for v in range(4)]
     seen: list[str] = []
     done = threading.Event()
 
@@ -226,6 +312,8 @@ def test_the_instructions_file_is_whole_or_absent_whatever_reads_it_meanwhile(tm
                 seen.append(tomllib.loads(path.read_text())["instructions"][:10])
             except FileNotFoundError:
                 seen.append("absent")
+            except (tomllib.TOMLDecodeError, KeyError):
+                seen.append("partial")
 
     reader = threading.Thread(target=read)
     reader.start()
