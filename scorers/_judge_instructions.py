@@ -90,6 +90,10 @@ def with_instructions(scorer: Scorer[Any, Any], instructions: str) -> Scorer[Any
         (['Be kind.'], ['Be fair.'])
         >>> (new.id, new.judge.model, new.get_steps() == s.get_steps())
         ('tone', 'openai/gpt-4o-mini', True)
+        >>> own = create_scorer(id="own", description="d").generate_score(  # no scorer judge: the step's own
+        ...     description="s", create_prompt=lambda run: "?", judge=Judge("openai/gpt-4o-mini", "Be fair."))
+        >>> [(j.model, j.instructions) for j in with_instructions(own, "Be kind.").get_judges()]
+        [('openai/gpt-4o-mini', 'Be kind.')]
     """
     if not isinstance(scorer, Scorer):
         raise ScorerDefinitionError(f"scorer {getattr(scorer, 'id', scorer)!r} is not built with create_scorer")

@@ -199,11 +199,11 @@ def _finish(plan: Plan, report: AlignReport) -> None:
 def _note(plan: Plan, report: AlignReport) -> str:
     """The comment at the top of the instructions file."""
     best = report.best
-    assert best is not None and best.agreement is not None
+    kappa = best.agreement.kappa if best is not None and best.agreement is not None else None
     lines = [f"written by tracescore align for scorer {plan.scorer_id!r} (judge {plan.judge.model}); adopt with",
              f'[[scorers]] instructions_file = "<this file>"; holdout of {report.holdout_n} item(s): kappa '
-             f"{best.agreement.kappa} against {report.current.kappa} for the current instructions"]
-    if best.few_shot:
+             f"{kappa} against {report.current.kappa} for the current instructions"]
+    if best is not None and best.few_shot:
         lines.append(f"measured with few_shot = {best.few_shot} (set it in the scorer's [[scorers]] entry too)")
     return "\n".join(lines)
 

@@ -134,11 +134,11 @@ async def measure(plan: Plan, train: Sequence[LabelledItem], holdout: Sequence[L
         if examples_text:
             shown = await _judge(plan, rewritten, holdout, examples_text, spend, PHASES[3], err)
             report.candidates.append(Candidate(number, text, len(examples), await _agreement(holdout, shown)))
-    measured = [c for c in report.candidates if c.agreement is not None]
-    for candidate in measured:
-        assert candidate.agreement is not None
-        if report.best is None or (report.best.agreement is not None and candidate.agreement.beats(report.best.agreement)):
-            report.best = candidate
-    report.adopted = bool(not estimate and report.best is not None and report.best.agreement is not None
-                          and report.best.agreement.beats(current))
+    best = None
+    for candidate in report.candidates:
+        agreement = candidate.agreement
+        if agreement is not None and (best is None or agreement.beats(best[1])):
+            best = (candidate, agreement)
+    report.best = best[0] if best is not None else None
+    report.adopted = bool(not estimate and best is not None and best[1].beats(current))
     return report
