@@ -18,7 +18,6 @@ import copy
 import importlib
 import json
 import re
-import sys
 from typing import Any, Literal
 
 from pydantic import BaseModel, ValidationError
@@ -45,6 +44,10 @@ class OutputInvalid(ValueError):
         self.raw = raw
 
 
+_jsonschema_ready = False
+"""Whether jsonschema's import has finished (`ensure_jsonschema`)."""
+
+
 async def ensure_jsonschema() -> None:
     """Import jsonschema (which validates dict schemas) in a worker thread on first use.
 
@@ -57,8 +60,10 @@ async def ensure_jsonschema() -> None:
         >>> import asyncio
         >>> asyncio.run(ensure_jsonschema())
     """
-    if "jsonschema" not in sys.modules:
-        await asyncio.to_thread(importlib.import_module, "jsonschema")
+    global _jsonschema_ready
+    if not _jsonschema_ready:  # not "in sys.modules": a module is there from the start of its import
+        await asyncio.to_thread(importlib.import_module, "jsonschema")  # concurrent callers wait in threads
+        _jsonschema_ready = True
 
 
 def resolve_mode(setting: Any, supports_native: Any) -> Mode:

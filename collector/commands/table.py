@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from collector.commands.arguments import (
+    align,
     check,
     dead_letters,
     demo,
@@ -65,6 +66,9 @@ COMMANDS: tuple[Command, ...] = (
             labels.add_agreement_arguments, "collector.commands.agreement"),
     Command("gate", "fail (exit 1) when a judge agrees with people's labels less than --min-kappa",
             labels.add_gate_arguments, "collector.commands.gate_kappa"),
+    Command("align", "rewrite a scorer's judge instructions from people's labels; keep a rewrite only when it "
+                     "agrees better on held-out items",
+            align.add_arguments, "collector.commands.align"),
     Command("check", "validate a configuration file and import its scorers",
             check.add_arguments, "collector.commands.check"),
     Command("inspect", "print the agent runs found in saved OTLP files (no scoring)",
