@@ -224,6 +224,57 @@ async def test_align_adopts_the_candidate_that_agrees_on_the_holdout_and_reports
     assert code == 0 and "current" in out and "candidate 1" in out and "nothing written" in out  # the table
 
 
+async def daemon_scores(config: Path, bodies: list[bytes]) -> set[str]:
+    """An in-process daemon of ``config`` scores ``bodies`` (posted over OTLP/HTTP) and stops once
+    their scores are kept; returns the judge revisions its kept scores carry."""
+    from collector.service import Service
+    from collector.work.registry import ScorerRegistry
+
+    loaded = await asyncio.to_thread(load_config, str(config))
+    service = Service(loaded, await asyncio.to_thread(ScorerRegistry.load, loaded.scorers))
+    await service.start()
+    try:
+        assert service.http is not None
+        kept_before = await service.store.kept_score_count()
+        async with aiohttp.ClientSession() as session:
+            for body in bodies:
+                async with session.post(f"http://127.0.0.1:{service.http.port}/v1/traces", data=body,
+                                        headers={"Content-Type": "application/x-protobuf"}) as reply:
+                    assert reply.status == 200
+        for _ in range(600):  # bounded: 60 s
+            if await service.store.kept_score_count() >= kept_before + len(bodies):
+                break
+            await asyncio.sleep(0.1)
+        return {k.revision async for batch in service.store.scan_kept_scores() for k in batch}
+    finally:
+        await service.shutdown()
+
+
+async def test_the_daemon_scores_under_the_adopted_instructions_and_agreement_shows_both_revisions(
+        deployment: tuple[LLMTestServer, Scripted, Path, Path], tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    _, _, config, runs = deployment
+    daemon = tmp_path / "daemon.toml"
+    head = (f'[receiver]\ngrpc_endpoint = ""\nhttp_endpoint = "127.0.0.1:0"\n[assembly]\ndecision_wait = 0.2\n'
+            f'[queue]\nurl = "sqlite:///{tmp_path / "queue.db"}"\n[[scorers]]\nref = "{tmp_path / "align_scorers.py"}:tone"\n')
+    daemon.write_text(head)
+    files = sorted(runs.glob("*.pb"))
+    old = await daemon_scores(daemon, [f.read_bytes() for f in files[:12]])  # the judge as it was
+    await asyncio.to_thread(write_instructions, tmp_path / "aligned" / "tone.toml",
+                            toml_text(GOOD, "written by tracescore align"))
+    daemon.write_text(head + f'instructions_file = "{tmp_path / "aligned" / "tone.toml"}"\n')  # adopted: a restart
+    both = await daemon_scores(daemon, [f.read_bytes() for f in files[12:24]])
+    (new,) = both - old
+    assert len(old) == 1 and len(both) == 2
+
+    code = await asyncio.to_thread(main, ["agreement", "--json", "--config", str(daemon)])
+    rows = {row["revision"]: row for row in map(json.loads, capsys.readouterr().out.splitlines())}
+    assert code == 0 and set(rows) == both  # side by side: one series per revision
+    (before,) = old
+    assert (rows[before]["n"], rows[before]["kappa"], rows[before]["accuracy"]) == (12, 0.0, round(4 / 12, 4))
+    assert (rows[new]["n"], rows[new]["kappa"], rows[new]["accuracy"]) == (12, 1.0, 1.0)
+
+
 async def test_a_scorer_without_one_judge_is_refused_and_a_failing_provider_stops_the_align(deployment: tuple[LLMTestServer, Scripted, Path, Path],
                                                      capsys: pytest.CaptureFixture[str]) -> None:
     server, _, config, runs = deployment
