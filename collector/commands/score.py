@@ -68,6 +68,8 @@ from collector.commands.report import report_config_error
 from collector.commands.scoring import finish, score_batch
 from collector.commands.spend_cap import SpendCap, judge_governor, unpriced_message, unpriced_models
 from collector.common.errors import ConfigError
+from collector.config import Config
+from collector.config.instructions import read_instructions
 from collector.work.scorer_ref import resolve_scorer
 
 __all__ = ["load_scorers", "run"]
@@ -98,6 +100,32 @@ def load_scorers(refs: Sequence[str]) -> list[Any]:
     return scorers
 
 
+def adopt_instructions(scorers: Sequence[Any], refs: Sequence[str], config: Config | None) -> list[Any]:
+    """The scorers, each with the instructions its ``[[scorers]]`` entry of ``--config`` adopts
+    (``instructions_file``, as the daemon applies it: `tracescore align`'s output), matched by ref.
+
+    Raises:
+        ConfigError: the file is missing or holds no instructions.
+
+    Example:
+        >>> import os, tempfile
+        >>> from collector.config import config_from_dict
+        >>> from scorers import Judge, create_scorer
+        >>> judged = create_scorer(id="tone", description="d", judge=Judge("openai/gpt-4o-mini", "Judge it.")
+        ...     ).generate_score(description="s", create_prompt=lambda run: "?")
+        >>> path = os.path.join(tempfile.mkdtemp(), "tone.toml")
+        >>> _ = open(path, "w").write('instructions = "Politeness decides."')
+        >>> config = config_from_dict({"scorers": [{"ref": "my:tone", "instructions_file": path}]}, env={})
+        >>> [j.instructions for s in adopt_instructions([judged], ["my:tone"], config) for j in s.get_judges()]
+        ['Politeness decides.']
+        >>> adopt_instructions([judged], ["other:tone"], config)[0] is judged  # not that entry's ref
+        True
+    """
+    files = {c.ref: c.instructions_file for c in (config.scorers if config is not None else ()) if c.instructions_file}
+    return [scorer.with_instructions(read_instructions(files[ref], f"instructions_file of [[scorers]] ref {ref!r}"))
+            if ref in files else scorer for scorer, ref in zip(scorers, refs, strict=True)]
+
+
 def run(args: argparse.Namespace) -> int:
     """Score the runs in ``args.files`` (or, with ``--from``, in a backend:
     `collector.commands.score_from`) with ``args.scorers``; see the module docstring for exit codes.
@@ -109,8 +137,8 @@ def run(args: argparse.Namespace) -> int:
     """
     err = Console(stderr=True)
     try:
-        scorers = load_scorers(args.scorers)
         export_config = load_export_config(args)  # before scoring: a bad config costs no judge call
+        scorers = adopt_instructions(load_scorers(args.scorers), args.scorers, export_config)
     except ConfigError as exc:
         report_config_error(exc)
         return 2
