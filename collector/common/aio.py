@@ -77,3 +77,47 @@ async def cancel_and_wait(tasks: Iterable[asyncio.Task[Any]], timeout: float = 5
         if task.done() and not task.cancelled():
             task.exception()  # retrieved: not reported as "never retrieved"
     return pending
+
+
+class LoopTask:
+    """A component whose ``_loop`` runs as one task from `start` to `stop_loop` (stopped with
+    `cancel_and_wait`, so a library that swallows one cancellation cannot keep it running).
+
+    Example:
+        >>> class Ticker(LoopTask):
+        ...     ticks = 0
+        ...     async def _loop(self) -> None:
+        ...         while True:
+        ...             self.ticks += 1
+        ...             await asyncio.sleep(0.001)
+        >>> async def run() -> tuple[bool, bool]:
+        ...     ticker = Ticker()
+        ...     await ticker.start()
+        ...     await asyncio.sleep(0.02)
+        ...     await ticker.stop_loop()
+        ...     return ticker.ticks > 0, ticker.running
+        >>> asyncio.run(run())
+        (True, False)
+    """
+
+    _task: asyncio.Task[None] | None = None
+    loop_name = "loop"
+    """The task's name (shown by asyncio's debug output and task dumps)."""
+
+    @property
+    def running(self) -> bool:
+        """Whether the loop's task has been started and not stopped."""
+        return self._task is not None
+
+    async def start(self) -> None:
+        """Start the loop."""
+        self._task = asyncio.create_task(self._loop(), name=self.loop_name)
+
+    async def stop_loop(self) -> None:
+        """Stop the loop (a step in progress is cancelled)."""
+        task, self._task = self._task, None
+        if task is not None:
+            await cancel_and_wait([task])
+
+    async def _loop(self) -> None:
+        raise NotImplementedError

@@ -20,6 +20,7 @@ from collections.abc import Iterable, Mapping
 from numbers import Real
 from typing import Any
 
+from collector.common.aio import LoopTask
 from collector.common.labels import IMPORTED, PULLED
 from collector.common.metrics import Metrics
 from collector.status.agreement import AgreementReport, agreement_figures, measure
@@ -62,7 +63,7 @@ def scorer_of(name: str, rules: Mapping[str, ScorerRule]) -> str:
     return rule.scorer_id if rule is not None else name
 
 
-class AgreementWatch:
+class AgreementWatch(LoopTask):
     """Measures agreement from the store every ``poll_s`` (and on `wake`).
 
     Args:
@@ -74,6 +75,8 @@ class AgreementWatch:
         examples: the few-shot example sets to choose and read (None: none).
     """
 
+    loop_name = "agreement-watch"
+
     def __init__(self, store: LabelStore, rules: Mapping[str, ScorerRule], metrics: Metrics, *,
                  window_s: float, poll_s: float, examples: FewShot | None = None) -> None:
         self.examples = examples
@@ -83,7 +86,6 @@ class AgreementWatch:
         self._window_s = window_s
         self._poll_s = poll_s
         self._wake = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
         self._figures: set[tuple[str, str, str, str]] = set()
         self._marks: tuple[str | None, str | None] = (None, None)
         self.summary: dict[str, Any] | None = None
@@ -129,17 +131,9 @@ class AgreementWatch:
         """Measure again soon (labels were pulled)."""
         self._wake.set()
 
-    async def start(self) -> None:
-        """Measure every ``poll_s`` and on `wake`."""
-        self._task = asyncio.create_task(self._loop(), name="agreement-watch")
-
     async def stop(self) -> None:
         """Stop measuring."""
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await self.stop_loop()
 
     async def _changed(self) -> bool:
         """Whether labels were pulled or imported since the last measure (by any process)."""

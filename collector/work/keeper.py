@@ -13,10 +13,10 @@ judge was shown goes with its score (`LabelStore.keep_shown`, in the same flush)
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Sequence
 
+from collector.common.aio import LoopTask
 from collector.common.few_shot import SHOWN_CHARS, Shown
 from collector.common.labels import KeptScore
 from collector.common.types import ScoreRecord
@@ -54,7 +54,7 @@ def kept_score(record: ScoreRecord) -> KeptScore | None:
     )
 
 
-class ScoreKeeper:
+class ScoreKeeper(LoopTask):
     """Batches kept scores into the store.
 
     Args:
@@ -65,6 +65,8 @@ class ScoreKeeper:
         max_buffer: scores waiting at most (a store that is down); the newest are dropped past it.
     """
 
+    loop_name = "score-keeper"
+
     def __init__(self, store: LabelStore, *, max_per_scorer: int, retain_s: float, flush_s: float = 1.0,
                  max_buffer: int = 50_000) -> None:
         self._store = store
@@ -74,7 +76,6 @@ class ScoreKeeper:
         self._max_buffer = max_buffer
         self._waiting: list[KeptScore] = []
         self._shown: list[Shown] = []
-        self._task: asyncio.Task[None] | None = None
         self.kept = 0
         self.dropped = 0
 
@@ -92,17 +93,9 @@ class ScoreKeeper:
             self._shown.append(Shown(score.scorer_id, score.trace_id, score.span_id, score.session_id,
                                      shown[:SHOWN_CHARS], score.at))
 
-    async def start(self) -> None:
-        """Start flushing every ``flush_s``."""
-        self._task = asyncio.create_task(self._loop(), name="score-keeper")
-
     async def stop(self) -> None:
         """Stop flushing, then write what is waiting (once; a store that fails then loses it)."""
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await self.stop_loop()
         await self.flush()
 
     async def flush(self) -> None:

@@ -12,7 +12,6 @@ tried again at the next poll; the other sources are pulled all the same.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import time
@@ -20,6 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from collector.common.aio import LoopTask
 from collector.common.labels import PULLED
 from collector.receive.labels import LabelReader
 from collector.store.labels_interface import LabelStore
@@ -112,8 +112,8 @@ async def pull_source(store: LabelStore, reader: LabelReader, *, since_s: float,
     return result
 
 
-class LabelPuller:
-    """Pulls every configured source each ``poll_s``, when this process holds the lease.
+class LabelPuller(LoopTask):
+    """Pulls every configured source each ``poll_s`` (`start`, `stop`), when this process holds the lease.
 
     Args:
         store: the deployment's store (labels, cursors, lease).
@@ -125,6 +125,8 @@ class LabelPuller:
         on_pull: called after each pull this process made (the agreement figures are refreshed).
     """
 
+    loop_name = "label-puller"
+
     def __init__(self, store: LabelStore, readers: Sequence[LabelReader], names: Sequence[str], *,
                  since_s: float, poll_s: float, holder: str, on_pull: Callable[[PullRecord], Any] | None = None) -> None:
         self._store = store
@@ -134,7 +136,6 @@ class LabelPuller:
         self._poll_s = poll_s
         self.holder = holder
         self._on_pull = on_pull
-        self._task: asyncio.Task[None] | None = None
         self.last: PullRecord | None = None
 
     async def pull(self, *, due_only: bool = False) -> PullRecord | None:
@@ -164,17 +165,9 @@ class LabelPuller:
             self._on_pull(record)
         return record
 
-    async def start(self) -> None:
-        """Pull when due, every ``poll_s`` (the first check at once)."""
-        self._task = asyncio.create_task(self._loop(), name="label-puller")
-
     async def stop(self) -> None:
         """Stop pulling (a pull in progress is cancelled; its kept pages and cursors stay)."""
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await self.stop_loop()
 
     async def _loop(self) -> None:
         while True:
