@@ -32,3 +32,15 @@ async def server() -> AsyncIterator[Any]:
     finally:
         await aclose_judge_clients()
         await srv.stop()
+
+
+@pytest.fixture
+async def langfuse() -> AsyncIterator[Any]:
+    """A started loopback stand-in for Langfuse's public API (`langfuse_server.LangfuseServer`)."""
+    from langfuse_server import LangfuseServer  # tests/support
+
+    server = await LangfuseServer().start()
+    try:
+        yield server
+    finally:
+        await server.stop()

@@ -11,7 +11,6 @@ import asyncio
 import json
 import time
 import uuid
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import aiohttp
@@ -41,15 +40,6 @@ def kappa(a: list[str], b: list[str]) -> float:
     agree = sum(x == y for x, y in zip(a, b, strict=True)) / n
     chance = sum((a.count(c) / n) * (b.count(c) / n) for c in set(a) | set(b))
     return (agree - chance) / (1 - chance)
-
-
-@pytest.fixture
-async def langfuse() -> AsyncIterator[LangfuseServer]:
-    server = await LangfuseServer().start()
-    try:
-        yield server
-    finally:
-        await server.stop()
 
 
 async def metrics_of(port: int) -> str:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -20,15 +19,6 @@ from serve_process import cli
 
 SCORERS = Path(__file__).parent / "scorers_for_tests.py"
 KEYS = {"LANGFUSE_PUBLIC_KEY": "pk-lf-test", "LANGFUSE_SECRET_KEY": "sk-lf-test"}
-
-
-@pytest.fixture
-async def langfuse() -> AsyncIterator[LangfuseServer]:
-    server = await LangfuseServer().start()
-    try:
-        yield server
-    finally:
-        await server.stop()
 
 
 async def agent_sends(server: LangfuseServer, tmp_path: Path) -> list[Path]:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import AsyncIterator
 
 import aiohttp
 import pytest
@@ -28,15 +27,6 @@ from collector.receive.pull import Retry
 DAY = 86_400.0
 FAST = Retry(attempts=2, min_backoff_s=0.01, max_backoff_s=0.02, timeout_s=10)
 TRACE = "ab" * 16
-
-
-@pytest.fixture
-async def langfuse() -> AsyncIterator[LangfuseServer]:
-    server = await LangfuseServer().start()
-    try:
-        yield server
-    finally:
-        await server.stop()
 
 
 def reader(server: LangfuseServer, secret: str | None = None, page_size: int = 500) -> LangfuseLabels:
