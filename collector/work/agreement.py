@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import json
 import logging
 import time
@@ -34,6 +35,20 @@ logger = logging.getLogger(__name__)
 CHECK_S = 5.0
 """How often a replica looks whether labels were pulled or imported (by any process), to
 measure again at once rather than at the next ``poll_s``."""
+
+
+_refrozen = False
+
+
+def refreeze_once() -> None:
+    """After a process's first measure, which imported numpy, scipy and scikit-learn (some 67,000
+    objects): if the daemon froze what its start made (``gc.freeze``, `collector.commands.serve`),
+    freeze these too, once, so that every full garbage collection does not walk them again (one
+    took 55 ms more; the end-to-end bench's worker CPU per run rose with it)."""
+    global _refrozen
+    if not _refrozen and gc.get_freeze_count() > 0:
+        gc.freeze()
+        _refrozen = True
 
 
 def scorer_rules(entries: Iterable[RegisteredScorer]) -> dict[str, ScorerRule]:
@@ -106,6 +121,7 @@ class AgreementWatch(LoopTask):
         report = await measure(self._store.scan_kept_scores(since=time.time() - self._window_s), labels,
                                self._rules, since=time.time() - self._window_s, exclude=exclude)
         self._set_gauges(report)
+        refreeze_once()
         by_scorer: dict[str, dict[str, int]] = {}
         for (name, source), count in counts.items():
             by_scorer.setdefault(scorer_of(name, self._rules), {})[source] = count
