@@ -4,7 +4,11 @@ people's verdicts, Cohen's kappa from observed and chance agreement, and the che
 
 from __future__ import annotations
 
+import contextlib
+import io
+import subprocess
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -62,3 +66,23 @@ def check_row(row: dict[str, Any], runs: list[tuple[str, str]], shown: Callable[
                    d["rationale"]) for d in row["disagreements"]) == sorted(
         (trace_id, span_id, None, 0.9 if "Paris" in answer else 0.2, shown(later), "ben", "ben's call")
         for (trace_id, span_id), answer, later in wrong)
+
+
+def tracescore(*args: str) -> subprocess.CompletedProcess[str]:
+    """``tracescore ARGS`` run in this process (no interpreter to start, nothing imported again:
+    the serial backend groups are the suite's longest path): its exit code and what it printed."""
+    from collector.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(list(args))
+    return subprocess.CompletedProcess(list(args), code, out.getvalue(), err.getvalue())
+
+
+def backfill_here(config: str, files: list[Path], workdir: Path, scorer: str) -> subprocess.CompletedProcess[str]:
+    """``tracescore score FILES --scorer SCORER --export --config`` (the config written to
+    ``workdir/backfill.toml``), in this process."""
+    path = workdir / "backfill.toml"
+    path.write_text(config)
+    return tracescore("score", *map(str, files), "--scorer", scorer, "--format", "jsonl", "--export",
+                      "--config", str(path), "--export-timeout", "60")

@@ -12,8 +12,8 @@ import uuid
 from pathlib import Path
 
 import httpx
-from agreement_support import ANA, ANSWERS, BEN, check_row
-from backends_support import SCORERS, Mlflow, agent_trace_body, backfill, cli, readme_block
+from agreement_support import ANA, ANSWERS, BEN, backfill_here, check_row, tracescore
+from backends_support import SCORERS, Mlflow, agent_trace_body, readme_block
 
 
 def label(mlflow: Mlflow, who: str, runs: list[tuple[str, str]], verdicts: list[bool]) -> None:
@@ -49,17 +49,17 @@ def test_people_s_feedback_in_mlflow_is_pulled_once_and_agreement_equals_the_cou
     # ana labels first, ben after the backfill: where they differ the item's verdict is his (a
     # tie goes to the newest label; MLflow dates an assessment to the millisecond).
     label(mlflow, "ana", runs, ANA)
-    done = backfill(config, [saved], tmp_path, scorers=("relevance",))
+    done = backfill_here(config, [saved], tmp_path, f"{SCORERS}:relevance")
     assert done.returncode == 0 and "exported 12 score(s)" in done.stderr, done.stderr
     label(mlflow, "ben", runs, BEN)
     options = ("--config", str(tmp_path / "backfill.toml"))
 
-    pulled = cli("labels", "pull", *options, cwd=tmp_path)
+    pulled = tracescore("labels", "pull", *options)
     assert (pulled.returncode, pulled.stdout) == (0, "mlflow: 24 label(s) read, 24 new or changed\n"), pulled.stderr
-    again = cli("labels", "pull", *options, cwd=tmp_path)
+    again = tracescore("labels", "pull", *options)
     assert (again.returncode, again.stdout) == (0, "mlflow: 0 label(s) read, 0 new or changed\n"), again.stderr
 
-    measured = cli("agreement", "--json", "--disagreements", *options, cwd=tmp_path)
+    measured = tracescore("agreement", "--json", "--disagreements", *options)
     assert measured.returncode == 0, measured.stderr
     (row,) = [json.loads(line) for line in measured.stdout.splitlines()]
     check_row(row, runs, lambda verdict: verdict)  # MLflow gives the feedback's JSON value back: a boolean

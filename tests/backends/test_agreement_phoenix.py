@@ -13,13 +13,11 @@ import uuid
 from pathlib import Path
 
 import httpx
-from agreement_support import ANA, ANSWERS, BEN, check_row
+from agreement_support import ANA, ANSWERS, BEN, backfill_here, check_row, tracescore
 from backends_support import (
     SCORERS,
     Phoenix,
     agent_trace_body,
-    backfill,
-    cli,
     poll,
     post_body,
     readme_block,
@@ -61,18 +59,18 @@ def test_people_s_labels_in_phoenix_are_pulled_once_and_agreement_equals_the_cou
     # (the backfill takes longer than that; were it quicker, the rest of the second is waited).
     label(phoenix, "ana", spans, ANA)
     ana_done = time.time()
-    done = backfill(config, [saved], tmp_path, scorers=("relevance",))
+    done = backfill_here(config, [saved], tmp_path, f"{SCORERS}:relevance")
     assert done.returncode == 0 and "exported 12 score(s)" in done.stderr, done.stderr
     poll(lambda: int(time.time()) > int(ana_done), 2, "the second after ana's labels", every=0.05)
     label(phoenix, "ben", spans, BEN)
     options = ("--config", str(tmp_path / "backfill.toml"))
 
-    pulled = cli("labels", "pull", *options, cwd=tmp_path)
+    pulled = tracescore("labels", "pull", *options)
     assert (pulled.returncode, pulled.stdout) == (0, "phoenix: 24 label(s) read, 24 new or changed\n"), pulled.stderr
-    again = cli("labels", "pull", *options, cwd=tmp_path)
+    again = tracescore("labels", "pull", *options)
     assert (again.returncode, again.stdout) == (0, "phoenix: 0 label(s) read, 0 new or changed\n"), again.stderr
 
-    measured = cli("agreement", "--json", "--disagreements", *options, cwd=tmp_path)
+    measured = tracescore("agreement", "--json", "--disagreements", *options)
     assert measured.returncode == 0, measured.stderr
     (row,) = [json.loads(line) for line in measured.stdout.splitlines()]
     check_row(row, runs, lambda verdict: "pass" if verdict else "fail")
