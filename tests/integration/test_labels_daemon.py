@@ -8,6 +8,8 @@ daemons' ``/metrics`` and ``/status`` showing them; ``gate --min-kappa``; ``labe
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import io
 import json
 import time
 import uuid
@@ -18,8 +20,8 @@ import pytest
 from daemon_harness import delete_redis_keys, emit_agent_trace, free_port, wait_until
 from langfuse_server import LangfuseServer
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-from serve_process import cli
 
+from collector.cli import main
 from collector.common.labels import PULLED
 from collector.config import load_config
 from collector.service import Service
@@ -40,6 +42,18 @@ def kappa(a: list[str], b: list[str]) -> float:
     agree = sum(x == y for x, y in zip(a, b, strict=True)) / n
     chance = sum((a.count(c) / n) * (b.count(c) / n) for c in set(a) | set(b))
     return (agree - chance) / (1 - chance)
+
+
+async def cli(*args: str) -> tuple[int, str, str]:
+    """``tracescore ARGS`` in a thread of this process (its own event loop; the daemons serve on
+    this one): its exit code, stdout and stderr."""
+    def run() -> tuple[int, str, str]:
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main(list(args))
+        return code, out.getvalue(), err.getvalue()
+
+    return await asyncio.wait_for(asyncio.to_thread(run), 60)  # a failure detector
 
 
 async def metrics_of(port: int) -> str:
