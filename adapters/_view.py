@@ -135,9 +135,19 @@ def usage_from(attrs: Mapping[str, Any], prefix: str = "gen_ai.usage.") -> dict[
              prefix + "completion_tokens", prefix + "total_tokens", "llm.usage.total_tokens"])
     if keys.isdisjoint(attrs):  # asked of every span; most model calls say no usage at all
         return usage
-    inp = int_attr(attrs, prefix + "input_tokens", prefix + "prompt_tokens")
-    out = int_attr(attrs, prefix + "output_tokens", prefix + "completion_tokens")
-    total = int_attr(attrs, prefix + "total_tokens", "llm.usage.total_tokens")
+    return token_usage(int_attr(attrs, prefix + "input_tokens", prefix + "prompt_tokens"),
+                       int_attr(attrs, prefix + "output_tokens", prefix + "completion_tokens"),
+                       int_attr(attrs, prefix + "total_tokens", "llm.usage.total_tokens"))
+
+
+def token_usage(inp: int | None, out: int | None, total: int | None) -> dict[str, int]:
+    """A usage dict of the counts a span gave (the total, when not given, is input + output).
+
+    Example:
+        >>> token_usage(17, 6, None), token_usage(None, 6, None), token_usage(None, None, None)
+        ({'input_tokens': 17, 'output_tokens': 6, 'total_tokens': 23}, {'output_tokens': 6}, {})
+    """
+    usage: dict[str, int] = {}
     if inp is not None:
         usage["input_tokens"] = inp
     if out is not None:

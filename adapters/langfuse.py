@@ -35,7 +35,7 @@ from typing import Any
 from adapters._agent_input import arguments_messages
 from adapters._messages import Msg, loads, parse_messages
 from adapters._trace import TraceLog, TraceSpan
-from adapters._view import Report, SpanView, common_context, int_attr, str_attr
+from adapters._view import Report, SpanView, common_context, int_attr, str_attr, token_usage
 
 __all__ = ["chain_io", "claims", "view_span"]
 
@@ -204,19 +204,9 @@ def _usage(raw: Any) -> dict[str, int]:
     value = _parsed(raw)
     if not isinstance(value, dict):
         return {}
-    usage: dict[str, int] = {}
-    inp = int_attr(value, "input", "input_tokens", "prompt_tokens")
-    out = int_attr(value, "output", "output_tokens", "completion_tokens")
-    total = int_attr(value, "total", "total_tokens")
-    if inp is not None:
-        usage["input_tokens"] = inp
-    if out is not None:
-        usage["output_tokens"] = out
-    if total is None and inp is not None and out is not None:
-        total = inp + out
-    if total is not None:
-        usage["total_tokens"] = total
-    return usage
+    return token_usage(int_attr(value, "input", "input_tokens", "prompt_tokens"),
+                       int_attr(value, "output", "output_tokens", "completion_tokens"),
+                       int_attr(value, "total", "total_tokens"))
 
 
 def _tool_arguments(raw: Any) -> Any:

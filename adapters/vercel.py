@@ -19,7 +19,15 @@ from typing import Any
 from adapters import genai
 from adapters._messages import Call, Msg, loads, parse_messages
 from adapters._trace import TraceLog, TraceSpan
-from adapters._view import Report, SpanView, common_context, int_attr, str_attr, usage_from
+from adapters._view import (
+    Report,
+    SpanView,
+    common_context,
+    int_attr,
+    str_attr,
+    token_usage,
+    usage_from,
+)
 
 __all__ = ["claims", "view_span"]
 
@@ -35,18 +43,9 @@ _LLM_OPS = frozenset(
 
 
 def _usage(attrs: Mapping[str, Any]) -> dict[str, int]:
-    usage: dict[str, int] = {}
-    inp = int_attr(attrs, "ai.usage.inputTokens", "ai.usage.promptTokens")
-    out = int_attr(attrs, "ai.usage.outputTokens", "ai.usage.completionTokens")
-    if inp is not None:
-        usage["input_tokens"] = inp
-    if out is not None:
-        usage["output_tokens"] = out
-    total = int_attr(attrs, "ai.usage.totalTokens")
-    if total is None and inp is not None and out is not None:
-        total = inp + out
-    if total is not None:
-        usage["total_tokens"] = total
+    usage = token_usage(int_attr(attrs, "ai.usage.inputTokens", "ai.usage.promptTokens"),
+                        int_attr(attrs, "ai.usage.outputTokens", "ai.usage.completionTokens"),
+                        int_attr(attrs, "ai.usage.totalTokens"))
     return usage or usage_from(attrs)
 
 
